@@ -1,0 +1,152 @@
+"""The server registry: registered name -> module, and how to build a server from settings.
+
+A *server module* follows one small contract, which the built-in servers and
+third-party packages share:
+
+* ``Settings``: a pydantic model of the server's settings (``extra="forbid"``).
+  Relative paths in it resolve against ``info.context["base_dir"]`` when given
+  (the launcher passes the config file's folder), else the working directory.
+* ``create_server(settings: Settings) -> FastMCP``: builds a fresh server.
+* Optional ``ONE_PER_PROCESS = True`` when two instances cannot live in one process.
+* Optional ``EXTRA = "name"``: the pip extra that provides its dependencies.
+
+Where a server comes from, in the launcher config:
+
+* ``server: memory-tools``: a built-in name or one registered by another package
+  under the entry-point group ``doc_processing_std_tools.servers`` (the entry
+  point's value is a server module, ``pkg.mod``, or an object, ``pkg.mod:attr``);
+* ``module: pkg.mod``: any importable server module;
+* ``module: pkg.mod:attr``: a FastMCP instance, or a callable that takes the
+  settings as keyword arguments and returns one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+ENTRY_POINT_GROUP = "doc_processing_std_tools.servers"
+
+BUILTIN_SERVERS: dict[str, str] = {
+    "memory-tools": "doc_processing_std_tools.memory",
+    "filesystem": "doc_processing_std_tools.filesystem",
+    "popoto-memory": "doc_processing_std_tools.popoto_memory",
+}
+
+# Import-time failures that mean "install this extra", by top-level module name.
+_EXTRA_HINTS: dict[str, str] = {"popoto": "popoto"}
+
+
+class ServerLoadError(Exception):
+    """A server could not be found, imported or built; the message says how to fix it."""
+
+
+@dataclass
+class ServerSource:
+    """A resolved server: where it came from and how to build it."""
+
+    label: str  # what the user wrote: "memory-tools" or "pkg.mod:attr"
+    target: ModuleType | Any  # a server module, a FastMCP instance or a factory
+    one_per_process: bool = False
+    settings_model: Any = None  # pydantic model class, or None
+    extra_info: dict[str, Any] = field(default_factory=dict)
+
+    def validate_settings(self, raw: dict[str, Any], base_dir: Path) -> Any:
+        """Validate raw settings; raises pydantic.ValidationError naming the key."""
+        if self.settings_model is not None:
+            return self.settings_model.model_validate(raw, context={"base_dir": base_dir})
+        return dict(raw)
+
+    def build(self, settings: Any) -> FastMCP:
+        from fastmcp import FastMCP
+
+        target = self.target
+        if isinstance(target, ModuleType):
+            server = target.create_server(settings)
+        elif isinstance(target, FastMCP):
+            if settings:
+                raise ServerLoadError(
+                    f"{self.label} is a ready-made server and takes no settings; "
+                    "remove 'settings:' or point 'module:' at a factory function"
+                )
+            server = target
+        elif callable(target):
+            server = target(**settings)
+        else:
+            raise ServerLoadError(f"{self.label} is neither a FastMCP server nor a factory")
+        if not isinstance(server, FastMCP):
+            raise ServerLoadError(
+                f"{self.label} returned {type(server).__name__}, expected a FastMCP server"
+            )
+        return server
+
+
+def registered_names() -> list[str]:
+    """Built-in names plus those registered through entry points."""
+    names = set(BUILTIN_SERVERS)
+    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def resolve_registered(name: str) -> ServerSource:
+    """Find a server by its registered name."""
+    if name in BUILTIN_SERVERS:
+        return resolve_module(BUILTIN_SERVERS[name], label=name)
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        return resolve_module(ep.value, label=name)
+    known = ", ".join(registered_names())
+    raise ServerLoadError(
+        f"unknown server {name!r}; registered servers are: {known} "
+        "(or use 'module: package.module:attribute')"
+    )
+
+
+def resolve_module(spec: str, *, label: str | None = None) -> ServerSource:
+    """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (an instance or factory)."""
+    label = label or spec
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        extra = _EXTRA_HINTS.get(missing)
+        if extra:
+            raise ServerLoadError(
+                f"{label} needs the optional dependency {missing!r}: "
+                f"pip install 'doc-processing-std-tools[{extra}]'"
+            ) from None
+        raise ServerLoadError(f"cannot import {module_name!r} for {label}: {exc}") from None
+    except Exception as exc:
+        raise ServerLoadError(f"importing {module_name!r} for {label} failed: {exc}") from None
+
+    if attr:
+        try:
+            target: Any = getattr(module, attr)
+        except AttributeError:
+            raise ServerLoadError(f"{module_name!r} has no attribute {attr!r} ({label})") from None
+        except Exception as exc:  # a lazy module attribute may fail to build
+            raise ServerLoadError(f"loading {spec!r} for {label} failed: {exc}") from None
+        if inspect.ismodule(target):
+            module, attr, target = target, "", target
+        else:
+            return ServerSource(label=label, target=target)
+
+    if not hasattr(module, "create_server"):
+        raise ServerLoadError(
+            f"{module_name!r} is not a server module (it has no create_server); "
+            f"use 'module: {module_name}:<attribute>' to name a server object or factory"
+        )
+    return ServerSource(
+        label=label,
+        target=module,
+        one_per_process=bool(getattr(module, "ONE_PER_PROCESS", False)),
+        settings_model=getattr(module, "Settings", None),
+    )
