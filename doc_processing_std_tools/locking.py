@@ -65,9 +65,7 @@ def store_lock_path(store_dir: str | os.PathLike[str]) -> Path:
     return Path(store_dir) / LOCK_FILE_NAME
 
 
-def run_exclusive(
-    fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
-) -> R:
+def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Call *fn* while holding the process lock (sync; for worker threads)."""
     with PROCESS_LOCK:
         return fn(*args, **kwargs)

@@ -1,0 +1,529 @@
+"""Race-free path containment: every path is walked component by component through
+directory file descriptors, so nothing can lead a read or a write outside the roots.
+
+Why not ``realpath`` then ``open``: between the check and the use, a folder can be
+swapped for a symlink (the reference filesystem server's tests admit this race).
+Here each component is opened relative to the already-opened parent with
+``O_NOFOLLOW``; a symlink met on the way is read and its target walked the same
+way, and refused when it leads outside every root. ``..`` pops back to the parent
+descriptor we came from and can never climb above a root. The last component is
+used through its parent's descriptor (``dir_fd=``), never by a path string.
+
+A :class:`Jail` holds one or more roots. Symlinks between roots are allowed.
+Known limit: a folder *moved* out of a root by another program while we hold
+its descriptor is still reachable through that descriptor for the rest of that
+one call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import shutil
+import stat
+import uuid
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+_MAX_SYMLINKS = 40
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+TEMP_PREFIX = ".dpt-tmp-"
+
+
+class ContainmentError(PermissionError):
+    """A path that leads, or would lead, outside every root."""
+
+    def __init__(self, path: str, roots: Sequence[Path], *, via_symlink: bool = False) -> None:
+        self.path = path
+        self.roots = tuple(roots)
+        self.via_symlink = via_symlink
+        kind = "symlink target" if via_symlink else "path"
+        allowed = ", ".join(str(r) for r in self.roots)
+        super().__init__(
+            errno.EACCES,
+            f"Access denied - {kind} outside allowed directories: {path} not in {allowed}",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One item of a directory listing (never followed when it is a symlink)."""
+
+    name: str
+    path: Path  # absolute, inside a root
+    kind: str  # "file", "dir", "symlink" or "other"
+    size: int
+    stat: os.stat_result
+
+
+@dataclass
+class Target:
+    """A resolved path: its parent folder's descriptor and its own name in that folder.
+
+    ``name`` is ``None`` when the target is a root itself, and then ``parent_fd``
+    is the root's descriptor. Valid only inside :meth:`Jail.resolve`.
+    """
+
+    parent_fd: int
+    name: str | None
+    path: Path
+    root: Path
+
+    def lstat(self) -> os.stat_result | None:
+        """The target's own status (a symlink is not followed), or None if missing."""
+        try:
+            if self.name is None:
+                return os.fstat(self.parent_fd)
+            return os.stat(self.name, dir_fd=self.parent_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    @property
+    def is_root(self) -> bool:
+        return self.name is None
+
+    @contextmanager
+    def open_dir(self) -> Iterator[int]:
+        """A readable descriptor of the target folder (refuses a symlink swapped in)."""
+        if self.name is None:
+            fd = os.open(".", _DIR_FLAGS, dir_fd=self.parent_fd)
+        else:
+            fd = os.open(self.name, _DIR_FLAGS, dir_fd=self.parent_fd)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+
+def _split(path: str) -> list[str]:
+    return [part for part in path.split("/") if part not in ("", ".")]
+
+
+class Jail:
+    """Path resolution and file operations confined to a set of root folders."""
+
+    def __init__(self, roots: Sequence[str | os.PathLike[str]]) -> None:
+        if not roots:
+            raise ValueError("a Jail needs at least one root")
+        resolved: list[Path] = []
+        for root in roots:
+            real = Path(os.path.realpath(os.path.expanduser(os.fspath(root))))
+            if not real.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "root is not a folder", str(root))
+            if real not in resolved:
+                resolved.append(real)
+        self.roots: tuple[Path, ...] = tuple(resolved)
+        # The spellings a user may write a root in (as given and fully resolved).
+        self._aliases: list[tuple[tuple[str, ...], int]] = []
+        for index, root in enumerate(self.roots):
+            self._aliases.append((root.parts, index))
+        for root in roots:
+            given = Path(os.path.abspath(os.path.expanduser(os.fspath(root))))
+            real = Path(os.path.realpath(given))
+            alias = (given.parts, self.roots.index(real))
+            if alias not in self._aliases:
+                self._aliases.append(alias)
+        self._aliases.sort(key=lambda item: len(item[0]), reverse=True)
+
+    # -- parsing --------------------------------------------------------------
+
+    def locate(self, path: str) -> tuple[int, list[str]]:
+        """Split *path* into (root index, components below that root).
+
+        Relative paths are below the first root. Absolute ones must start with a
+        root, compared component by component (``/root-evil`` is not ``/root``).
+        """
+        if "\x00" in path:
+            raise ValueError(f"Invalid path {path!r}: it contains a NUL byte")
+        if path == "~" or path.startswith("~/"):
+            path = os.path.expanduser(path)
+        if not path.startswith("/"):
+            return 0, _split(path)
+        parts = Path(path).parts  # keeps ".." as written; only collapses "//" and "/./"
+        for root_parts, index in self._aliases:
+            if parts[: len(root_parts)] == root_parts:
+                return index, [p for p in parts[len(root_parts) :] if p != "."]
+        raise ContainmentError(path, self.roots)
+
+    def display(self, path: str) -> str:
+        """The absolute form of *path* for messages (no filesystem access)."""
+        try:
+            index, parts = self.locate(path)
+        except (ValueError, ContainmentError):
+            return path
+        return str(self.roots[index].joinpath(*parts))
+
+    # -- resolution -----------------------------------------------------------
+
+    @contextmanager
+    def resolve(
+        self, path: str, *, follow_last: bool = True, create_parents: bool = False
+    ) -> Iterator[Target]:
+        """Walk *path* inside the roots and yield its :class:`Target`.
+
+        Symlinks on the way are followed only while they stay inside the roots;
+        the last component is followed too when *follow_last*. Missing folders on
+        the way raise FileNotFoundError, or are created (mode 0700) with
+        *create_parents*. The last component may be missing.
+        """
+        with ExitStack() as fds:
+            root_index, parts = self.locate(path)
+            pending = deque(parts)
+            stack: list[int] = []
+            names: list[str] = []
+
+            def enter_root(index: int) -> None:
+                nonlocal root_index
+                root_index = index
+                while stack:
+                    os.close(stack.pop())
+                names.clear()
+                stack.append(os.open(self.roots[index], _DIR_FLAGS))
+
+            fds.callback(lambda: [os.close(fd) for fd in stack])
+            enter_root(root_index)
+            links = 0
+            while pending:
+                part = pending.popleft()
+                if part == "..":
+                    if len(stack) == 1:
+                        raise ContainmentError(path, self.roots, via_symlink=links > 0)
+                    os.close(stack.pop())
+                    names.pop()
+                    continue
+                last = not pending
+                try:
+                    info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+                except FileNotFoundError:
+                    if last:
+                        break
+                    if not create_parents:
+                        raise FileNotFoundError(
+                            errno.ENOENT,
+                            "No such file or directory",
+                            self._path_of(root_index, names, part),
+                        ) from None
+                    with suppress(FileExistsError):
+                        os.mkdir(part, 0o700, dir_fd=stack[-1])
+                    pending.appendleft(part)
+                    continue
+                if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
+                    links += 1
+                    if links > _MAX_SYMLINKS:
+                        raise OSError(errno.ELOOP, "Too many levels of symbolic links", path)
+                    target = os.readlink(part, dir_fd=stack[-1])
+                    if target.startswith("/"):
+                        try:
+                            index, target_parts = self.locate(target)
+                        except ContainmentError:
+                            raise ContainmentError(path, self.roots, via_symlink=True) from None
+                        enter_root(index)
+                        pending.extendleft(reversed(target_parts))
+                    else:
+                        pending.extendleft(reversed(_split(target)))
+                    continue
+                if last:
+                    break
+                try:
+                    fd = os.open(part, _DIR_FLAGS, dir_fd=stack[-1])
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        # It is not a folder, or it was swapped for a symlink since the
+                        # lstat above: resolve this component again.
+                        again = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
+                        if stat.S_ISLNK(again.st_mode):
+                            pending.appendleft(part)
+                            continue
+                        raise NotADirectoryError(
+                            errno.ENOTDIR,
+                            "Not a directory",
+                            str(self._path_of(root_index, names, part)),
+                        ) from None
+                    raise
+                stack.append(fd)
+                names.append(part)
+            else:
+                # The walk ended inside a folder it entered (or on a root itself).
+                part = names.pop() if names else None
+                if part is not None:
+                    os.close(stack.pop())
+            yield Target(
+                stack[-1],
+                part,
+                self._path_of(root_index, names, *([part] if part else [])),
+                self.roots[root_index],
+            )
+
+    def _path_of(self, root_index: int, names: list[str], *more: str) -> Path:
+        return self.roots[root_index].joinpath(*names, *more)
+
+    def realpath(self, path: str) -> Path:
+        """The absolute path *path* leads to inside the roots (it need not exist)."""
+        with self.resolve(path) as target:
+            return target.path
+
+    def contains(self, path: str) -> bool:
+        """Whether *path* resolves inside the roots (missing folders on the way are fine)."""
+        try:
+            self.realpath(path)
+        except ContainmentError:
+            return False
+        except OSError:
+            return True
+        return True
+
+    # -- operations -----------------------------------------------------------
+
+    def lstat(self, path: str) -> os.stat_result:
+        with self.resolve(path) as target:
+            info = target.lstat()
+            if info is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
+            return info
+
+    def read_bytes(self, path: str, *, limit: int | None = None) -> bytes:
+        """Read a regular file; with *limit*, raise :class:`FileTooLarge` past that many bytes."""
+        with self.resolve(path) as target:
+            if target.name is None:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
+            fd = os.open(
+                target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=target.parent_fd
+            )
+            with os.fdopen(fd, "rb") as handle:
+                info = os.fstat(handle.fileno())
+                if stat.S_ISDIR(info.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
+                if not stat.S_ISREG(info.st_mode):
+                    raise OSError(errno.EINVAL, "Not a regular file", str(target.path))
+                if limit is not None and info.st_size > limit:
+                    raise FileTooLarge(str(target.path), info.st_size, limit)
+                return handle.read()
+
+    def write_atomic(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        create_parents: bool = False,
+        exclusive: bool = False,
+        mode: int = 0o600,
+    ) -> Path:
+        """Write *data* to a temp file beside *path*, fsync it, then ``os.replace`` it in.
+
+        A crash leaves the old content or the new one, never a mix. With
+        *exclusive*, fail with FileExistsError when *path* exists. An existing
+        file keeps its permission bits.
+        """
+        with self.resolve(path, create_parents=create_parents) as target:
+            if target.name is None:
+                raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
+            existing = target.lstat()
+            if existing is not None:
+                if exclusive:
+                    raise FileExistsError(errno.EEXIST, "File exists", str(target.path))
+                if stat.S_ISDIR(existing.st_mode):
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
+                mode = stat.S_IMODE(existing.st_mode)
+            atomic_write_at(target.parent_fd, target.name, data, mode=mode, exclusive=exclusive)
+            return target.path
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> Path:
+        with self.resolve(path, create_parents=parents) as target:
+            if target.name is None:
+                if exist_ok:
+                    return target.path
+                raise FileExistsError(errno.EEXIST, "File exists", str(target.path))
+            try:
+                os.mkdir(target.name, 0o700, dir_fd=target.parent_fd)
+            except FileExistsError:
+                info = target.lstat()
+                if not (exist_ok and info is not None and stat.S_ISDIR(info.st_mode)):
+                    raise FileExistsError(errno.EEXIST, "File exists", str(target.path)) from None
+            return target.path
+
+    def remove(self, path: str, *, recursive: bool = False) -> Path:
+        """Delete a file or symlink (the link itself), or a folder with *recursive*."""
+        with self.resolve(path, follow_last=False) as target:
+            if target.name is None:
+                raise PermissionError(
+                    errno.EPERM, "Refusing to delete a root folder", str(target.path)
+                )
+            info = target.lstat()
+            if info is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
+            if stat.S_ISDIR(info.st_mode):
+                if not recursive:
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
+                shutil.rmtree(target.name, dir_fd=target.parent_fd)
+            else:
+                os.unlink(target.name, dir_fd=target.parent_fd)
+            return target.path
+
+    def rename(self, source: str, destination: str, *, create_parents: bool = False) -> Path:
+        """Move *source* (a symlink is moved, not followed) to *destination*, never replacing."""
+        with (
+            self.resolve(source, follow_last=False) as src,
+            self.resolve(destination, follow_last=False, create_parents=create_parents) as dst,
+        ):
+            if src.name is None:
+                raise PermissionError(errno.EPERM, "Refusing to move a root folder", str(src.path))
+            if src.lstat() is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(src.path))
+            if dst.name is None or dst.lstat() is not None:
+                raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
+            rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
+            return dst.path
+
+    def scandir(self, path: str) -> list[Entry]:
+        """List a folder (sorted by name). Symlinks are reported as such, never followed."""
+        with self.resolve(path) as target:
+            info = target.lstat()
+            if info is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.path))
+            with target.open_dir() as fd:
+                return _list_fd(fd, target.path)
+
+    def walk(self, path: str, *, max_depth: int | None = None) -> Iterator[tuple[int, Entry]]:
+        """Yield (depth, entry) depth-first, sorted by name, descending only into real folders.
+
+        Depth 1 is the folder's own children. Symlinked folders are listed but
+        never entered, so a walk cannot leave the roots.
+        """
+        with self.resolve(path) as target:
+            info = target.lstat()
+            if info is None:
+                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
+            if not stat.S_ISDIR(info.st_mode):
+                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.path))
+            with target.open_dir() as fd:
+                yield from _walk_fd(fd, target.path, 1, max_depth)
+
+
+class FileTooLarge(OSError):
+    """A file over the configured read limit."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(errno.EFBIG, f"File is {size} bytes, over the {limit}-byte limit", path)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def _list_fd(fd: int, folder: Path) -> list[Entry]:
+    entries = []
+    for name in sorted(os.listdir(fd)):
+        try:
+            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed while we listed
+        entries.append(Entry(name, folder / name, _kind(info.st_mode), info.st_size, info))
+    return entries
+
+
+def _walk_fd(
+    fd: int, folder: Path, depth: int, max_depth: int | None
+) -> Iterator[tuple[int, Entry]]:
+    for entry in _list_fd(fd, folder):
+        yield depth, entry
+        if entry.kind == "dir" and (max_depth is None or depth < max_depth):
+            try:
+                child = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                continue  # vanished, or swapped for a symlink: do not enter
+            try:
+                yield from _walk_fd(child, entry.path, depth + 1, max_depth)
+            finally:
+                os.close(child)
+
+
+def atomic_write_at(
+    dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, exclusive: bool = False
+) -> None:
+    """Write *name* in the folder *dir_fd* through a fsynced temp file and ``os.replace``.
+
+    With *exclusive*, the temp file is linked in with no-replace semantics, so an
+    existing file is never overwritten even by a racing writer.
+    """
+    temp = f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    fd = os.open(
+        temp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        mode,
+        dir_fd=dir_fd,
+    )
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fchmod(fd, mode)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if exclusive:
+            rename_noreplace(dir_fd, temp, dir_fd, name, name)
+        else:
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(temp, dir_fd=dir_fd)
+        raise
+    with suppress(OSError):  # some filesystems refuse fsync on a folder
+        os.fsync(dir_fd)
+
+
+_RENAME_NOREPLACE = 1
+_AT_FDCWD = -100
+
+
+def _renameat2() -> object | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        func = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    func.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    func.restype = ctypes.c_int
+    return func
+
+
+_RENAMEAT2 = _renameat2()
+
+
+def rename_noreplace(src_fd: int, src: str, dst_fd: int, dst: str, shown: str) -> None:
+    """``renameat2(RENAME_NOREPLACE)``: an existing destination is never replaced."""
+    if _RENAMEAT2 is not None:
+        result = _RENAMEAT2(src_fd, os.fsencode(src), dst_fd, os.fsencode(dst), _RENAME_NOREPLACE)  # type: ignore[operator]
+        if result == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            if err == errno.EEXIST:
+                raise FileExistsError(err, "File exists", shown)
+            raise OSError(err, os.strerror(err), shown)
+    # Fallback (filesystems without renameat2): check, then rename. Callers hold the lock.
+    try:
+        os.stat(dst, dir_fd=dst_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        os.rename(src, dst, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
+    else:
+        raise FileExistsError(errno.EEXIST, "File exists", shown)
