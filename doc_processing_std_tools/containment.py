@@ -208,7 +208,7 @@ class Jail:
                         raise FileNotFoundError(
                             errno.ENOENT,
                             "No such file or directory",
-                            self._path_of(root_index, names, part),
+                            str(self._path_of(root_index, names, part)),
                         ) from None
                     with suppress(FileExistsError):
                         os.mkdir(part, 0o700, dir_fd=stack[-1])
