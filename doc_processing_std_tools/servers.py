@@ -46,7 +46,24 @@ _EXTRA_HINTS: dict[str, str] = {"popoto": "popoto"}
 
 
 class ServerLoadError(Exception):
-    """A server could not be found, imported or built; the message says how to fix it."""
+    """A server could not be found, imported or built; the message says how to fix it.
+
+    ``extra`` names the pip extra to install when the cause is a missing optional
+    dependency; the launcher then skips that server and serves the others.
+    """
+
+    def __init__(self, message: str, *, extra: str | None = None) -> None:
+        super().__init__(message)
+        self.extra = extra
+
+
+def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
+    """The error for a server whose optional dependency is not installed."""
+    return ServerLoadError(
+        f"{label} needs the optional dependency {module!r}: "
+        f"pip install 'doc-processing-std-tools[{extra}]'",
+        extra=extra,
+    )
 
 
 @dataclass
@@ -70,7 +87,13 @@ class ServerSource:
 
         target = self.target
         if isinstance(target, ModuleType):
-            server = target.create_server(settings)
+            try:
+                server = target.create_server(settings)
+            except ModuleNotFoundError as exc:
+                extra = getattr(target, "EXTRA", None)
+                if not extra:
+                    raise
+                raise missing_extra(self.label, (exc.name or "?").split(".")[0], extra) from None
         elif isinstance(target, FastMCP):
             if settings:
                 raise ServerLoadError(
@@ -119,10 +142,7 @@ def resolve_module(spec: str, *, label: str | None = None) -> ServerSource:
         missing = (exc.name or "").split(".")[0]
         extra = _EXTRA_HINTS.get(missing)
         if extra:
-            raise ServerLoadError(
-                f"{label} needs the optional dependency {missing!r}: "
-                f"pip install 'doc-processing-std-tools[{extra}]'"
-            ) from None
+            raise missing_extra(label, missing, extra) from None
         raise ServerLoadError(f"cannot import {module_name!r} for {label}: {exc}") from None
     except Exception as exc:
         raise ServerLoadError(f"importing {module_name!r} for {label} failed: {exc}") from None

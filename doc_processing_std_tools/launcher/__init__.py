@@ -1,0 +1,1 @@
+"""The ``dpt-launch`` launcher: config (``config``), composition (``compose``), serving (``serve``), CLI (``cli``)."""

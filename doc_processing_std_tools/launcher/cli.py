@@ -1,0 +1,145 @@
+"""``dpt-launch``: serve the servers named in a YAML config as one MCP server.
+
+Exit status: 0 on a clean stop, 2 for a bad config or command line, 1 when a
+server fails at start-up. stdout belongs to the protocol in stdio mode, so every
+message goes to stderr (``--check`` prints its table to stdout: it serves nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .. import __version__
+from .config import ConfigError, load_config
+
+log = logging.getLogger("dpt-launch")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+DESCRIPTION = """\
+Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own) into
+one MCP server, as listed in a YAML config, and serve it to an MCP client.
+
+Quick start:
+  dpt-launch --config configs/tools.yaml --check   # validate and list the tools
+  dpt-launch --config configs/tools.yaml           # serve over stdio (what MCP clients run)
+
+Client setup (Claude Code):
+  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml
+"""
+
+EPILOG = """\
+Exit status: 0 clean stop, 1 a server failed to start, 2 bad config or arguments.
+Environment: DPTTOOLS_CONFIG (default for --config), DPTTOOLS_MEMORY_DIR, DPTTOOLS_FS_ROOTS.
+Config reference: docs/launcher.md.
+"""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="dpt-launch",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-c",
+        "--config",
+        default=os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"),
+        help="YAML file listing the servers to mount (default: $DPTTOOLS_CONFIG or ./tools.yaml)",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="validate the config, build every server and print the tool table, then exit",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=["stdio", "http"],
+        help="override the config's transport (stdio for MCP clients that spawn a command)",
+    )
+    parser.add_argument("--host", help="HTTP host to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="HTTP port (default 8765; 0 picks a free one)")
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="log level on stderr (default: the config's log_level, WARNING)",
+    )
+    parser.add_argument("--version", action="version", version=f"dpt-launch {__version__}")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        loaded = load_config(args.config)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    transport = loaded.config.transport
+    overrides = {
+        key: value
+        for key, value in (("type", args.transport), ("host", args.host), ("port", args.port))
+        if value is not None
+    }
+    if overrides:
+        transport = transport.model_copy(update=overrides)
+    level = args.log_level or loaded.config.log_level
+    _setup_logging(level)
+
+    import anyio
+
+    from .compose import CompositionError, build, check_tools
+
+    try:
+        composition = build(loaded)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    for name, why in composition.skipped:
+        log.warning("servers.%s not mounted: %s", name, why)
+
+    if args.check:
+        from .report import print_check
+
+        try:
+            anyio.run(check_tools, composition)
+        except CompositionError as exc:
+            return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+        print_check(loaded, composition, transport)
+        return EXIT_OK
+
+    from .serve import serve
+
+    try:
+        anyio.run(serve, composition, transport)
+    except CompositionError as exc:
+        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+    except KeyboardInterrupt:
+        pass
+    except Exception as exc:  # a server failed to start, e.g. its lifespan raised
+        log.debug("start-up failure", exc_info=True)
+        return _fail(f"{loaded.path}: a server failed: {type(exc).__name__}: {exc}", EXIT_FAILURE)
+    return EXIT_OK
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"dpt-launch: error: {message}", file=sys.stderr)
+    return status
+
+
+def _setup_logging(level: str) -> None:
+    """Everything to stderr; fastmcp reads its own level from the environment."""
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", level)
+    os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+    logging.basicConfig(
+        stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The launcher's YAML config: typed schema, defaults in one place, errors that name file, line and key.
+
+Example (``configs/tools.yaml``)::
+
+    name: doc-processing-std-tools
+    transport: stdio                 # or {type: http, host: 127.0.0.1, port: 8765, path: /mcp}
+    servers:
+      memory:                        # mount name
+        server: memory-tools         # registered name (defaults to the mount name)
+        namespace: mem               # optional tool-name prefix: mem_write_memory
+        enabled: true
+        settings:
+          memory_dir: ${MEMORY_DIR:-./agent_memory}
+
+Relative paths in ``settings`` resolve against the config file's folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_NAME = "doc-processing-std-tools"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+DEFAULT_HTTP_PATH = "/mcp"
+NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
+
+
+class ConfigError(Exception):
+    """A config problem, already phrased for the user as one line."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TransportConfig(_Strict):
+    """How the composed server talks to its client."""
+
+    type: Literal["stdio", "http"] = "stdio"
+    host: str = DEFAULT_HOST
+    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
+    path: str = DEFAULT_HTTP_PATH
+    stateless: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _path_starts_with_slash(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/', e.g. /mcp")
+        return value
+
+
+class ServerEntry(_Strict):
+    """One mounted server."""
+
+    server: str | None = None
+    module: str | None = None
+    namespace: str | None = Field(None, pattern=NAMESPACE_PATTERN, max_length=30)
+    enabled: bool = True
+    settings: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ServerEntry:
+        if self.server and self.module:
+            raise ValueError("give either 'server' or 'module', not both")
+        return self
+
+
+class LauncherConfig(_Strict):
+    """The whole file."""
+
+    name: str = DEFAULT_NAME
+    instructions: str | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    transport: TransportConfig = Field(default_factory=TransportConfig)
+    servers: dict[str, ServerEntry]
+
+    @field_validator("transport", mode="before")
+    @classmethod
+    def _transport_shorthand(cls, value: Any) -> Any:
+        return {"type": value} if isinstance(value, str) else value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("servers")
+    @classmethod
+    def _at_least_one(cls, value: dict[str, ServerEntry]) -> dict[str, ServerEntry]:
+        if not value:
+            raise ValueError(
+                "mount at least one server, e.g. servers: {memory: {server: memory-tools}}"
+            )
+        return value
+
+
+@dataclass
+class LoadedConfig:
+    """A validated config plus what error messages need: its file and line numbers."""
+
+    config: LauncherConfig
+    path: Path
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+    def error(self, loc: tuple[str | int, ...], message: str) -> ConfigError:
+        return ConfigError(_format(self.path, self.lines, loc, message))
+
+
+# -- loading -------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def load_config(
+    path: str | os.PathLike[str], environ: dict[str, str] | None = None
+) -> LoadedConfig:
+    """Read, expand and validate *path*. Raises :class:`ConfigError` with a one-line message."""
+    file = Path(path).expanduser()
+    env = os.environ if environ is None else environ
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{file}: config file not found; pass --config with the path of your tools.yaml "
+            "(see configs/tools.yaml for an example)"
+        ) from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read the config file: {exc}") from None
+    file = file.resolve()
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark else str(file)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(
+            f"{where}: invalid YAML: {problem}; check indentation and quoting"
+        ) from None
+
+    lines: dict[tuple[str, ...], int] = {}
+    if node is not None:
+        _collect_lines(node, (), lines)
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{file}:1: the config must be a mapping with a 'servers:' key")
+
+    data = _expand(data, (), env, file, lines)
+    try:
+        config = LauncherConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc, file, lines)) from None
+    return LoadedConfig(config, file, lines)
+
+
+def _collect_lines(
+    node: yaml.Node, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]
+) -> None:
+    out.setdefault(prefix, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = (*prefix, str(key_node.value))
+            out[key] = key_node.start_mark.line + 1
+            _collect_lines(value_node, key, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _collect_lines(item, (*prefix, str(index)), out)
+
+
+def _expand(
+    value: Any, loc: tuple[str, ...], env: Any, file: Path, lines: dict[tuple[str, ...], int]
+) -> Any:
+    """Expand ``${VAR}`` and ``${VAR:-default}`` in every string value (never in keys)."""
+    if isinstance(value, dict):
+        return {k: _expand(v, (*loc, str(k)), env, file, lines) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_expand(v, (*loc, str(i)), env, file, lines) for i, v in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        found = env.get(name)
+        if found:
+            return found
+        if default is not None:
+            return default
+        raise ConfigError(
+            _format(
+                file,
+                lines,
+                loc,
+                f"environment variable {name} is not set; set it, or give a default: ${{{name}:-value}}",
+            )
+        )
+
+    return _VAR.sub(substitute, value)
+
+
+# -- error messages ------------------------------------------------------------
+
+
+def _format(
+    file: Path, lines: dict[tuple[str, ...], int], loc: tuple[str | int, ...], message: str
+) -> str:
+    key = tuple(str(part) for part in loc)
+    line = None
+    for depth in range(len(key), -1, -1):
+        line = lines.get(key[:depth])
+        if line is not None:
+            break
+    where = f"{file}:{line}" if line else str(file)
+    dotted = ".".join(key)
+    return f"{where}: {dotted}: {message}" if dotted else f"{where}: {message}"
+
+
+def describe_validation_error(
+    exc: ValidationError,
+    file: Path,
+    lines: dict[tuple[str, ...], int],
+    prefix: tuple[str, ...] = (),
+    model: type[BaseModel] | None = None,
+) -> str:
+    """The first error of *exc* as one line naming the key, with a hint for the fix."""
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(
+        str(part) for part in error["loc"] if part != "function-after[_one_source(), ServerEntry]"
+    )
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(model or LauncherConfig, loc[:-1])
+        message = "unknown key"
+        close = difflib.get_close_matches(loc[-1], allowed, n=1)
+        if close:
+            message += f"; did you mean '{close[0]}'?"
+        if allowed:
+            message += f" (allowed keys: {', '.join(allowed)})"
+    elif kind == "missing":
+        message = "required key is missing"
+    else:
+        message = error["msg"]
+        if "input" in error and not isinstance(error["input"], dict | list):
+            message += f" (got {error['input']!r})"
+    return _format(file, lines, (*prefix, *loc), message)
+
+
+def _allowed_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
+    """The field names of the model found at *loc* (mapping keys of dict fields are skipped)."""
+    current: Any = model
+    skip_next = False
+    for part in loc:
+        if skip_next:
+            skip_next = False
+            continue
+        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+            return []
+        info = current.model_fields.get(part)
+        if info is None:
+            return []
+        annotation = info.annotation
+        origin = getattr(annotation, "__origin__", None)
+        if origin is dict:
+            current = annotation.__args__[1]
+            skip_next = True
+        else:
+            current = annotation
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []

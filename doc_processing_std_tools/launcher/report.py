@@ -1,0 +1,65 @@
+"""The ``--check`` report: what would be served, as rich tables."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .compose import Composition
+from .config import LoadedConfig, TransportConfig
+
+
+def _hints(tool: object) -> str:
+    annotations = getattr(tool, "annotations", None)
+    if annotations is None:
+        return ""
+    flags = []
+    if annotations.read_only_hint:
+        flags.append("read-only")
+    if annotations.destructive_hint:
+        flags.append("destructive")
+    if annotations.idempotent_hint:
+        flags.append("idempotent")
+    return ", ".join(flags)
+
+
+def print_check(loaded: LoadedConfig, composition: Composition, transport: TransportConfig) -> None:
+    console = Console(highlight=False)
+    where = (
+        "stdio"
+        if transport.type == "stdio"
+        else f"http://{transport.host}:{transport.port}{transport.path}"
+    )
+    console.print(f"[bold]{loaded.config.name}[/bold] from {loaded.path} - transport: {where}")
+
+    servers = Table(title="Mounted servers", title_justify="left")
+    servers.add_column("mount")
+    servers.add_column("server")
+    servers.add_column("namespace")
+    servers.add_column("tools", justify="right")
+    servers.add_column("settings")
+    for mount in composition.mounts:
+        details = "\n".join(f"{label}: {value}" for label, value in mount.describe())
+        servers.add_row(
+            mount.name,
+            mount.source.label,
+            mount.entry.namespace or "-",
+            str(len(mount.tools)),
+            details or "-",
+        )
+    for name, why in composition.skipped:
+        servers.add_row(name, "[yellow]not mounted[/yellow]", "-", "0", why)
+    console.print(servers)
+
+    tools = Table(title="Tools", title_justify="left")
+    tools.add_column("tool", style="bold")
+    tools.add_column("mount")
+    tools.add_column("hints")
+    tools.add_column("description", overflow="fold")
+    for mount in composition.mounts:
+        for tool in mount.tools:
+            summary = (tool.description or "").strip().splitlines()
+            tools.add_row(tool.name, mount.name, _hints(tool), summary[0] if summary else "")
+    console.print(tools)
+    total = sum(len(m.tools) for m in composition.mounts)
+    console.print(f"OK: {total} tools from {len(composition.mounts)} servers, no name collisions.")

@@ -1,0 +1,124 @@
+"""Serve a composition over stdio or streamable HTTP until EOF, SIGINT or SIGTERM.
+
+Why stdio is not simply ``FastMCP.run_stdio_async``: the SDK reads stdin in an
+AnyIO worker thread that cannot be interrupted, so on SIGTERM the server would
+hang (and keep its children, such as an embedded redis-server) until the client
+happened to write or close stdin. Here stdin is read by a daemon thread instead,
+so a signal cancels serving at once and every lifespan exits cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+from .compose import Composition, check_tools
+from .config import TransportConfig
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectSendStream
+    from fastmcp import FastMCP
+
+log = logging.getLogger("dpt-launch")
+
+
+async def serve(composition: Composition, transport: TransportConfig) -> None:
+    """Check the tools, then serve; a signal cancels serving so every lifespan exits cleanly."""
+    await check_tools(composition)
+    root = composition.root
+    tool_count = sum(len(m.tools) for m in composition.mounts)
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signal, group.cancel_scope)
+        if transport.type == "http":
+            log.warning(
+                "serving %d tools on http://%s:%s%s",
+                tool_count,
+                transport.host,
+                transport.port,
+                transport.path,
+            )
+            await root.run_http_async(
+                show_banner=False,
+                host=transport.host,
+                port=transport.port,
+                path=transport.path,
+                stateless_http=transport.stateless,
+            )
+        else:
+            log.info("serving %d tools over stdio", tool_count)
+            await run_stdio(root)
+        group.cancel_scope.cancel()  # the client went away: stop the signal watcher
+
+
+async def run_stdio(server: FastMCP) -> None:
+    """``FastMCP.run_stdio_async`` with a stdin reader that a cancellation can interrupt."""
+    from fastmcp.server.context import reset_transport, set_transport
+    from mcp.server.stdio import stdio_server
+
+    token = set_transport("stdio")
+    try:
+        async with (
+            server._lifespan_manager(),
+            stdio_server(stdin=StdinLines(sys.stdin.fileno())) as (read, write),  # type: ignore[arg-type]
+        ):
+            low_level = server._mcp_server
+            await low_level.run(read, write, low_level.create_initialization_options())
+    finally:
+        reset_transport(token)
+
+
+class StdinLines:
+    """Lines of a file descriptor, read by a daemon thread and handed to the event loop.
+
+    A blocked read in a daemon thread neither delays cancellation nor keeps the
+    process alive at exit. Reads use ``os.read`` on the raw descriptor: a daemon
+    thread blocked inside a buffered file object would abort interpreter shutdown.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        send, receive = anyio.create_memory_object_stream[str](16)
+        token = anyio.lowlevel.current_token()
+        threading.Thread(
+            target=self._pump, args=(send, token), name="dpt-launch stdin", daemon=True
+        ).start()
+        return receive.__aiter__()
+
+    def _lines(self) -> Iterator[bytes]:
+        pending = b""
+        while chunk := os.read(self._fd, 1 << 16):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            yield from lines
+        if pending:
+            yield pending
+
+    def _pump(self, send: MemoryObjectSendStream[str], token: object) -> None:
+        try:
+            for line in self._lines():
+                anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)  # type: ignore[arg-type]
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
+            return  # the server stopped reading, the event loop is gone, or stdin broke
+        finally:
+            with suppress(RuntimeError):
+                anyio.from_thread.run_sync(send.close, token=token)  # type: ignore[arg-type]
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s, shutting down", signal.Signals(signum).name)
+            scope.cancel()
+            return
