@@ -8,6 +8,9 @@ third-party packages share:
   (the launcher passes the config file's folder), else the working directory.
 * ``create_server(settings: Settings) -> FastMCP``: builds a fresh server.
 * Optional ``ONE_PER_PROCESS = True`` when two instances cannot live in one process.
+* Optional ``LOCKS_ITSELF = True`` when its state-changing tools take
+  :data:`locking.PROCESS_LOCK` themselves; otherwise the launcher holds the lock
+  around each of its tools that is not annotated ``readOnlyHint``.
 * Optional ``EXTRA = "name"``: the pip extra that provides its dependencies.
 
 Where a server comes from, in the launcher config:
@@ -73,6 +76,7 @@ class ServerSource:
     label: str  # what the user wrote: "memory-tools" or "pkg.mod:attr"
     target: ModuleType | Any  # a server module, a FastMCP instance or a factory
     one_per_process: bool = False
+    locks_itself: bool = False
     settings_model: Any = None  # pydantic model class, or None
     extra_info: dict[str, Any] = field(default_factory=dict)
 
@@ -168,5 +172,6 @@ def resolve_module(spec: str, *, label: str | None = None) -> ServerSource:
         label=label,
         target=module,
         one_per_process=bool(getattr(module, "ONE_PER_PROCESS", False)),
+        locks_itself=bool(getattr(module, "LOCKS_ITSELF", False)),
         settings_model=getattr(module, "Settings", None),
     )

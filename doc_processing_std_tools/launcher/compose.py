@@ -59,9 +59,30 @@ class Composition:
     root: FastMCP
     mounts: list[Mount]
     skipped: list[tuple[str, str]]  # (mount name, why): missing optional extras
+    # Tools the launcher itself must serialize: state-changing tools of servers
+    # that do not take the process lock themselves. Filled by check_tools.
+    guarded_tools: set[str] = field(default_factory=set)
+    unguarded_tools: set[str] = field(default_factory=set)
 
-    def tool_owner(self) -> dict[str, Mount]:
-        return {tool.name: mount for mount in self.mounts for tool in mount.tools}
+    def needs_lock(self, tool_name: str) -> bool:
+        """Unknown names (tools added after start-up) are guarded to be safe."""
+        return tool_name in self.guarded_tools or tool_name not in self.unguarded_tools
+
+
+def _lock_middleware(composition: Composition) -> Any:
+    """Holds the process lock around tools of servers that do not lock for themselves."""
+    from fastmcp.server.middleware import Middleware
+
+    from ..locking import hold_async
+
+    class ForeignWriteLock(Middleware):
+        async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+            if not composition.needs_lock(context.message.name):
+                return await call_next(context)
+            async with hold_async():
+                return await call_next(context)
+
+    return ForeignWriteLock()
 
 
 def resolve_sources(
@@ -136,7 +157,10 @@ def build(loaded: LoadedConfig) -> Composition:
     root = FastMCP(config.name, instructions=merge_instructions(config.instructions, mounts))
     for mount in mounts:
         root.mount(mount.server, namespace=mount.entry.namespace)
-    return Composition(root, mounts, skipped)
+    composition = Composition(root, mounts, skipped)
+    if not all(mount.source.locks_itself for mount in mounts):
+        root.add_middleware(_lock_middleware(composition))  # costs nothing when all lock themselves
+    return composition
 
 
 def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
@@ -164,6 +188,11 @@ async def check_tools(composition: Composition) -> None:
         ]
         for tool in mount.tools:
             owners.setdefault(tool.name, []).append(mount.name)
+            read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+            if mount.source.locks_itself or read_only:
+                composition.unguarded_tools.add(tool.name)
+            else:
+                composition.guarded_tools.add(tool.name)
 
     for tool_name, names in owners.items():
         if len(names) > 1:
