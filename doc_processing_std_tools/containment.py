@@ -24,10 +24,11 @@ import shutil
 import stat
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 _MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -146,6 +147,8 @@ class Jail:
             path = os.path.expanduser(path)
         if not path.startswith("/"):
             return 0, _split(path)
+        if path.startswith("//"):
+            path = "/" + path.lstrip("/")  # POSIX keeps a leading "//"; we do not
         parts = Path(path).parts  # keeps ".." as written; only collapses "//" and "/./"
         for root_parts, index in self._aliases:
             if parts[: len(root_parts)] == root_parts:
@@ -164,14 +167,24 @@ class Jail:
 
     @contextmanager
     def resolve(
-        self, path: str, *, follow_last: bool = True, create_parents: bool = False
+        self,
+        path: str,
+        *,
+        follow_last: bool = True,
+        create_parents: bool = False,
+        dir_mode: int = 0o700,
     ) -> Iterator[Target]:
         """Walk *path* inside the roots and yield its :class:`Target`.
 
         Symlinks on the way are followed only while they stay inside the roots;
         the last component is followed too when *follow_last*. Missing folders on
-        the way raise FileNotFoundError, or are created (mode 0700) with
-        *create_parents*. The last component may be missing.
+        the way raise FileNotFoundError, or are created (with *dir_mode*, less the
+        umask) with *create_parents*. The last component may be missing.
+
+        A ``..`` that climbs above a root is allowed only when the rest of the
+        path, taken lexically from the root's parent, lands in a root again (a
+        relative symlink from one root into a sibling root); the walk then
+        continues from that root's descriptor.
         """
         with ExitStack() as fds:
             root_index, parts = self.locate(path)
@@ -194,7 +207,16 @@ class Jail:
                 part = pending.popleft()
                 if part == "..":
                     if len(stack) == 1:
-                        raise ContainmentError(path, self.roots, via_symlink=links > 0)
+                        above = os.path.join(self.roots[root_index].parent, *pending)
+                        try:
+                            index, rest = self.locate(os.path.normpath(above))
+                        except ContainmentError:
+                            raise ContainmentError(
+                                path, self.roots, via_symlink=links > 0
+                            ) from None
+                        enter_root(index)
+                        pending = deque(rest)
+                        continue
                     os.close(stack.pop())
                     names.pop()
                     continue
@@ -211,7 +233,7 @@ class Jail:
                             str(self._path_of(root_index, names, part)),
                         ) from None
                     with suppress(FileExistsError):
-                        os.mkdir(part, 0o700, dir_fd=stack[-1])
+                        os.mkdir(part, dir_mode, dir_fd=stack[-1])
                     pending.appendleft(part)
                     continue
                 if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
@@ -290,11 +312,27 @@ class Jail:
 
     def read_bytes(self, path: str, *, limit: int | None = None) -> bytes:
         """Read a regular file; with *limit*, raise :class:`FileTooLarge` past that many bytes."""
+        with self.open_file(path) as (handle, real):
+            size = os.fstat(handle.fileno()).st_size
+            if limit is not None and size > limit:
+                raise FileTooLarge(str(real), size, limit)
+            return handle.read()
+
+    @contextmanager
+    def open_file(self, path: str) -> Iterator[tuple[BinaryIO, Path]]:
+        """Open a regular file for reading: yields (binary seekable handle, its path).
+
+        The file is opened through its folder's descriptor with ``O_NOFOLLOW``
+        (and ``O_NONBLOCK``, so a FIFO swapped in cannot block), then checked to
+        be a regular file, so callers may read just part of a big file.
+        """
         with self.resolve(path) as target:
             if target.name is None:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
             fd = os.open(
-                target.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=target.parent_fd
+                target.name,
+                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                dir_fd=target.parent_fd,
             )
             with os.fdopen(fd, "rb") as handle:
                 info = os.fstat(handle.fileno())
@@ -302,9 +340,8 @@ class Jail:
                     raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
                 if not stat.S_ISREG(info.st_mode):
                     raise OSError(errno.EINVAL, "Not a regular file", str(target.path))
-                if limit is not None and info.st_size > limit:
-                    raise FileTooLarge(str(target.path), info.st_size, limit)
-                return handle.read()
+                os.set_blocking(handle.fileno(), True)
+                yield handle, target.path
 
     def write_atomic(
         self,
@@ -334,14 +371,17 @@ class Jail:
             atomic_write_at(target.parent_fd, target.name, data, mode=mode, exclusive=exclusive)
             return target.path
 
-    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> Path:
-        with self.resolve(path, create_parents=parents) as target:
+    def mkdir(
+        self, path: str, *, parents: bool = True, exist_ok: bool = True, mode: int = 0o700
+    ) -> Path:
+        """Create a folder (and missing parents), with *mode* less the umask."""
+        with self.resolve(path, create_parents=parents, dir_mode=mode) as target:
             if target.name is None:
                 if exist_ok:
                     return target.path
                 raise FileExistsError(errno.EEXIST, "File exists", str(target.path))
             try:
-                os.mkdir(target.name, 0o700, dir_fd=target.parent_fd)
+                os.mkdir(target.name, mode, dir_fd=target.parent_fd)
             except FileExistsError:
                 info = target.lstat()
                 if not (exist_ok and info is not None and stat.S_ISDIR(info.st_mode)):
@@ -392,11 +432,18 @@ class Jail:
             with target.open_dir() as fd:
                 return _list_fd(fd, target.path)
 
-    def walk(self, path: str, *, max_depth: int | None = None) -> Iterator[tuple[int, Entry]]:
+    def walk(
+        self,
+        path: str,
+        *,
+        max_depth: int | None = None,
+        exclude: Callable[[Entry], bool] | None = None,
+    ) -> Iterator[tuple[int, Entry]]:
         """Yield (depth, entry) depth-first, sorted by name, descending only into real folders.
 
         Depth 1 is the folder's own children. Symlinked folders are listed but
-        never entered, so a walk cannot leave the roots.
+        never entered, so a walk cannot leave the roots. Entries for which
+        *exclude* returns true are neither yielded nor entered.
         """
         with self.resolve(path) as target:
             info = target.lstat()
@@ -405,7 +452,7 @@ class Jail:
             if not stat.S_ISDIR(info.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.path))
             with target.open_dir() as fd:
-                yield from _walk_fd(fd, target.path, 1, max_depth)
+                yield from _walk_fd(fd, target.path, 1, max_depth, exclude)
 
 
 class FileTooLarge(OSError):
@@ -439,9 +486,15 @@ def _list_fd(fd: int, folder: Path) -> list[Entry]:
 
 
 def _walk_fd(
-    fd: int, folder: Path, depth: int, max_depth: int | None
+    fd: int,
+    folder: Path,
+    depth: int,
+    max_depth: int | None,
+    exclude: Callable[[Entry], bool] | None = None,
 ) -> Iterator[tuple[int, Entry]]:
     for entry in _list_fd(fd, folder):
+        if exclude is not None and exclude(entry):
+            continue
         yield depth, entry
         if entry.kind == "dir" and (max_depth is None or depth < max_depth):
             try:
@@ -449,7 +502,7 @@ def _walk_fd(
             except OSError:
                 continue  # vanished, or swapped for a symlink: do not enter
             try:
-                yield from _walk_fd(child, entry.path, depth + 1, max_depth)
+                yield from _walk_fd(child, entry.path, depth + 1, max_depth, exclude)
             finally:
                 os.close(child)
 

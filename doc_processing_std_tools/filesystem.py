@@ -1,0 +1,948 @@
+"""The ``filesystem`` server: the reference MCP filesystem tools, confined to root folders.
+
+Tool names and parameters follow ``@modelcontextprotocol/server-filesystem``. Every
+path goes through :class:`~doc_processing_std_tools.containment.Jail`, which walks
+each component through directory descriptors, so neither ``..``, absolute paths
+nor symlinks (even ones swapped in while a call runs) lead outside the roots.
+Every change runs under :func:`doc_processing_std_tools.locking.exclusive`.
+
+The tool logic lives in :class:`FileSystem` (plain Python, raises
+:class:`FileSystemError` with the user-facing message); :func:`create_server`
+only wires it to FastMCP.
+
+Run it alone over stdio: ``python -m doc_processing_std_tools.filesystem [ROOT ...]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import errno
+import json
+import os
+import re
+import stat
+import sys
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from datetime import UTC, datetime
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from . import locking
+from .containment import ContainmentError, Entry, FileTooLarge, Jail
+from .settings import ServerSettings, resolve_path
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
+
+__all__ = [
+    "ROOTS_ENV",
+    "EditOperation",
+    "FileSystem",
+    "FileSystemError",
+    "Settings",
+    "create_server",
+]
+
+SERVER_NAME = "filesystem"
+ROOTS_ENV = "DPTTOOLS_FS_ROOTS"
+_CHUNK = 64 * 1024
+
+_MEDIA_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".bmp": "image/bmp",
+    ".svg": "image/svg+xml",
+    ".ico": "image/x-icon",
+    ".mp3": "audio/mpeg",
+    ".wav": "audio/wav",
+    ".ogg": "audio/ogg",
+    ".oga": "audio/ogg",
+    ".flac": "audio/flac",
+    ".m4a": "audio/mp4",
+    ".aac": "audio/aac",
+    ".pdf": "application/pdf",
+}
+
+
+# -- settings -------------------------------------------------------------------
+
+
+def _default_roots() -> list[str]:
+    value = os.environ.get(ROOTS_ENV, "")
+    roots = [part for part in value.split(os.pathsep) if part.strip()]
+    return roots or [os.getcwd()]
+
+
+class Settings(ServerSettings):
+    """Settings of the ``filesystem`` server."""
+
+    roots: list[Path] = Field(
+        default_factory=_default_roots,
+        validate_default=True,
+        min_length=1,
+        description=(
+            f"Folders the tools may use (relative ones against the config file's folder). "
+            f"Default: ${ROOTS_ENV} ({os.pathsep}-separated), else the working directory."
+        ),
+    )
+    read_only: bool = Field(False, description="Register only the tools that do not write.")
+    max_read_bytes: int = Field(
+        5 * 1024 * 1024,
+        gt=0,
+        description="Largest file read whole; bigger ones need head or tail.",
+    )
+    max_entries: int = Field(
+        10_000, gt=0, description="Most entries directory_tree and search_files visit."
+    )
+
+    @field_validator("roots", mode="before")
+    @classmethod
+    def _split_string(cls, value: Any) -> Any:
+        if isinstance(value, str | os.PathLike):
+            return [part for part in os.fspath(value).split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("roots")
+    @classmethod
+    def _resolve_roots(cls, value: list[Path], info: ValidationInfo) -> list[Path]:
+        resolved = []
+        for root in value:
+            path = resolve_path(root, info)
+            if not path.is_dir():
+                problem = "does not exist" if not path.exists() else "is not a folder"
+                raise ValueError(f"root {str(path)!r} {problem}")
+            resolved.append(path)
+        return resolved
+
+
+# -- tool logic -----------------------------------------------------------------
+
+
+class FileSystemError(Exception):
+    """A tool failed; the message is meant for the user (the model)."""
+
+
+class EditOperation(BaseModel):
+    """One replacement of ``edit_file``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    oldText: str = Field(description="Text to search for - must match exactly")
+    newText: str = Field(description="Text to replace with")
+
+
+def format_size(size: int) -> str:
+    """``1.50 KB`` style sizes, like the reference server."""
+    units = ["B", "KB", "MB", "GB", "TB"]
+    if size < 1024:
+        return f"{max(size, 0)} B"
+    value = float(size)
+    unit = 0
+    while value >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    return f"{value:.2f} {units[unit]}"
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Compile a minimatch-style glob (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``; dots match)."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    depth = 0  # inside {...}
+    while i < n:
+        c = pattern[i]
+        if c == "*":
+            if pattern.startswith("**", i):
+                i += 2
+                at_start = not out or out[-1].endswith("/")
+                if at_start and pattern.startswith("/", i):
+                    out.append("(?:.*/)?")  # "**/" matches zero or more folders
+                    i += 1
+                else:
+                    out.append(".*")
+                continue
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[":
+            end = pattern.find("]", i + 2 if pattern.startswith(("[!", "[^"), i) else i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+            else:
+                body = pattern[i + 1 : end]
+                if body[:1] in ("!", "^"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end
+        elif c == "{":
+            depth += 1
+            out.append("(?:")
+        elif c == "}" and depth:
+            depth -= 1
+            out.append(")")
+        elif c == "," and depth:
+            out.append("|")
+        elif c == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(pattern[i]))
+        else:
+            out.append("/" if c == "/" else re.escape(c))
+        i += 1
+    if depth:  # unbalanced brace: take the pattern literally
+        return re.compile(re.escape(pattern) + r"\Z", re.DOTALL)
+    return re.compile("".join(out) + r"\Z", re.DOTALL)
+
+
+def glob_match(relative: str, pattern: str) -> bool:
+    return glob_regex(pattern.removeprefix("./")).match(relative) is not None
+
+
+def _excluded(relative: str, patterns: Sequence[str]) -> bool:
+    """The reference server's rule: a pattern without ``*`` also matches any path part."""
+    for pattern in patterns:
+        if glob_match(relative, pattern):
+            return True
+        if "*" not in pattern and (
+            glob_match(relative, f"**/{pattern}") or glob_match(relative, f"**/{pattern}/**")
+        ):
+            return True
+    return False
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _timestamp(value: float) -> str:
+    return datetime.fromtimestamp(value, tz=UTC).isoformat(timespec="seconds")
+
+
+class FileSystem:
+    """The filesystem tools as plain methods. Errors raise :class:`FileSystemError`."""
+
+    def __init__(self, jail: Jail, settings: Settings) -> None:
+        self.jail = jail
+        self.settings = settings
+        umask = _umask()
+        self.file_mode = 0o666 & ~umask
+        self.dir_mode = 0o777
+
+    # -- helpers ------------------------------------------------------------
+
+    def _fail(self, exc: BaseException, path: str) -> FileSystemError:
+        """Turn an exception into a readable :class:`FileSystemError`."""
+        if isinstance(exc, FileSystemError):
+            return exc
+        if isinstance(exc, ContainmentError):
+            return FileSystemError(str(exc))
+        if isinstance(exc, FileTooLarge):
+            return FileSystemError(
+                f"{exc.filename} is {exc.size} bytes, over the max_read_bytes limit of "
+                f"{exc.limit}; use the head or tail parameter to read part of it"
+            )
+        if isinstance(exc, UnicodeError):
+            return FileSystemError(f"{self.jail.display(path)} is not a UTF-8 text file")
+        if isinstance(exc, ValueError):
+            return FileSystemError(str(exc))
+        if isinstance(exc, OSError):
+            where = exc.filename
+            if not (isinstance(where, str) and where.startswith("/")):
+                where = self.jail.display(path)  # a bare name: show the whole path
+            what = exc.strerror or os.strerror(exc.errno or 0) or type(exc).__name__
+            if exc.errno == errno.ELOOP:
+                what = "Too many levels of symbolic links (or a symlink where a folder was)"
+            return FileSystemError(f"{what}: {where}")
+        return FileSystemError(f"{type(exc).__name__}: {exc}")
+
+    def _guard(self, path: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except (OSError, ValueError, FileSystemError) as exc:
+            raise self._fail(exc, path) from exc
+
+    def _relative(self, base: Path, entry: Entry) -> str:
+        return entry.path.relative_to(base).as_posix()
+
+    # -- reading --------------------------------------------------------------
+
+    def list_allowed_directories(self) -> str:
+        return "Allowed directories:\n" + "\n".join(str(root) for root in self.jail.roots)
+
+    def read_text_file(self, path: str, head: int | None = None, tail: int | None = None) -> str:
+        if head is not None and tail is not None:
+            raise FileSystemError("Cannot specify both head and tail parameters simultaneously")
+        for name, value in (("head", head), ("tail", tail)):
+            if value is not None and value < 0:
+                raise FileSystemError(f"{name} must be 0 or more, got {value}")
+
+        def read() -> str:
+            if head is None and tail is None:
+                data = self.jail.read_bytes(path, limit=self.settings.max_read_bytes)
+                return data.decode("utf-8", errors="replace")
+            with self.jail.open_file(path) as (handle, _real):
+                if head is not None:
+                    return self._head(handle, head)
+                return self._tail(handle, tail or 0)
+
+        return self._guard(path, read)
+
+    def _truncated_note(self) -> str:
+        return (
+            f"\n[output truncated at max_read_bytes={self.settings.max_read_bytes}; "
+            "ask for fewer lines]"
+        )
+
+    def _head(self, handle: Any, lines: int) -> str:
+        if lines == 0:
+            return ""
+        limit = self.settings.max_read_bytes
+        data = bytearray()
+        newlines = 0
+        while newlines < lines and len(data) <= limit:
+            chunk = handle.read(_CHUNK)
+            if not chunk:
+                break
+            data += chunk
+            newlines += chunk.count(b"\n")
+        cut = -1
+        for _ in range(min(lines, newlines)):
+            cut = data.index(b"\n", cut + 1)
+        body = bytes(data[:cut] if newlines >= lines else data)
+        truncated = len(body) > limit
+        text = body[:limit].decode("utf-8", errors="replace").replace("\r\n", "\n")
+        if newlines < lines:
+            text = text.removesuffix("\n")
+        return text + (self._truncated_note() if truncated else "")
+
+    def _tail(self, handle: Any, lines: int) -> str:
+        if lines == 0:
+            return ""
+        limit = self.settings.max_read_bytes
+        position = handle.seek(0, os.SEEK_END)
+        chunks: list[bytes] = []
+        total = newlines = 0
+        final_newline = False
+        # A newline before the wanted lines marks where they begin; the newline
+        # at the very end of the file does not start a line.
+        while position > 0 and total <= limit:
+            size = min(_CHUNK, position)
+            position -= size
+            handle.seek(position)
+            chunk = handle.read(size)
+            if not chunks:
+                final_newline = chunk.endswith(b"\n")
+            chunks.append(chunk)
+            total += len(chunk)
+            newlines += chunk.count(b"\n")
+            if newlines - final_newline >= lines:
+                break
+        data = b"".join(reversed(chunks))
+        body = data[:-1] if final_newline else data
+        parts = body.split(b"\n")
+        wanted = b"\n".join(parts[-lines:])
+        truncated = len(wanted) > limit or (position > 0 and len(parts) <= lines)
+        text = wanted[-limit:].decode("utf-8", errors="replace").replace("\r\n", "\n")
+        return text + (self._truncated_note() if truncated else "")
+
+    def read_media_file(self, path: str) -> tuple[str, str, str, Path]:
+        """(kind, MIME type, base64 data, real path); kind is image, audio or blob."""
+
+        def read() -> tuple[str, str, str, Path]:
+            with self.jail.open_file(path) as (handle, real):
+                size = os.fstat(handle.fileno()).st_size
+                if size > self.settings.max_read_bytes:
+                    raise FileTooLarge(str(real), size, self.settings.max_read_bytes)
+                data = handle.read()
+            mime = _MEDIA_TYPES.get(real.suffix.lower(), "application/octet-stream")
+            kind = mime.split("/")[0] if mime.startswith(("image/", "audio/")) else "blob"
+            return kind, mime, base64.b64encode(data).decode("ascii"), real
+
+        return self._guard(path, read)
+
+    def read_multiple_files(self, paths: Sequence[str]) -> str:
+        if not paths:
+            raise FileSystemError("At least one file path must be provided")
+        results = []
+        for path in paths:
+            try:
+                results.append(f"{path}:\n{self.read_text_file(path)}\n")
+            except FileSystemError as exc:
+                results.append(f"{path}: Error - {exc}")
+        return "\n---\n".join(results)
+
+    def list_directory(self, path: str) -> str:
+        entries = self._guard(path, lambda: self.jail.scandir(path))
+        return "\n".join(
+            f"{'[DIR]' if entry.kind == 'dir' else '[FILE]'} {entry.name}" for entry in entries
+        )
+
+    def list_directory_with_sizes(self, path: str, sort_by: str = "name") -> str:
+        if sort_by not in ("name", "size"):
+            raise FileSystemError(f"sortBy must be 'name' or 'size', got {sort_by!r}")
+        entries = self._guard(path, lambda: self.jail.scandir(path))
+        if sort_by == "size":
+            entries = sorted(entries, key=lambda e: (e.kind == "dir", -e.size, e.name))
+        lines = []
+        files = dirs = total = 0
+        for entry in entries:
+            if entry.kind == "dir":
+                dirs += 1
+                lines.append(f"[DIR] {entry.name:<30}")
+            else:
+                files += 1
+                total += entry.size
+                lines.append(f"[FILE] {entry.name:<30} {format_size(entry.size):>10}")
+        lines += ["", f"Total: {files} files, {dirs} directories"]
+        lines.append(f"Combined size: {format_size(total)}")
+        return "\n".join(lines)
+
+    def directory_tree(self, path: str, exclude_patterns: Sequence[str] = ()) -> str:
+        def build() -> tuple[list[dict[str, Any]], bool]:
+            base = self.jail.realpath(path)
+            top: list[dict[str, Any]] = []
+            stack: list[list[dict[str, Any]]] = [top]
+            walk = self.jail.walk(
+                path, exclude=lambda e: _excluded(self._relative(base, e), exclude_patterns)
+            )
+            with closing(walk):
+                for seen, (depth, entry) in enumerate(walk):
+                    if seen >= self.settings.max_entries:
+                        return top, True
+                    del stack[depth:]
+                    node: dict[str, Any] = {
+                        "name": entry.name,
+                        "type": "directory" if entry.kind == "dir" else "file",
+                    }
+                    stack[-1].append(node)
+                    if entry.kind == "dir":
+                        node["children"] = []
+                        stack.append(node["children"])
+            return top, False
+
+        tree, truncated = self._guard(path, build)
+        text = json.dumps(tree, indent=2, ensure_ascii=False)
+        if truncated:
+            text += (
+                f"\n\n[Stopped at max_entries={self.settings.max_entries} entries: the tree "
+                "is incomplete; pick a deeper path or add excludePatterns]"
+            )
+        return text
+
+    def search_files(self, path: str, pattern: str, exclude_patterns: Sequence[str] = ()) -> str:
+        if not pattern:
+            raise FileSystemError("pattern must not be empty")
+
+        def search() -> tuple[list[str], bool]:
+            base = self.jail.realpath(path)
+            matches: list[str] = []
+            walk = self.jail.walk(
+                path,
+                exclude=lambda e: any(
+                    glob_match(self._relative(base, e), p) for p in exclude_patterns
+                ),
+            )
+            with closing(walk):
+                for seen, (_depth, entry) in enumerate(walk):
+                    if seen >= self.settings.max_entries:
+                        return matches, True
+                    if glob_match(self._relative(base, entry), pattern):
+                        matches.append(str(entry.path))
+            return matches, False
+
+        matches, truncated = self._guard(path, search)
+        text = "\n".join(matches) if matches else "No matches found"
+        if truncated:
+            text += (
+                f"\n[Search stopped after max_entries={self.settings.max_entries} entries: "
+                "results may be incomplete; search a deeper path or add excludePatterns]"
+            )
+        return text
+
+    def get_file_info(self, path: str) -> str:
+        def info() -> str:
+            with self.jail.resolve(path) as target:
+                st = target.lstat()
+                if st is None:
+                    raise FileNotFoundError(
+                        errno.ENOENT, "No such file or directory", str(target.path)
+                    )
+                real = target.path
+            created = getattr(st, "st_birthtime", None)
+            fields = {
+                "path": str(real),
+                "size": st.st_size,
+                "created": _timestamp(created if created is not None else st.st_ctime),
+                "modified": _timestamp(st.st_mtime),
+                "accessed": _timestamp(st.st_atime),
+                "isDirectory": stat.S_ISDIR(st.st_mode),
+                "isFile": stat.S_ISREG(st.st_mode),
+                "permissions": f"{stat.S_IMODE(st.st_mode):03o}",
+            }
+            return "\n".join(
+                f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
+                for key, value in fields.items()
+            )
+
+        return self._guard(path, info)
+
+    # -- writing (each under the process lock) ---------------------------------
+
+    def write_file(self, path: str, content: str) -> str:
+        def write() -> None:
+            with locking.exclusive():
+                try:
+                    self.jail.write_atomic(path, content.encode("utf-8"), mode=self.file_mode)
+                except FileNotFoundError as exc:
+                    raise FileSystemError(
+                        f"Parent directory does not exist: {exc.filename}"
+                    ) from None
+
+        self._guard(path, write)
+        return f"Successfully wrote to {path}"
+
+    def create_directory(self, path: str) -> str:
+        def mkdir() -> None:
+            with locking.exclusive():
+                self.jail.mkdir(path, parents=True, exist_ok=True, mode=self.dir_mode)
+
+        self._guard(path, mkdir)
+        return f"Successfully created directory {path}"
+
+    def move_file(self, source: str, destination: str) -> str:
+        def move() -> None:
+            with locking.exclusive():
+                with self.jail.resolve(source, follow_last=False) as target:
+                    missing = target.lstat() is None
+                if missing:
+                    raise FileSystemError(f"No such file or directory: {self.jail.display(source)}")
+                try:
+                    self.jail.rename(source, destination)
+                except FileNotFoundError as exc:
+                    raise FileSystemError(
+                        f"Parent directory does not exist: {exc.filename}"
+                    ) from None
+                except FileExistsError:
+                    raise FileSystemError(
+                        f"Destination already exists: {self.jail.display(destination)}"
+                    ) from None
+
+        self._guard(source, move)
+        return f"Successfully moved {source} to {destination}"
+
+    def edit_file(self, path: str, edits: Sequence[tuple[str, str]], dry_run: bool = False) -> str:
+        if not edits:
+            raise FileSystemError("edits must contain at least one {oldText, newText} pair")
+
+        def edit() -> str:
+            with locking.exclusive():
+                raw = self.jail.read_bytes(path, limit=self.settings.max_read_bytes)
+                original = raw.decode("utf-8")
+                crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")
+                text = original.replace("\r\n", "\n") if crlf else original
+                modified = text
+                for old, new in edits:
+                    modified = apply_edit(modified, old, new, crlf=crlf)
+                shown = self.jail.display(path)
+                diff = unified_diff(text, modified, shown)
+                if not dry_run and modified != text:
+                    out = modified.replace("\n", "\r\n") if crlf else modified
+                    self.jail.write_atomic(path, out.encode("utf-8"))
+                return diff
+
+        return self._guard(path, edit)
+
+
+def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
+    """Replace the first match of *old* in *text* (LF line endings) with *new*.
+
+    Exact match first; else a run of lines equal to *old*'s lines ignoring
+    leading/trailing whitespace, replaced by *new* re-indented to the match.
+    """
+    if crlf or "\r\n" not in text:
+        old = old.replace("\r\n", "\n")
+        new = new.replace("\r\n", "\n")
+    if not old:
+        raise FileSystemError("oldText must not be empty")
+    if old in text:
+        return text.replace(old, new, 1)
+    old_lines = old.strip("\n").split("\n")
+    lines = text.split("\n")
+    wanted = [line.strip() for line in old_lines]
+    for i in range(len(lines) - len(old_lines) + 1):
+        if [line.strip() for line in lines[i : i + len(old_lines)]] != wanted:
+            continue
+        base = _indent(lines[i])
+        new_lines = new.strip("\n").split("\n")
+        first = _indent(new_lines[0])
+        fitted = []
+        for line in new_lines:
+            if not line.strip():
+                fitted.append("")
+                continue
+            own = _indent(line)
+            extra = own[len(first) :] if own.startswith(first) else ""
+            fitted.append(base + extra + line.lstrip())
+        lines[i : i + len(old_lines)] = fitted
+        return "\n".join(lines)
+    raise FileSystemError(f"Could not find exact match for edit:\n{old}")
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def unified_diff(before: str, after: str, path: str) -> str:
+    """A git-style unified diff in a Markdown ``diff`` fence (fence longer than any backtick run)."""
+    lines = list(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=path,
+            tofile=path,
+            fromfiledate="original",
+            tofiledate="modified",
+        )
+    )
+    body = "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines
+    )
+    fence = "```"
+    while fence in body:
+        fence += "`"
+    return f"{fence}diff\n{body}{fence}\n\n"
+
+
+# -- FastMCP wiring ---------------------------------------------------------------
+
+PathArg = Annotated[
+    str,
+    Field(
+        description=(
+            "Path of the file or folder: absolute inside an allowed directory, "
+            "or relative to the first allowed directory"
+        )
+    ),
+]
+
+HeadArg = Annotated[
+    int | None,
+    Field(ge=0, description="If provided, returns only the first N lines of the file"),
+]
+TailArg = Annotated[
+    int | None,
+    Field(ge=0, description="If provided, returns only the last N lines of the file"),
+]
+TreeExcludeArg = Annotated[
+    list[str],
+    Field(
+        description=(
+            "Glob patterns (relative to path) of entries to leave out, with everything "
+            "below them; a pattern without '*' also matches that name at any depth"
+        )
+    ),
+]
+
+_READ = {
+    "readOnlyHint": True,
+    "destructiveHint": False,
+    "idempotentHint": True,
+    "openWorldHint": False,
+}
+
+
+def _writes(*, destructive: bool, idempotent: bool) -> dict[str, bool]:
+    return {
+        "readOnlyHint": False,
+        "destructiveHint": destructive,
+        "idempotentHint": idempotent,
+        "openWorldHint": False,
+    }
+
+
+def create_server(settings: Settings) -> FastMCP:
+    """Build the ``filesystem`` server on *settings* (roots must exist)."""
+    from fastmcp import FastMCP
+    from fastmcp.exceptions import ToolError
+    from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
+
+    try:
+        jail = Jail(settings.roots)
+    except OSError as exc:
+        raise ValueError(
+            f"filesystem setting 'roots': {exc.filename} does not exist or is not a folder"
+        ) from None
+    fs = FileSystem(jail, settings)
+    roots = ", ".join(str(root) for root in jail.roots)
+    mcp = FastMCP(
+        SERVER_NAME,
+        instructions=(
+            f"Read{'' if settings.read_only else ', write'} and search files inside these "
+            f"allowed directories only: {roots}. Relative paths are taken from the first one."
+        ),
+    )
+
+    def call(fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except FileSystemError as exc:
+            raise ToolError(str(exc)) from None
+
+    def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:
+        return mcp.tool(title=title, description=description, annotations=_READ, output_schema=None)
+
+    text_description = (
+        "Read the complete contents of a file from the file system as text (UTF-8). "
+        "Use the 'head' parameter to read only the first N lines of a file, or the "
+        "'tail' parameter to read only the last N lines (not both); files over "
+        f"{settings.max_read_bytes} bytes can only be read with head or tail. "
+        "Operates on the file as text regardless of extension. "
+        "Only works within allowed directories."
+    )
+
+    @read_tool("Read Text File", text_description)
+    def read_text_file(path: PathArg, head: HeadArg = None, tail: TailArg = None) -> str:
+        return call(fs.read_text_file, path, head, tail)
+
+    @read_tool(
+        "Read File (Deprecated)",
+        "Read the complete contents of a file as text. DEPRECATED: Use read_text_file instead.",
+    )
+    def read_file(path: PathArg, head: HeadArg = None, tail: TailArg = None) -> str:
+        return call(fs.read_text_file, path, head, tail)
+
+    @read_tool(
+        "Read Media File",
+        "Read an image or audio file. Returns the base64 encoded data and MIME type "
+        "(other files come back as an embedded binary resource). "
+        "Only works within allowed directories.",
+    )
+    def read_media_file(path: PathArg) -> list[Any]:
+        kind, mime, data, real = call(fs.read_media_file, path)
+        if kind == "image":
+            return [ImageContent(type="image", data=data, mimeType=mime)]
+        if kind == "audio":
+            return [AudioContent(type="audio", data=data, mimeType=mime)]
+        blob = BlobResourceContents(uri=real.as_uri(), mimeType=mime, blob=data)
+        return [EmbeddedResource(type="resource", resource=blob)]
+
+    @read_tool(
+        "Read Multiple Files",
+        "Read the contents of multiple files simultaneously. This is more efficient "
+        "than reading files one by one when you need to analyze or compare multiple "
+        "files. Each file's content is returned with its path as a reference. Failed "
+        "reads for individual files won't stop the entire operation. "
+        "Only works within allowed directories.",
+    )
+    def read_multiple_files(
+        paths: Annotated[
+            list[str],
+            Field(
+                min_length=1,
+                description=(
+                    "Array of file paths to read. Each path must be a string pointing "
+                    "to a valid file within allowed directories."
+                ),
+            ),
+        ],
+    ) -> str:
+        return call(fs.read_multiple_files, paths)
+
+    @read_tool(
+        "List Directory",
+        "Get a detailed listing of all files and directories in a specified path. "
+        "Results clearly distinguish between files and directories with [FILE] and "
+        "[DIR] prefixes (a symlink is listed as [FILE]). "
+        "Only works within allowed directories.",
+    )
+    def list_directory(path: PathArg) -> str:
+        return call(fs.list_directory, path)
+
+    @read_tool(
+        "List Directory with Sizes",
+        "Get a detailed listing of all files and directories in a specified path, "
+        "including sizes, with [FILE] and [DIR] prefixes and totals at the end. "
+        "Only works within allowed directories.",
+    )
+    def list_directory_with_sizes(
+        path: PathArg,
+        sortBy: Annotated[
+            Literal["name", "size"],
+            Field(description="Sort entries by name or size (largest first)"),
+        ] = "name",
+    ) -> str:
+        return call(fs.list_directory_with_sizes, path, sortBy)
+
+    @read_tool(
+        "Directory Tree",
+        "Get a recursive tree view of files and directories as a JSON structure. "
+        "Each entry includes 'name', 'type' (file/directory), and 'children' for "
+        "directories. Files have no children array, while directories always have a "
+        "children array (which may be empty). Symlinks are listed as files and never "
+        f"followed. Stops after {settings.max_entries} entries and says so. "
+        "Only works within allowed directories.",
+    )
+    def directory_tree(path: PathArg, excludePatterns: TreeExcludeArg = []) -> str:  # noqa: B006
+        return call(fs.directory_tree, path, excludePatterns)
+
+    @read_tool(
+        "Search Files",
+        "Recursively search for files and directories matching a glob pattern. "
+        "Patterns match paths relative to 'path': '*.ext' matches files directly in "
+        "it, '**/*.ext' matches files in all subdirectories. Returns full paths to "
+        "all matching items. Symlinked folders are not entered. "
+        f"Stops after {settings.max_entries} entries and says so. "
+        "Only searches within allowed directories.",
+    )
+    def search_files(
+        path: PathArg,
+        pattern: Annotated[
+            str, Field(description="Glob pattern matched against paths relative to 'path'")
+        ],
+        excludePatterns: Annotated[
+            list[str],
+            Field(description="Glob patterns (relative to path) of entries to skip"),
+        ] = [],  # noqa: B006
+    ) -> str:
+        return call(fs.search_files, path, pattern, excludePatterns)
+
+    @read_tool(
+        "Get File Info",
+        "Retrieve detailed metadata about a file or directory: size, creation time, "
+        "last modified time, last access time, permissions, and type. "
+        "Only works within allowed directories.",
+    )
+    def get_file_info(path: PathArg) -> str:
+        return call(fs.get_file_info, path)
+
+    @read_tool(
+        "List Allowed Directories",
+        "Returns the list of directories that this server is allowed to access. "
+        "Subdirectories within these allowed directories are also accessible.",
+    )
+    def list_allowed_directories() -> str:
+        return fs.list_allowed_directories()
+
+    if settings.read_only:
+        return mcp
+
+    @mcp.tool(
+        title="Write File",
+        description=(
+            "Create a new file or completely overwrite an existing file with new content "
+            "(written atomically; the parent folder must exist). Use with caution as it "
+            "will overwrite existing files without warning. "
+            "Only works within allowed directories."
+        ),
+        annotations=_writes(destructive=True, idempotent=True),
+        output_schema=None,
+    )
+    def write_file(
+        path: PathArg,
+        content: Annotated[str, Field(description="The complete new content of the file")],
+    ) -> str:
+        return call(fs.write_file, path, content)
+
+    @mcp.tool(
+        title="Edit File",
+        description=(
+            "Make line-based edits to a text file. Each edit replaces the first exact "
+            "match of oldText with newText, in order; if there is no exact match, a run "
+            "of lines equal apart from surrounding whitespace is replaced, keeping its "
+            "indentation. Line endings (LF or CRLF) are kept. Returns a git-style diff "
+            "showing the changes made. Only works within allowed directories."
+        ),
+        annotations=_writes(destructive=True, idempotent=False),
+        output_schema=None,
+    )
+    def edit_file(
+        path: PathArg,
+        edits: Annotated[
+            list[EditOperation],
+            Field(description="Replacements, applied in order; each must match"),
+        ],
+        dryRun: Annotated[
+            bool, Field(description="Preview changes using git-style diff format")
+        ] = False,
+    ) -> str:
+        pairs = [(edit.oldText, edit.newText) for edit in edits]
+        return call(fs.edit_file, path, pairs, dryRun)
+
+    @mcp.tool(
+        title="Create Directory",
+        description=(
+            "Create a new directory or ensure a directory exists. Can create multiple "
+            "nested directories in one operation. If the directory already exists, this "
+            "operation will succeed silently. Only works within allowed directories."
+        ),
+        annotations=_writes(destructive=False, idempotent=True),
+        output_schema=None,
+    )
+    def create_directory(path: PathArg) -> str:
+        return call(fs.create_directory, path)
+
+    @mcp.tool(
+        title="Move File",
+        description=(
+            "Move or rename files and directories. Can move files between directories "
+            "and rename them in a single operation. If the destination exists, the "
+            "operation will fail. Both source and destination must be within allowed "
+            "directories."
+        ),
+        annotations=_writes(destructive=False, idempotent=False),
+        output_schema=None,
+    )
+    def move_file(
+        source: Annotated[str, Field(description="The file or folder to move")],
+        destination: Annotated[
+            str, Field(description="Its new path; must not exist yet (its folder must)")
+        ],
+    ) -> str:
+        return call(fs.move_file, source, destination)
+
+    return mcp
+
+
+# -- lazy export and entry point -----------------------------------------------------
+
+
+def __getattr__(name: str) -> Any:
+    if name == "filesystem_server":
+        server = create_server(Settings())
+        globals()[name] = server
+        return server
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve over stdio; roots from the arguments, else ``$DPTTOOLS_FS_ROOTS``, else the cwd."""
+    import logging
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO)
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        settings = Settings(roots=args) if args else Settings()  # type: ignore[arg-type]
+        server = create_server(settings)
+    except ValueError as exc:
+        print(f"filesystem: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    server.run(transport="stdio", show_banner=False)
+
+
+if __name__ == "__main__":
+    main()
