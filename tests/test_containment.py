@@ -1,0 +1,354 @@
+"""Unit tests of containment.Jail: parsing, resolution, operations, and the swap race."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from doc_processing_std_tools.containment import (
+    TEMP_PREFIX,
+    ContainmentError,
+    FileTooLarge,
+    Jail,
+)
+
+SECRET = "TOP-SECRET-5f3a"
+
+
+def snapshot(base: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
+    """Everything under *base* except the *skip* subtrees: type, content or link, mode."""
+    state: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(base):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if here / d not in skip]
+        for name in [*dirs, *files]:
+            path = here / name
+            if path in skip:
+                continue
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                state[str(path)] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                state[str(path)] = ("dir", stat.S_IMODE(info.st_mode))
+            else:
+                state[str(path)] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
+    return state
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> dict[str, Path]:
+    root = tmp_path / "root"
+    root2 = tmp_path / "root2"
+    evil = tmp_path / "root-evil"
+    out = tmp_path / "outside"
+    for folder in (root / "sub", root2, evil, out / "inner"):
+        folder.mkdir(parents=True)
+    (root / "a.txt").write_text("hello\n")
+    (root2 / "b.txt").write_text("from root2\n")
+    (evil / "secret.txt").write_text(SECRET)
+    (out / "secret.txt").write_text(SECRET)
+    (out / "inner" / "secret.txt").write_text(SECRET)
+    os.symlink(out / "secret.txt", root / "file_out")
+    os.symlink(out, root / "dir_out")
+    os.symlink("../outside", root / "rel_out")
+    os.symlink("../root2", root / "rel_root2")
+    os.symlink(root2 / "b.txt", root / "abs_root2")
+    os.symlink("a.txt", root / "inside_link")
+    os.symlink(root / "nothere.txt", root / "dangling_in")
+    os.symlink(out / "missing.txt", root / "dangling_out")
+    os.symlink("chain2", root / "chain1")
+    os.symlink(out, root / "chain2")
+    os.symlink("loop2", root / "loop1")
+    os.symlink("loop1", root / "loop2")
+    return {"base": tmp_path, "root": root, "root2": root2, "evil": evil, "out": out}
+
+
+@pytest.fixture
+def jail(world: dict[str, Path]) -> Jail:
+    return Jail([world["root"], world["root2"]])
+
+
+def outside_state(world: dict[str, Path]) -> dict[str, tuple]:
+    return snapshot(world["base"], skip=(world["root"], world["root2"]))
+
+
+# -- parsing -------------------------------------------------------------------
+
+
+def test_needs_a_root_and_roots_must_be_folders(tmp_path: Path) -> None:
+    with pytest.raises(ValueError):
+        Jail([])
+    with pytest.raises(NotADirectoryError):
+        Jail([tmp_path / "missing"])
+
+
+def test_locate_compares_whole_components(jail: Jail, world: dict[str, Path]) -> None:
+    assert jail.locate("x/y") == (0, ["x", "y"])
+    assert jail.locate(f"{world['root2']}/b.txt") == (1, ["b.txt"])
+    with pytest.raises(ContainmentError) as info:
+        jail.locate(f"{world['evil']}/secret.txt")
+    assert "outside allowed directories" in str(info.value)
+    assert str(world["root"]) in str(info.value)
+
+
+def test_locate_refuses_nul_bytes(jail: Jail) -> None:
+    with pytest.raises(ValueError, match="NUL"):
+        jail.locate("a.txt\x00.png")
+
+
+def test_double_leading_slash_is_an_ordinary_absolute_path(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    assert jail.locate("/" + str(world["root"]) + "/a.txt") == (0, ["a.txt"])
+    with pytest.raises(ContainmentError):
+        jail.locate("/" + str(world["out"]) + "/secret.txt")
+
+
+def test_root_given_through_a_symlink_is_accepted_in_both_spellings(
+    world: dict[str, Path],
+) -> None:
+    alias = world["base"] / "alias"
+    os.symlink(world["root"], alias)
+    jail = Jail([alias])
+    assert jail.roots == (world["root"],)
+    assert jail.read_bytes(f"{alias}/a.txt") == b"hello\n"
+    assert jail.read_bytes(f"{world['root']}/a.txt") == b"hello\n"
+
+
+# -- resolution ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/secret.txt",
+        "sub/../../outside/secret.txt",
+        "file_out",
+        "dir_out/secret.txt",
+        "dir_out/inner/secret.txt",
+        "rel_out/secret.txt",
+        "chain1/secret.txt",
+        "dangling_out",
+        "{root}/../outside/secret.txt",
+        "{root2}/../root-evil/secret.txt",
+        "{out}/secret.txt",
+    ],
+)
+def test_resolve_refuses_escapes(jail: Jail, world: dict[str, Path], path: str) -> None:
+    path = path.format(root=world["root"], root2=world["root2"], out=world["out"])
+    with pytest.raises(ContainmentError), jail.resolve(path):
+        pass
+    assert not jail.contains(path)
+
+
+def test_symlinks_inside_and_between_roots_are_followed(jail: Jail, world: dict[str, Path]) -> None:
+    assert jail.read_bytes("inside_link") == b"hello\n"
+    assert jail.read_bytes("abs_root2") == b"from root2\n"
+    assert jail.read_bytes("rel_root2/b.txt") == b"from root2\n"
+    assert jail.realpath("rel_root2/b.txt") == world["root2"] / "b.txt"
+    assert jail.realpath("dangling_in") == world["root"] / "nothere.txt"
+
+
+def test_dotdot_inside_a_root_is_fine(jail: Jail, world: dict[str, Path]) -> None:
+    assert jail.realpath("sub/../a.txt") == world["root"] / "a.txt"
+    assert jail.realpath("sub/..") == world["root"]
+
+
+def test_symlink_loops_end(jail: Jail) -> None:
+    with pytest.raises(OSError) as info:
+        jail.read_bytes("loop1")
+    assert info.value.errno == errno.ELOOP
+
+
+def test_missing_folder_on_the_way(jail: Jail, world: dict[str, Path]) -> None:
+    with pytest.raises(FileNotFoundError) as info:
+        jail.read_bytes("nope/a.txt")
+    assert info.value.filename == str(world["root"] / "nope")
+
+
+# -- operations ----------------------------------------------------------------
+
+
+def test_read_limit_and_open_file_reads_part(jail: Jail, world: dict[str, Path]) -> None:
+    (world["root"] / "big.txt").write_bytes(b"x" * 1000)
+    with pytest.raises(FileTooLarge) as info:
+        jail.read_bytes("big.txt", limit=10)
+    assert info.value.size == 1000
+    with jail.open_file("big.txt") as (handle, real):
+        assert real == world["root"] / "big.txt"
+        assert handle.read(3) == b"xxx"
+    with pytest.raises(IsADirectoryError):
+        jail.read_bytes("sub")
+    with pytest.raises(IsADirectoryError), jail.open_file(str(world["root"])):
+        pass
+
+
+def test_open_file_refuses_a_fifo_without_blocking(jail: Jail, world: dict[str, Path]) -> None:
+    os.mkfifo(world["root"] / "pipe")
+    with pytest.raises(OSError, match="regular"), jail.open_file("pipe"):
+        pass
+
+
+def test_write_atomic_creates_keeps_mode_and_leaves_no_temp(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    jail.write_atomic("new.txt", b"one")
+    assert (world["root"] / "new.txt").read_bytes() == b"one"
+    os.chmod(world["root"] / "new.txt", 0o640)
+    jail.write_atomic("new.txt", b"two")
+    assert stat.S_IMODE(os.stat(world["root"] / "new.txt").st_mode) == 0o640
+    with pytest.raises(FileExistsError):
+        jail.write_atomic("new.txt", b"three", exclusive=True)
+    assert (world["root"] / "new.txt").read_bytes() == b"two"
+    assert not [p for p in world["root"].iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+def test_write_through_symlinks(jail: Jail, world: dict[str, Path]) -> None:
+    before = outside_state(world)
+    jail.write_atomic("inside_link", b"via link")
+    assert (world["root"] / "a.txt").read_bytes() == b"via link"
+    jail.write_atomic("dangling_in", b"created")
+    assert (world["root"] / "nothere.txt").read_bytes() == b"created"
+    for path in ("dangling_out", "file_out", "dir_out/new.txt", "rel_out/secret.txt"):
+        with pytest.raises(ContainmentError):
+            jail.write_atomic(path, b"PWNED", create_parents=True)
+    assert outside_state(world) == before
+
+
+def test_mkdir_mode_and_parents(jail: Jail, world: dict[str, Path]) -> None:
+    old = os.umask(0o022)
+    try:
+        jail.mkdir("x/y/z", mode=0o777)
+    finally:
+        os.umask(old)
+    for folder in ("x", "x/y", "x/y/z"):
+        assert stat.S_IMODE(os.stat(world["root"] / folder).st_mode) == 0o755
+    assert jail.mkdir("x/y/z") == world["root"] / "x/y/z"
+    with pytest.raises(FileExistsError):
+        jail.mkdir("a.txt")
+    with pytest.raises(FileNotFoundError):
+        jail.mkdir("p/q", parents=False)
+    with pytest.raises(ContainmentError):
+        jail.mkdir("dir_out/new")
+    assert not (world["out"] / "new").exists()
+
+
+def test_walk_never_enters_symlinks_and_exclude_prunes(jail: Jail, world: dict[str, Path]) -> None:
+    (world["root"] / "sub" / "deep").mkdir()
+    (world["root"] / "sub" / "deep" / "f.txt").write_text("f")
+    entries = {str(e.path.relative_to(world["root"])): (d, e.kind) for d, e in jail.walk(".")}
+    assert entries["dir_out"] == (1, "symlink")
+    assert entries["sub/deep/f.txt"] == (3, "file")
+    assert not any(
+        name.startswith(("dir_out/", "rel_out/", "chain")) and "/" in name for name in entries
+    )
+    pruned = [e.name for _, e in jail.walk(".", exclude=lambda e: e.name == "deep")]
+    assert "deep" not in pruned and "f.txt" not in pruned
+    shallow = [e.name for _, e in jail.walk(".", max_depth=1)]
+    assert "deep" not in shallow and "sub" in shallow
+
+
+def test_rename_never_replaces_and_moves_links_not_targets(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    with pytest.raises(FileExistsError):
+        jail.rename("a.txt", "inside_link")
+    jail.rename("file_out", "sub/moved_link")
+    assert os.readlink(world["root"] / "sub" / "moved_link") == str(world["out"] / "secret.txt")
+    assert (world["out"] / "secret.txt").read_text() == SECRET
+    with pytest.raises(ContainmentError):
+        jail.rename("a.txt", f"{world['out']}/stolen.txt")
+    with pytest.raises(ContainmentError):
+        jail.rename("dir_out/secret.txt", "stolen.txt")
+    with pytest.raises(PermissionError):
+        jail.rename(str(world["root"]), "elsewhere")
+
+
+def test_remove_refuses_roots_and_removes_links_only(jail: Jail, world: dict[str, Path]) -> None:
+    with pytest.raises(PermissionError):
+        jail.remove(str(world["root2"]), recursive=True)
+    jail.remove("dir_out")
+    assert (world["out"] / "secret.txt").exists()
+
+
+def test_scandir_reports_symlinks_as_such(jail: Jail) -> None:
+    kinds = {e.name: e.kind for e in jail.scandir(".")}
+    assert kinds["dir_out"] == "symlink" and kinds["sub"] == "dir" and kinds["a.txt"] == "file"
+    with pytest.raises(NotADirectoryError):
+        jail.scandir("a.txt")
+
+
+# -- the race --------------------------------------------------------------------
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Atomically swap two names (renameat2 RENAME_EXCHANGE); fall back to two renames."""
+    func = getattr(_LIBC, "renameat2", None)
+    if func is not None and func(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
+        return
+    spare = a.with_name(a.name + ".spare")
+    os.rename(a, spare)
+    os.rename(b, a)
+    os.rename(spare, b)
+
+
+def test_swapping_a_folder_for_an_outside_symlink_never_leaks(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    root = world["root"]
+    (root / "swap").mkdir()
+    (root / "swap" / "e.txt").write_text("edit me")
+    target = world["out"] / "target"
+    target.mkdir()
+    (target / "e.txt").write_text(SECRET)
+    os.symlink(target, root / "swap_link")
+    before = outside_state(world)
+    stop = threading.Event()
+    swaps = 0
+
+    def swapper() -> None:
+        nonlocal swaps
+        while not stop.is_set():
+            exchange(root / "swap", root / "swap_link")
+            swaps += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    denied = done = 0
+    try:
+        deadline = time.monotonic() + 1.0
+        i = 0
+        while time.monotonic() < deadline or denied == 0 or done == 0:
+            i += 1
+            for op in (
+                lambda i=i: jail.write_atomic(f"swap/w{i}.txt", b"PWNED"),
+                lambda i=i: jail.mkdir(f"swap/d{i}/x"),
+                lambda: jail.read_bytes("swap/e.txt"),
+                lambda i=i: jail.rename(f"swap/w{i}.txt", f"swap/m{i}.txt"),
+            ):
+                try:
+                    result = op()
+                except ContainmentError:
+                    denied += 1
+                except OSError:
+                    pass  # the folder was being swapped: missing or not a folder
+                else:
+                    done += 1
+                    assert SECRET.encode() not in (result if isinstance(result, bytes) else b"")
+            if time.monotonic() > deadline + 10:
+                break
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 10
+    assert denied and done, (denied, done)
+    assert outside_state(world) == before
