@@ -447,10 +447,9 @@ class MemoryStore:
         base = jail.realpath(target)
         prefix = display.rstrip("/")
         rows = [f"{_human_size(info.st_size)}\t{display}"]
-        for _depth, entry in jail.walk(target, max_depth=2):
+        hidden = lambda entry: entry.name.startswith(".")  # noqa: E731
+        for _depth, entry in jail.walk(target, max_depth=2, exclude=hidden):
             rel = entry.path.relative_to(base)
-            if any(part.startswith(".") for part in rel.parts):
-                continue
             kind, size = entry.kind, entry.size
             if kind == "symlink":  # shown as what it points to, when that is inside
                 try:
@@ -578,7 +577,7 @@ class MemoryStore:
                 try:
                     with jail.resolve(destination, follow_last=False) as found:
                         if found.is_root or found.lstat() is not None:
-                            raise FileExistsError(errno.EEXIST, "File exists", new_display)
+                            raise MemoryStoreError(f"The destination {new_display} already exists")
                 except FileNotFoundError:
                     pass  # a missing parent folder is created below
                 try:

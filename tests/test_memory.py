@@ -1,0 +1,708 @@
+"""Tests of the memory-tools server, mostly through an in-memory MCP client."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+
+from doc_processing_std_tools import memory
+from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, Settings, create_server
+
+ALL_TOOLS = {
+    "write_memory",
+    "read_memory",
+    "search_memory",
+    "list_memory_keys",
+    "delete_memory",
+    "memory_view",
+    "memory_create",
+    "memory_str_replace",
+    "memory_insert",
+    "memory_delete",
+    "memory_rename",
+}
+READ_ONLY = {"read_memory", "search_memory", "list_memory_keys", "memory_view"}
+DESTRUCTIVE = {
+    "write_memory",
+    "delete_memory",
+    "memory_str_replace",
+    "memory_delete",
+    "memory_rename",
+}
+
+
+# -- fixtures and helpers -------------------------------------------------------
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Path:
+    return tmp_path / "mem"
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the memory directory that no tool may touch."""
+    out = tmp_path / "outside"
+    (out / "dir").mkdir(parents=True)
+    (out / "secret.txt").write_text("top secret\n")
+    (out / "dir" / "inner.txt").write_text("inner\n")
+    (out / "data.json").write_text(json.dumps({"key": "data", "value": "outside value"}))
+    return out
+
+
+@pytest.fixture
+async def client(mem: Path):
+    async with Client(create_server(Settings(memory_dir=mem))) as c:
+        yield c
+
+
+async def call(client: Client, tool: str, **args) -> tuple[bool, str]:
+    result = await client.call_tool(tool, args, raise_on_error=False)
+    text = "\n".join(block.text for block in result.content if hasattr(block, "text"))
+    assert "Traceback" not in text
+    return result.is_error, text
+
+
+async def ok(client: Client, tool: str, **args) -> str:
+    is_error, text = await call(client, tool, **args)
+    assert not is_error, text
+    return text
+
+
+async def err(client: Client, tool: str, **args) -> str:
+    is_error, text = await call(client, tool, **args)
+    assert is_error, text
+    return text
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes | None, int]]:
+    """Every item below *folder*: (content of files, mtime_ns)."""
+    items: dict[str, tuple[bytes | None, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            info = path.lstat()
+            content = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+            items[str(path.relative_to(folder))] = (content, info.st_mtime_ns)
+    return items
+
+
+# -- settings and module contract -----------------------------------------------
+
+
+def test_settings_default_from_env_and_cwd(monkeypatch, tmp_path: Path):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DPTTOOLS_MEMORY_DIR", raising=False)
+    assert Settings().memory_dir == tmp_path / "agent_memory"
+    monkeypatch.setenv("DPTTOOLS_MEMORY_DIR", "rel/mem")
+    assert Settings().memory_dir == tmp_path / "rel" / "mem"
+
+
+def test_settings_config_value_resolves_against_base_dir(tmp_path: Path):
+    config_dir = tmp_path / "conf"
+    settings = Settings.model_validate({"memory_dir": "m"}, context={"base_dir": config_dir})
+    assert settings.memory_dir == config_dir / "m"
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="not a folder"):
+        Settings(memory_dir=tmp_path / "afile")
+    with pytest.raises(ValueError, match="extra"):
+        Settings.model_validate({"memory_dir": "m", "bogus": 1})
+    with pytest.raises(ValueError, match="empty"):
+        Settings.model_validate({"memory_dir": ""})
+
+
+def test_lazy_memory_server_is_cached(monkeypatch, tmp_path: Path):
+    from fastmcp import FastMCP
+
+    monkeypatch.setenv("DPTTOOLS_MEMORY_DIR", str(tmp_path / "lazy"))
+    monkeypatch.delitem(memory.__dict__, "memory_server", raising=False)
+    try:
+        server = memory.memory_server
+        assert isinstance(server, FastMCP)
+        assert server.name == "memory-tools"
+        assert memory.memory_server is server
+    finally:
+        memory.__dict__.pop("memory_server", None)
+    with pytest.raises(AttributeError):
+        _ = memory.no_such_thing
+
+
+async def test_tools_annotations_descriptions_and_instructions(client: Client, mem: Path):
+    assert "<key>.json" in (create_server(Settings(memory_dir=mem)).instructions or "")
+    tools = {tool.name: tool for tool in await client.list_tools()}
+    assert set(tools) == ALL_TOOLS
+    for name, tool in tools.items():
+        assert tool.description and len(tool.description) > 40, name
+        assert tool.output_schema is None, name
+        notes = tool.annotations
+        assert notes is not None, name
+        assert notes.open_world_hint is False, name
+        assert notes.read_only_hint is (name in READ_ONLY), name
+        assert notes.destructive_hint is (name in DESTRUCTIVE), name
+        assert notes.idempotent_hint is not None, name
+        for param, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{name}.{param} has no description"
+    assert tools["memory_create"].annotations.destructive_hint is False
+    assert tools["write_memory"].annotations.idempotent_hint is True
+    assert tools["memory_insert"].annotations.idempotent_hint is False
+
+
+# -- key-value tools ------------------------------------------------------------
+
+
+async def test_write_read_overwrite_and_creates_directory(client: Client, mem: Path):
+    assert not mem.exists()
+    assert "saved" in await ok(client, "write_memory", key="color", value="blue")
+    assert json.loads((mem / "color.json").read_text()) == {"key": "color", "value": "blue"}
+    assert await ok(client, "read_memory", key="color") == "blue"
+    assert "replaced" in await ok(client, "write_memory", key="color", value="green")
+    assert await ok(client, "read_memory", key="color") == "green"
+    assert "No memory stored under key 'nope'" in await err(client, "read_memory", key="nope")
+
+
+async def test_list_search_and_delete(client: Client):
+    await ok(client, "write_memory", key="Fruit", value="Apple pie")
+    await ok(client, "write_memory", key="veg", value="carrot")
+    await ok(client, "write_memory", key="drink", value="apple juice")
+    assert json.loads(await ok(client, "list_memory_keys")) == ["Fruit", "drink", "veg"]
+    found = json.loads(await ok(client, "search_memory", query="APPLE"))
+    assert found == [
+        {"key": "Fruit", "value": "Apple pie"},
+        {"key": "drink", "value": "apple juice"},
+    ]
+    assert json.loads(await ok(client, "search_memory", query="fRuIt")) == [
+        {"key": "Fruit", "value": "Apple pie"}
+    ]
+    assert json.loads(await ok(client, "search_memory", query="zzz")) == []
+    assert len(json.loads(await ok(client, "search_memory", query=""))) == 3
+    assert "deleted" in await ok(client, "delete_memory", key="veg")
+    assert json.loads(await ok(client, "list_memory_keys")) == ["Fruit", "drink"]
+    assert "No memory stored under key 'veg'" in await err(client, "delete_memory", key="veg")
+
+
+async def test_empty_store_lists_nothing(client: Client):
+    assert json.loads(await ok(client, "list_memory_keys")) == []
+    assert json.loads(await ok(client, "search_memory", query="x")) == []
+
+
+async def test_key_flattening(client: Client, mem: Path):
+    await ok(client, "write_memory", key="a/b", value="one")
+    assert (mem / "a_b.json").is_file() and not (mem / "a").exists()
+    assert json.loads(await ok(client, "list_memory_keys")) == ["a/b"]
+    assert await ok(client, "read_memory", key="a_b") == "one"
+    assert await ok(client, "read_memory", key="a\\b") == "one"
+    text = await ok(client, "write_memory", key="a\\b", value="two")
+    assert "'a/b'" in text  # says which key's value it replaced
+    assert await ok(client, "read_memory", key="a/b") == "two"
+    assert json.loads(await ok(client, "list_memory_keys")) == ["a\\b"]
+    await ok(client, "delete_memory", key="a/b")
+    assert json.loads(await ok(client, "list_memory_keys")) == []
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("", "must not be empty"),
+        (".", "cannot start with '.'"),
+        ("..", "cannot start with '.'"),
+        (".hidden", "cannot start with '.'"),
+        ("..\\x", "cannot start with '.'"),
+        ("a\x00b", "NUL"),
+        ("k" * 196, "limit is 200 bytes"),
+        ("é" * 98, "limit is 200 bytes"),
+    ],
+)
+async def test_invalid_keys(client: Client, mem: Path, key: str, message: str):
+    assert message in await err(client, "write_memory", key=key, value="v")
+    assert message in await err(client, "read_memory", key=key)
+    assert message in await err(client, "delete_memory", key=key)
+    assert not mem.exists() or not any(p.suffix == ".json" for p in mem.iterdir())
+
+
+async def test_longest_key_accepted(client: Client):
+    key = "k" * 195  # 195 + len(".json") == 200 bytes
+    await ok(client, "write_memory", key=key, value="v")
+    assert json.loads(await ok(client, "list_memory_keys")) == [key]
+
+
+async def test_values_must_be_strings(client: Client, mem: Path):
+    for bad in (123, ["a"], {"a": 1}, None, True):
+        await err(client, "write_memory", key="k", value=bad)
+    await err(client, "write_memory", key=5, value="v")
+    assert not (mem / "k.json").exists()
+
+
+async def test_large_value_round_trips_untruncated(client: Client):
+    value = ("0123456789abcdef" * 65536) + "END"  # just over 1 MB
+    await ok(client, "write_memory", key="big", value=value)
+    assert await ok(client, "read_memory", key="big") == value
+    found = json.loads(await ok(client, "search_memory", query="end"))
+    assert found == [{"key": "big", "value": value}]
+
+
+async def test_unicode_values(client: Client, mem: Path):
+    value = 'naïve ☃ 日本語\nsecond line\ttab \\ "quoted"'
+    await ok(client, "write_memory", key="ünï", value=value)
+    assert await ok(client, "read_memory", key="ünï") == value
+    assert "☃" in (mem / "ünï.json").read_text(encoding="utf-8")
+
+
+# -- the shared folder ------------------------------------------------------------
+
+
+async def test_file_made_by_memory_create_is_a_key(client: Client):
+    await ok(client, "memory_create", path="/notes.json", file_text="plain notes, not json\n")
+    await ok(client, "memory_create", path="/readme.md", file_text="not a key")
+    await ok(client, "memory_create", path="/sub/nested.json", file_text="{}")
+    assert json.loads(await ok(client, "list_memory_keys")) == ["notes"]
+    assert await ok(client, "read_memory", key="notes") == "plain notes, not json\n"
+    assert json.loads(await ok(client, "search_memory", query="NOT JSON")) == [
+        {"key": "notes", "value": "plain notes, not json\n"}
+    ]
+    # And the other way round: a key is a file for the file tools.
+    await ok(client, "write_memory", key="todo", value="buy milk")
+    assert '"value": "buy milk"' in await ok(client, "memory_view", path="/todo.json")
+    await ok(client, "memory_str_replace", path="todo.json", old_str="milk", new_str="bread")
+    assert await ok(client, "read_memory", key="todo") == "buy bread"
+    await ok(client, "memory_delete", path="/todo.json")
+    assert "No memory stored" in await err(client, "read_memory", key="todo")
+
+
+async def test_malformed_and_binary_json_files_never_crash(client: Client, mem: Path):
+    mem.mkdir()
+    (mem / "broken.json").write_text('{"key": "broken", "value": ')
+    (mem / "other.json").write_text('{"key": "other", "value": 5}')
+    (mem / "renamed.json").write_text('{"key": "original", "value": "kept"}')
+    (mem / "deep.json").write_text("[" * 100_000)
+    (mem / "binary.json").write_bytes(b"\xff\xfe\x00binary")
+    (mem / "adir.json").mkdir()
+    keys = json.loads(await ok(client, "list_memory_keys"))
+    assert keys == ["binary", "broken", "deep", "other", "renamed"]
+    assert await ok(client, "read_memory", key="broken") == '{"key": "broken", "value": '
+    assert await ok(client, "read_memory", key="other") == '{"key": "other", "value": 5}'
+    # a stored key that no longer matches its file name is reported under the file name
+    assert await ok(client, "read_memory", key="renamed") == "kept"
+    assert "not UTF-8" in await err(client, "read_memory", key="binary")
+    assert "folder" in await err(client, "write_memory", key="adir", value="x")
+    found = [item["key"] for item in json.loads(await ok(client, "search_memory", query=""))]
+    assert found == ["broken", "deep", "other", "renamed"]  # the binary file is skipped
+    assert "not UTF-8" in await err(client, "memory_view", path="binary.json")
+
+
+async def test_lock_and_temp_files_never_listed(client: Client, mem: Path):
+    await ok(client, "write_memory", key="k", value="v")
+    assert (mem / ".dpt.lock").exists()  # the mutating tool took the file lock
+    (mem / ".dpt-tmp-0123.json").write_text('{"key": "tmp", "value": "v"}')
+    (mem / ".hidden.json").write_text('{"key": "hidden", "value": "v"}')
+    (mem / ".hiddendir").mkdir()
+    (mem / ".hiddendir" / "x.txt").write_text("x")
+    assert json.loads(await ok(client, "list_memory_keys")) == ["k"]
+    assert [r["key"] for r in json.loads(await ok(client, "search_memory", query=""))] == ["k"]
+    listing = (await ok(client, "memory_view", path="/")).splitlines()[1:]
+    assert listing[1:] == ["33B\t/k.json"]
+    # nothing is left behind by atomic writes
+    assert sorted(p.name for p in mem.iterdir() if p.name.startswith(".dpt-tmp-")) == [
+        ".dpt-tmp-0123.json"
+    ]
+
+
+@pytest.mark.parametrize("path", [".dpt.lock", "/.dpt-tmp-x", "sub/.dpt-tmp-y", ".dpt"])
+async def test_reserved_names_refused(client: Client, mem: Path, path: str):
+    await ok(client, "write_memory", key="k", value="v")
+    lock_inode = (mem / ".dpt.lock").stat().st_ino
+    assert "reserved" in await err(client, "memory_view", path=path)
+    assert "reserved" in await err(client, "memory_create", path=path, file_text="x")
+    assert "reserved" in await err(
+        client, "memory_insert", path=path, insert_line=0, insert_text="x"
+    )
+    assert "reserved" in await err(
+        client, "memory_str_replace", path=path, old_str="a", new_str="b"
+    )
+    assert "reserved" in await err(client, "memory_delete", path=path)
+    assert "reserved" in await err(client, "memory_rename", old_path="k.json", new_path=path)
+    assert (mem / ".dpt.lock").stat().st_ino == lock_inode
+    assert (mem / "k.json").exists()
+
+
+# -- file tools -------------------------------------------------------------------
+
+
+async def test_view_directory_two_levels_with_sizes(client: Client, mem: Path):
+    await ok(client, "memory_create", path="a.txt", file_text="x" * 2048)
+    await ok(client, "memory_create", path="d1/b.txt", file_text="hi")
+    await ok(client, "memory_create", path="d1/d2/too_deep.txt", file_text="deep")
+    text = await ok(client, "memory_view", path="/")
+    lines = text.splitlines()
+    assert lines[0] == (
+        "Here're the files and directories up to 2 levels deep in /, excluding hidden items:"
+    )
+    assert lines[1].endswith("\t/")
+    assert "2K\t/a.txt" in lines
+    assert "2B\t/d1/b.txt" in lines
+    assert any(line.endswith("\t/d1/") for line in lines)
+    assert any(line.endswith("\t/d1/d2/") for line in lines)
+    assert "too_deep" not in text
+    sub = await ok(client, "memory_view", path="d1")
+    assert "in /d1," in sub and "2B\t/d1/b.txt" in sub and "4B\t/d1/d2/too_deep.txt" in sub
+    assert await ok(client, "memory_view", path="") == text
+    assert "not allowed" in await err(client, "memory_view", path="/", view_range=[1, 2])
+
+
+async def test_view_file_and_ranges(client: Client):
+    await ok(client, "memory_create", path="f.txt", file_text="one\ntwo\nthree\nfour\n")
+    text = await ok(client, "memory_view", path="/f.txt")
+    assert text == (
+        "Here's the content of /f.txt with line numbers:\n"
+        "     1\tone\n     2\ttwo\n     3\tthree\n     4\tfour"
+    )
+    assert (await ok(client, "memory_view", path="f.txt", view_range=[2, 3])).splitlines()[1:] == [
+        "     2\ttwo",
+        "     3\tthree",
+    ]
+    assert (await ok(client, "memory_view", path="f.txt", view_range=[3, -1])).splitlines()[1:] == [
+        "     3\tthree",
+        "     4\tfour",
+    ]
+    assert (await ok(client, "memory_view", path="f.txt", view_range=[4, 99])).splitlines()[1:] == [
+        "     4\tfour"
+    ]
+    assert "[1, 4]" in await err(client, "memory_view", path="f.txt", view_range=[5, 6])
+    assert "first element" in await err(client, "memory_view", path="f.txt", view_range=[0, 2])
+    assert "second element" in await err(client, "memory_view", path="f.txt", view_range=[3, 2])
+    assert "two integers" in await err(client, "memory_view", path="f.txt", view_range=[1])
+    await err(client, "memory_view", path="f.txt", view_range=["a", "b"])
+    assert (
+        await err(client, "memory_view", path="missing.txt")
+        == "The path /missing.txt does not exist. Please provide a valid path."
+    )
+    await ok(client, "memory_create", path="empty.txt", file_text="")
+    assert await ok(client, "memory_view", path="empty.txt") == (
+        "Here's the content of /empty.txt with line numbers:"
+    )
+
+
+async def test_create(client: Client, mem: Path):
+    text = await ok(client, "memory_create", path="/x/y/z.md", file_text="hello\n")
+    assert text == "File created successfully at: /x/y/z.md"
+    assert (mem / "x" / "y" / "z.md").read_text() == "hello\n"
+    assert (mem / "x" / "y" / "z.md").stat().st_mode & 0o077 == 0
+    assert (
+        await err(client, "memory_create", path="x/y/z.md", file_text="other")
+        == "File /x/y/z.md already exists"
+    )
+    assert (mem / "x" / "y" / "z.md").read_text() == "hello\n"
+    assert "already exists" in await err(client, "memory_create", path="x", file_text="d")
+    await err(client, "memory_create", path="/", file_text="root")
+    assert "parent folders is a file" in await err(
+        client, "memory_create", path="x/y/z.md/w", file_text="t"
+    )
+    await err(client, "memory_create", path="n.txt", file_text=7)
+
+
+async def test_str_replace(client: Client, mem: Path):
+    await ok(client, "memory_create", path="f.txt", file_text="a\nb\nc\nd\ne\nf\ng\n")
+    text = await ok(client, "memory_str_replace", path="f.txt", old_str="d", new_str="D1\nD2")
+    assert text == (
+        "The memory file has been edited. Here is the snippet showing the change "
+        "(with line numbers):\n"
+        "     2\tb\n     3\tc\n     4\tD1\n     5\tD2\n     6\te\n     7\tf"
+    )
+    assert (mem / "f.txt").read_text() == "a\nb\nc\nD1\nD2\ne\nf\ng\n"
+    assert "did not appear verbatim in /f.txt" in await err(
+        client, "memory_str_replace", path="f.txt", old_str="zzz", new_str="y"
+    )
+    await ok(client, "memory_str_replace", path="f.txt", old_str="g", new_str="D1")
+    message = await err(client, "memory_str_replace", path="f.txt", old_str="D1", new_str="y")
+    assert "Multiple occurrences of old_str `D1` in lines: 4, 8" in message
+    assert (mem / "f.txt").read_text() == "a\nb\nc\nD1\nD2\ne\nf\nD1\n"
+    assert "must not be empty" in await err(
+        client, "memory_str_replace", path="f.txt", old_str="", new_str="y"
+    )
+    await ok(client, "memory_create", path="d/x", file_text="")
+    assert (
+        await err(client, "memory_str_replace", path="d", old_str="a", new_str="b")
+        == "The path /d is not a file."
+    )
+    assert "does not exist" in await err(
+        client, "memory_str_replace", path="nope", old_str="a", new_str="b"
+    )
+    await ok(client, "memory_str_replace", path="f.txt", old_str="\nb\n", new_str="\n")
+    assert (mem / "f.txt").read_text().startswith("a\nc\n")
+
+
+async def test_insert(client: Client, mem: Path):
+    await ok(client, "memory_create", path="f.txt", file_text="one\ntwo\n")
+    text = await ok(client, "memory_insert", path="f.txt", insert_line=0, insert_text="zero")
+    assert text.startswith("The file /f.txt has been edited.")
+    assert "     1\tzero" in text
+    await ok(client, "memory_insert", path="f.txt", insert_line=3, insert_text="three\n")
+    await ok(client, "memory_insert", path="f.txt", insert_line=2, insert_text="1.5a\n1.5b")
+    assert (mem / "f.txt").read_text() == "zero\none\n1.5a\n1.5b\ntwo\nthree\n"
+    message = await err(client, "memory_insert", path="f.txt", insert_line=7, insert_text="x")
+    assert message == "Invalid `insert_line` parameter: 7. It should be within the range [0, 6]."
+    assert "[0, 6]" in await err(
+        client, "memory_insert", path="f.txt", insert_line=-1, insert_text="x"
+    )
+    await err(client, "memory_insert", path="f.txt", insert_line="x", insert_text="x")
+    assert "does not exist" in await err(
+        client, "memory_insert", path="nope.txt", insert_line=0, insert_text="x"
+    )
+    await ok(client, "memory_create", path="d/x", file_text="")
+    assert "is not a file" in await err(
+        client, "memory_insert", path="d", insert_line=0, insert_text="x"
+    )
+    await ok(client, "memory_create", path="nonl.txt", file_text="a\nb")
+    await ok(client, "memory_insert", path="nonl.txt", insert_line=2, insert_text="c")
+    assert (mem / "nonl.txt").read_text() == "a\nb\nc\n"
+
+
+async def test_delete_file_and_folder(client: Client, mem: Path):
+    await ok(client, "memory_create", path="f.txt", file_text="x")
+    await ok(client, "memory_create", path="d/e/g.txt", file_text="x")
+    assert await ok(client, "memory_delete", path="/f.txt") == "Successfully deleted /f.txt"
+    assert not (mem / "f.txt").exists()
+    assert await ok(client, "memory_delete", path="d") == "Successfully deleted /d"
+    assert not (mem / "d").exists()
+    assert await err(client, "memory_delete", path="d") == "The path /d does not exist"
+    assert mem.is_dir()
+
+
+@pytest.mark.parametrize("path", ["", ".", "/", "//", "sub/..", "./sub/../.", "rootlink", "sub/up"])
+async def test_root_deletion_refused(client: Client, mem: Path, path: str):
+    await ok(client, "memory_create", path="sub/keep.txt", file_text="keep")
+    (mem / "rootlink").symlink_to(mem)
+    (mem / "sub" / "up").symlink_to("..")
+    message = await err(client, "memory_delete", path=path)
+    assert "Cannot delete the memory directory itself" in message
+    assert (mem / "sub" / "keep.txt").read_text() == "keep"
+    assert (mem / "rootlink").is_symlink()
+    assert "itself" in await err(client, "memory_rename", old_path=path, new_path="moved")
+
+
+async def test_rename(client: Client, mem: Path):
+    await ok(client, "memory_create", path="a.txt", file_text="A")
+    await ok(client, "memory_create", path="b.txt", file_text="B")
+    text = await ok(client, "memory_rename", old_path="a.txt", new_path="/new/dir/c.txt")
+    assert text == "Successfully renamed /a.txt to /new/dir/c.txt"
+    assert (mem / "new" / "dir" / "c.txt").read_text() == "A" and not (mem / "a.txt").exists()
+    assert (
+        await err(client, "memory_rename", old_path="new/dir/c.txt", new_path="b.txt")
+        == "The destination /b.txt already exists"
+    )
+    assert (mem / "b.txt").read_text() == "B"
+    assert (
+        await err(client, "memory_rename", old_path="ghost", new_path="g2")
+        == "The path /ghost does not exist"
+    )
+    assert not (mem / "g2").exists()
+    await ok(client, "memory_rename", old_path="new", new_path="moved")
+    assert (mem / "moved" / "dir" / "c.txt").exists()
+    assert "into itself" in await err(client, "memory_rename", old_path="moved", new_path="moved/x")
+    assert "already exists" in await err(client, "memory_rename", old_path="b.txt", new_path="/")
+    # renaming a key file renames the key
+    await ok(client, "write_memory", key="k1", value="v")
+    await ok(client, "memory_rename", old_path="k1.json", new_path="k2.json")
+    assert json.loads(await ok(client, "list_memory_keys")) == ["k2"]
+    assert await ok(client, "read_memory", key="k2") == "v"
+
+
+async def test_nul_bytes_in_paths(client: Client):
+    for tool, args in [
+        ("memory_view", {"path": "a\x00b"}),
+        ("memory_create", {"path": "a\x00b", "file_text": "x"}),
+        ("memory_delete", {"path": "a\x00b"}),
+        ("memory_rename", {"old_path": "a", "new_path": "b\x00"}),
+        ("memory_insert", {"path": "\x00", "insert_line": 0, "insert_text": "x"}),
+        ("memory_str_replace", {"path": "\x00", "old_str": "a", "new_str": "b"}),
+    ]:
+        assert "NUL" in await err(client, tool, **args)
+
+
+# -- containment ------------------------------------------------------------------
+
+
+async def test_dotdot_cannot_leave(client: Client, mem: Path, outside: Path):
+    before = snapshot(outside)
+    escape = "../outside/secret.txt"
+    assert "would escape the memory directory" in await err(client, "memory_view", path=escape)
+    await err(client, "memory_create", path="../outside/new.txt", file_text="x")
+    await err(client, "memory_create", path="a/../../outside/new2.txt", file_text="x")
+    await err(client, "memory_str_replace", path=escape, old_str="top", new_str="no")
+    await err(client, "memory_insert", path=escape, insert_line=0, insert_text="x")
+    await err(client, "memory_delete", path=escape)
+    await err(client, "memory_delete", path="../outside")
+    await err(client, "memory_rename", old_path=escape, new_path="stolen.txt")
+    await ok(client, "memory_create", path="mine.txt", file_text="mine")
+    await err(client, "memory_rename", old_path="mine.txt", new_path="../outside/mine.txt")
+    await err(client, "memory_view", path="..")
+    assert snapshot(outside) == before
+    assert (mem / "mine.txt").read_text() == "mine"
+
+
+async def test_absolute_paths_stay_inside(client: Client, mem: Path, outside: Path):
+    before = snapshot(outside)
+    secret = str(outside / "secret.txt")
+    # A leading "/" means the memory directory, so absolute host paths land inside it.
+    assert "does not exist" in await err(client, "memory_view", path=secret)
+    await err(client, "memory_str_replace", path=secret, old_str="top", new_str="no")
+    await err(client, "memory_delete", path=str(outside))
+    await ok(client, "memory_create", path=str(outside / "new.txt"), file_text="inside")
+    assert (mem / outside.relative_to("/") / "new.txt").read_text() == "inside"
+    await err(client, "memory_view", path="/etc/passwd")
+    await err(client, "memory_view", path="~/x")
+    assert snapshot(outside) == before
+
+
+async def test_symlinks_pointing_outside(client: Client, mem: Path, outside: Path):
+    mem.mkdir()
+    (mem / "filelink.txt").symlink_to(outside / "secret.txt")
+    (mem / "dirlink").symlink_to(outside / "dir")
+    (mem / "keylink.json").symlink_to(outside / "data.json")
+    (mem / "sub" / "deeper").mkdir(parents=True)
+    (mem / "sub" / "deeper" / "rel").symlink_to("../../../outside")
+    before = snapshot(outside)
+
+    via = "would escape the memory directory via symlink"
+    assert via in await err(client, "memory_view", path="filelink.txt")
+    assert via in await err(client, "memory_view", path="dirlink")
+    assert via in await err(client, "memory_view", path="dirlink/inner.txt")
+    assert via in await err(client, "memory_view", path="sub/deeper/rel/secret.txt")
+    assert via in await err(client, "memory_create", path="dirlink/new.txt", file_text="x")
+    assert via in await err(client, "memory_create", path="sub/deeper/rel/new.txt", file_text="x")
+    await err(client, "memory_str_replace", path="filelink.txt", old_str="top", new_str="no")
+    await err(client, "memory_insert", path="filelink.txt", insert_line=0, insert_text="x")
+    await err(
+        client, "memory_insert", path="sub/deeper/rel/secret.txt", insert_line=0, insert_text="x"
+    )
+    await err(client, "memory_delete", path="dirlink/inner.txt")
+    await err(client, "memory_delete", path="sub/deeper/rel/dir")
+    await err(client, "memory_rename", old_path="dirlink/inner.txt", new_path="got.txt")
+    await err(client, "memory_rename", old_path="sub/deeper/rel/secret.txt", new_path="got.txt")
+    await ok(client, "memory_create", path="mine.txt", file_text="m")
+    await err(client, "memory_rename", old_path="mine.txt", new_path="dirlink/mine.txt")
+    await err(client, "memory_rename", old_path="mine.txt", new_path="sub/deeper/rel/mine.txt")
+
+    # key-value tools: the escaping key file is neither listed, read, nor written through
+    assert json.loads(await ok(client, "list_memory_keys")) == []
+    assert json.loads(await ok(client, "search_memory", query="outside")) == []
+    assert via in await err(client, "read_memory", key="keylink")
+    assert via in await err(client, "write_memory", key="keylink", value="overwrite")
+
+    listing = await ok(client, "memory_view", path="/")
+    assert "filelink" not in listing and "dirlink" not in listing and "inner" not in listing
+    assert "/sub/deeper/" in listing
+    assert snapshot(outside) == before
+    assert sorted(p.name for p in outside.parent.iterdir()) == ["mem", "outside"]
+
+
+async def test_symlinks_inside_are_followed(client: Client, mem: Path):
+    await ok(client, "memory_create", path="real/file.txt", file_text="real\n")
+    (mem / "alias").symlink_to("real")
+    assert "real" in await ok(client, "memory_view", path="alias/file.txt")
+    assert "/alias/" in await ok(client, "memory_view", path="/")
+    # deleting a symlink removes the link, never its target
+    await ok(client, "memory_delete", path="alias")
+    assert (mem / "real" / "file.txt").read_text() == "real\n"
+
+
+# -- two servers, atomicity, concurrency ------------------------------------------
+
+
+async def test_two_servers_in_one_process(tmp_path: Path):
+    one = create_server(Settings(memory_dir=tmp_path / "one"))
+    two = create_server(Settings(memory_dir=tmp_path / "two"))
+    async with Client(one) as c1, Client(two) as c2:
+        await ok(c1, "write_memory", key="k", value="from one")
+        await ok(c2, "write_memory", key="k", value="from two")
+        await ok(c1, "memory_create", path="only-one.txt", file_text="1")
+        assert await ok(c1, "read_memory", key="k") == "from one"
+        assert await ok(c2, "read_memory", key="k") == "from two"
+        assert "only-one" not in await ok(c2, "memory_view", path="/")
+        await err(c2, "memory_view", path="only-one.txt")
+    assert (tmp_path / "one" / "only-one.txt").exists()
+    assert not (tmp_path / "two" / "only-one.txt").exists()
+
+
+@pytest.mark.parametrize("fail_in", ["replace", "write"])
+def test_failed_write_keeps_old_content(monkeypatch, mem: Path, fail_in: str):
+    store = MemoryStore(mem)
+    store.write("k", "old value")
+    store.create("f.txt", "old text\n")
+    real_write = os.write
+
+    def broken_replace(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    def broken_write(fd, data):
+        real_write(fd, bytes(data[:10]))  # a partial write, then the disk fills up
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, fail_in, broken_replace if fail_in == "replace" else broken_write)
+    with pytest.raises(MemoryStoreError, match="No space left"):
+        store.write("k", "new value " * 100)
+    with pytest.raises(MemoryStoreError, match="No space left"):
+        store.str_replace("f.txt", "old", "new")
+    with pytest.raises(MemoryStoreError, match="No space left"):
+        store.insert("f.txt", 0, "first")
+    monkeypatch.undo()
+    assert store.read("k") == "old value"
+    assert (mem / "f.txt").read_text() == "old text\n"
+    assert [p.name for p in mem.iterdir() if p.name.startswith(".dpt-tmp-")] == []
+
+
+def test_concurrent_mutations_lose_nothing(mem: Path):
+    store = MemoryStore(mem)
+    store.create("log.txt", "")
+    store.write("counter", "")
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(50)
+
+    def worker(n: int) -> None:
+        try:
+            barrier.wait()
+            store.insert("log.txt", 0, f"line {n}")
+            store.write(f"key{n}", f"value {n}")
+            # read-modify-write of a shared file through str_replace: retry on a stale read
+            while True:
+                current = (mem / "counter.json").read_text()
+                data = json.loads(current)
+                try:
+                    store.str_replace(
+                        "counter.json",
+                        current,
+                        current.replace(json.dumps(data["value"]), json.dumps(data["value"] + "x")),
+                    )
+                    break
+                except MemoryStoreError:
+                    continue
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert not errors, errors
+    lines = (mem / "log.txt").read_text().splitlines()
+    assert sorted(lines) == sorted(f"line {n}" for n in range(50))
+    keys = json.loads(store.list_keys())
+    assert sorted(keys) == sorted(["counter", *(f"key{n}" for n in range(50))])
+    assert store.read("counter") == "x" * 50
+    assert [p.name for p in mem.iterdir() if p.name.startswith(".dpt-tmp-")] == []
+
+
+def test_store_messages_directly(mem: Path):
+    store = MemoryStore(mem)
+    with pytest.raises(MemoryStoreError, match="does not exist"):
+        store.view("nothing")
+    assert "Here're the files" in store.view("/")
+    assert mem.is_dir()
+    (mem.parent / "plainfile").write_text("x")
+    with pytest.raises(MemoryStoreError, match="not a folder"):
+        MemoryStore(mem.parent / "plainfile").list_keys()
