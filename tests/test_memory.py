@@ -706,3 +706,23 @@ def test_store_messages_directly(mem: Path):
     (mem.parent / "plainfile").write_text("x")
     with pytest.raises(MemoryStoreError, match="not a folder"):
         MemoryStore(mem.parent / "plainfile").list_keys()
+
+
+async def test_runs_over_stdio(tmp_path: Path):
+    """``python -m doc_processing_std_tools.memory`` serves on stdio (stdout stays protocol-only)."""
+    import sys
+
+    import anyio
+    from fastmcp.client.transports import StdioTransport
+
+    env = {**os.environ, "DPTTOOLS_MEMORY_DIR": "stdio-mem", "FASTMCP_LOG_LEVEL": "WARNING"}
+    transport = StdioTransport(
+        sys.executable, ["-m", "doc_processing_std_tools.memory"], env=env, cwd=str(tmp_path)
+    )
+    with anyio.fail_after(30):
+        async with Client(transport) as c:
+            assert {tool.name for tool in await c.list_tools()} == ALL_TOOLS
+            await ok(c, "write_memory", key="k", value="over stdio")
+            assert await ok(c, "read_memory", key="k") == "over stdio"
+            assert "escape" in await err(c, "memory_view", path="../x")
+    assert json.loads((tmp_path / "stdio-mem" / "k.json").read_text())["value"] == "over stdio"
