@@ -324,6 +324,8 @@ class FileSystem:
         for _ in range(min(lines, newlines)):
             cut = data.index(b"\n", cut + 1)
         body = bytes(data[:cut] if newlines >= lines else data)
+        if newlines >= lines:
+            body = body.removesuffix(b"\r")
         truncated = len(body) > limit
         text = body[:limit].decode("utf-8", errors="replace").replace("\r\n", "\n")
         if newlines < lines:
@@ -352,12 +354,12 @@ class FileSystem:
             newlines += chunk.count(b"\n")
             if newlines - final_newline >= lines:
                 break
-        data = b"".join(reversed(chunks))
-        body = data[:-1] if final_newline else data
+        data = b"".join(reversed(chunks)).replace(b"\r\n", b"\n")
+        body = data[:-1] if data.endswith(b"\n") else data
         parts = body.split(b"\n")
         wanted = b"\n".join(parts[-lines:])
         truncated = len(wanted) > limit or (position > 0 and len(parts) <= lines)
-        text = wanted[-limit:].decode("utf-8", errors="replace").replace("\r\n", "\n")
+        text = wanted[-limit:].decode("utf-8", errors="replace")
         return text + (self._truncated_note() if truncated else "")
 
     def read_media_file(self, path: str) -> tuple[str, str, str, Path]:
