@@ -51,6 +51,9 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
 
 SERVER_NAME = "memory-tools"
+# Every state-changing tool takes locking.exclusive() itself (process lock + flock),
+# so the launcher must not hold the (non-re-entrant) process lock around them.
+LOCKS_ITSELF = True
 ENV_MEMORY_DIR = "DPTTOOLS_MEMORY_DIR"
 DEFAULT_MEMORY_DIR = "./agent_memory"
 
