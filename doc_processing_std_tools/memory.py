@@ -100,6 +100,13 @@ class Settings(ServerSettings):
         return path
 
 
+def describe(settings: Settings) -> list[tuple[str, str]]:
+    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
+    path = settings.memory_dir
+    state = "exists" if path.is_dir() else "created on first use"
+    return [("memory_dir", f"{path} ({state})")]
+
+
 # -- the store ------------------------------------------------------------------
 
 

@@ -116,6 +116,13 @@ def test_settings_config_value_resolves_against_base_dir(tmp_path: Path):
         Settings.model_validate({"memory_dir": ""})
 
 
+def test_describe_for_check(tmp_path: Path):
+    rows = memory.describe(Settings(memory_dir=tmp_path / "m"))
+    assert rows == [("memory_dir", f"{tmp_path / 'm'} (created on first use)")]
+    assert not (tmp_path / "m").exists()
+    assert "(exists)" in memory.describe(Settings(memory_dir=tmp_path))[0][1]
+
+
 def test_lazy_memory_server_is_cached(monkeypatch, tmp_path: Path):
     from fastmcp import FastMCP
 
