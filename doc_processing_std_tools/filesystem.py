@@ -49,6 +49,9 @@ __all__ = [
 ]
 
 SERVER_NAME = "filesystem"
+# Every state-changing tool takes locking.PROCESS_LOCK itself, so the launcher must
+# not hold it around them (the lock is not re-entrant: that would deadlock).
+LOCKS_ITSELF = True
 ROOTS_ENV = "DPTTOOLS_FS_ROOTS"
 _CHUNK = 64 * 1024
 

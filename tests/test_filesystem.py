@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from anyio import fail_after as anyio_fail_after
 from fastmcp import Client, FastMCP
 from mcp.types import AudioContent, EmbeddedResource, ImageContent
 from pydantic import ValidationError
@@ -546,6 +547,12 @@ async def test_move_file(client: Client, world: dict[str, Path]) -> None:
     await fails(client, "move_file", source=str(root2), destination="r2")
 
 
+def test_declares_that_it_locks_itself() -> None:
+    # The launcher holds the (non re-entrant) process lock around the writing tools of
+    # servers that do not declare this; ours take it themselves, so that would deadlock.
+    assert fsmod.LOCKS_ITSELF is True
+
+
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
@@ -922,3 +929,20 @@ async def test_race_swapping_a_folder_for_an_outside_symlink(
         thread.join()
     assert denied and done, (denied, done)
     assert outside_state(world) == before
+
+
+async def test_write_tools_work_through_the_launcher_composition(world: dict[str, Path]) -> None:
+    compose = pytest.importorskip("doc_processing_std_tools.launcher.compose")
+    from doc_processing_std_tools.launcher.config import load_config
+
+    config = world["base"] / "tools.yaml"
+    config.write_text("servers:\n  filesystem:\n    settings:\n      roots: [root]\n")
+    composition = compose.build(load_config(config))
+    await compose.check_tools(composition)
+    assert not any(composition.needs_lock(name) for name in WRITE_TOOLS)
+    async with Client(composition.root) as c:
+        with anyio_fail_after(10):  # a launcher lock around our own lock would deadlock
+            await ok(c, "write_file", path="via_launcher.txt", content="ok")
+            await ok(c, "edit_file", path="a.txt", edits=[{"oldText": "alpha", "newText": "A"}])
+    assert (world["root"] / "via_launcher.txt").read_text() == "ok"
+    assert (world["root"] / "a.txt").read_text().startswith("A\n")
