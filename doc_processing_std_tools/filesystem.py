@@ -923,6 +923,15 @@ def create_server(settings: Settings) -> FastMCP:
     return mcp
 
 
+def describe(settings: Settings) -> list[tuple[str, str]]:
+    """Rows for ``dpt-launch --check``."""
+    return [
+        ("roots", ", ".join(str(root) for root in settings.roots)),
+        ("mode", "read-only" if settings.read_only else "read-write"),
+        ("limits", f"read {settings.max_read_bytes} bytes, list {settings.max_entries} entries"),
+    ]
+
+
 # -- lazy export and entry point -----------------------------------------------------
 
 

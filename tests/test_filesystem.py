@@ -547,6 +547,15 @@ async def test_move_file(client: Client, world: dict[str, Path]) -> None:
     await fails(client, "move_file", source=str(root2), destination="r2")
 
 
+def test_describe_rows(world: dict[str, Path]) -> None:
+    rows = dict(fsmod.describe(Settings(roots=[world["root"]], read_only=True)))
+    assert rows == {
+        "roots": str(world["root"]),
+        "mode": "read-only",
+        "limits": "read 5242880 bytes, list 10000 entries",
+    }
+
+
 def test_declares_that_it_locks_itself() -> None:
     # The launcher holds the (non re-entrant) process lock around the writing tools of
     # servers that do not declare this; ours take it themselves, so that would deadlock.
