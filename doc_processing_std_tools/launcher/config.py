@@ -238,7 +238,9 @@ def describe_validation_error(
     model: type[BaseModel] | None = None,
 ) -> str:
     """The first error of *exc* as one line naming the key, with a hint for the fix."""
-    error = exc.errors(include_url=False)[0]
+    errors = exc.errors(include_url=False)
+    # A misspelt key also makes the right one "missing": report the misspelling.
+    error = min(errors, key=lambda e: e["type"] != "extra_forbidden")
     loc = tuple(
         str(part) for part in error["loc"] if part != "function-after[_one_source(), ServerEntry]"
     )

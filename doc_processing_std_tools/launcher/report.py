@@ -24,7 +24,7 @@ def _hints(tool: object) -> str:
 
 
 def print_check(loaded: LoadedConfig, composition: Composition, transport: TransportConfig) -> None:
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=max(120, Console().width))
     where = (
         "stdio"
         if transport.type == "stdio"
@@ -52,8 +52,8 @@ def print_check(loaded: LoadedConfig, composition: Composition, transport: Trans
     console.print(servers)
 
     tools = Table(title="Tools", title_justify="left")
-    tools.add_column("tool", style="bold")
-    tools.add_column("mount")
+    tools.add_column("tool", style="bold", no_wrap=True)
+    tools.add_column("mount", no_wrap=True)
     tools.add_column("hints")
     tools.add_column("description", overflow="fold")
     for mount in composition.mounts:

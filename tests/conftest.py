@@ -1,0 +1,69 @@
+"""Shared fixtures: write a launcher config, spawn ``dpt-launch`` and talk to it with the official mcp client."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import tempfile
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SPAWN_TIMEOUT = 60
+
+
+def launcher_command() -> list[str]:
+    """Run the launcher with this interpreter, so tests use the installed package."""
+    return [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def write_config(tmp_path: Path):
+    """Write YAML text (dedented) to a config file in tmp_path and return its path."""
+
+    def write(text: str, name: str = "tools.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    return write
+
+
+@asynccontextmanager
+async def launched(
+    config: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> AsyncIterator[object]:
+    """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``."""
+    import anyio
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=launcher_command()[0],
+        args=[*launcher_command()[1:], "--config", str(config)],
+        env={**os.environ, **(env or {})},
+        cwd=str(cwd or config.parent),
+    )
+    with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+def text_of(result: object) -> str:
+    """The joined text content of a CallToolResult."""
+    return "".join(getattr(block, "text", "") for block in result.content)  # type: ignore[attr-defined]

@@ -1,0 +1,52 @@
+"""Small third-party-style servers the launcher tests mount with ``module:``."""
+
+from __future__ import annotations
+
+import anyio
+from fastmcp import FastMCP
+
+echo_server = FastMCP("echo", instructions="Echo server instructions: repeats text.")
+
+
+@echo_server.tool
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+def make_echo(greeting: str = "hello") -> FastMCP:
+    """A factory taking settings as keyword arguments."""
+    server = FastMCP("echo-factory")
+
+    @server.tool
+    def greet(name: str) -> str:
+        return f"{greeting}, {name}"
+
+    return server
+
+
+def make_counter() -> FastMCP:
+    """Async tools that record how many calls overlap: ``bump`` changes state, ``peek`` only reads."""
+    server = FastMCP("counter")
+    state = {"active": 0, "max_active": 0, "peek_active": 0, "peek_max": 0}
+
+    @server.tool
+    async def bump(delay: float = 0.05) -> int:
+        state["active"] += 1
+        state["max_active"] = max(state["max_active"], state["active"])
+        await anyio.sleep(delay)
+        state["active"] -= 1
+        return state["max_active"]
+
+    @server.tool(annotations={"readOnlyHint": True})
+    async def peek(delay: float = 0.05) -> int:
+        state["peek_active"] += 1
+        state["peek_max"] = max(state["peek_max"], state["peek_active"])
+        await anyio.sleep(delay)
+        state["peek_active"] -= 1
+        return state["peek_max"]
+
+    return server
+
+
+not_a_server = 42

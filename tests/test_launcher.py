@@ -1,0 +1,517 @@
+"""The launcher: config validation, composition, collisions, CLI, and real stdio/HTTP serving."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import REPO, free_port, launched, launcher_command, text_of
+
+from doc_processing_std_tools.launcher.cli import main
+from doc_processing_std_tools.launcher.config import ConfigError, load_config
+
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(autouse=True)
+def _sample_servers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spawned launchers import tests/sample_servers.py too."""
+    path = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", f"{TESTS}{os.pathsep}{path}" if path else str(TESTS))
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = main(args)
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+# -- config errors: exit 2, one line naming file, line and key -------------------
+
+
+def config_error(write_config, text: str, capsys) -> tuple[Path, str]:
+    path = write_config(text)
+    status, out, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 2, err
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # one line, no traceback
+    assert lines[0].startswith("dpt-launch: error: ")
+    return path, lines[0]
+
+
+def test_missing_file(tmp_path: Path, capsys) -> None:
+    status, _, err = run_main(["--config", str(tmp_path / "nope.yaml")], capsys)
+    assert status == 2
+    assert "nope.yaml: config file not found" in err
+    assert "--config" in err
+
+
+def test_invalid_yaml_names_the_line(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-tools
+           settings: [unclosed
+        """,
+        capsys,
+    )
+    assert f"{path}:4" in message or f"{path}:5" in message
+    assert "invalid YAML" in message
+
+
+def test_unknown_top_level_key_suggests_the_right_one(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        name: x
+        servres:
+          memory: {}
+        """,
+        capsys,
+    )
+    assert f"{path}:2: servres: unknown key; did you mean 'servers'?" in message
+
+
+def test_unknown_entry_key(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-tools
+            namespce: mem
+        """,
+        capsys,
+    )
+    assert f"{path}:4: servers.memory.namespce: unknown key; did you mean 'namespace'?" in message
+
+
+def test_unknown_server(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-toolz
+        """,
+        capsys,
+    )
+    assert f"{path}:3: servers.memory.server: unknown server 'memory-toolz'" in message
+    assert "memory-tools" in message  # lists what is registered
+
+
+def test_unknown_server_from_the_mount_name(write_config, capsys) -> None:
+    path, message = config_error(write_config, "servers:\n  nosuch: {}\n", capsys)
+    assert f"{path}:2: servers.nosuch: unknown server 'nosuch'" in message
+
+
+def test_wrong_type(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-tools
+            enabled: perhaps
+        """,
+        capsys,
+    )
+    assert f"{path}:4: servers.memory.enabled:" in message
+    assert "'perhaps'" in message
+
+
+def test_unknown_setting_key_names_the_line(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-tools
+            settings:
+              memory_dirr: ./m
+        """,
+        capsys,
+    )
+    assert f"{path}:5: servers.memory.settings.memory_dirr: unknown key" in message
+    assert "did you mean 'memory_dir'?" in message
+
+
+def test_missing_servers_key(write_config, capsys) -> None:
+    path, message = config_error(write_config, "name: only-a-name\n", capsys)
+    assert "servers: required key is missing" in message
+
+
+def test_server_and_module_together(write_config, capsys) -> None:
+    _, message = config_error(
+        write_config,
+        """\
+        servers:
+          x:
+            server: memory-tools
+            module: sample_servers:echo_server
+        """,
+        capsys,
+    )
+    assert "servers.x" in message
+    assert "either 'server' or 'module'" in message
+
+
+def test_bad_module(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          x:
+            module: sample_servers:not_a_server
+        """,
+        capsys,
+    )
+    assert f"{path}:2: servers.x:" in message
+    assert "FastMCP" in message
+
+
+def test_unset_environment_variable(write_config, capsys, monkeypatch) -> None:
+    monkeypatch.delenv("DPT_TEST_UNSET", raising=False)
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory:
+            server: memory-tools
+            settings:
+              memory_dir: ${DPT_TEST_UNSET}
+        """,
+        capsys,
+    )
+    assert f"{path}:5: servers.memory.settings.memory_dir:" in message
+    assert "DPT_TEST_UNSET is not set" in message
+    assert "${DPT_TEST_UNSET:-value}" in message
+
+
+def test_invalid_namespace(write_config, capsys) -> None:
+    _, message = config_error(
+        write_config,
+        """\
+        servers:
+          memory-tools:
+            namespace: "mem/x"
+        """,
+        capsys,
+    )
+    assert "servers.memory-tools.namespace" in message
+
+
+def test_second_popoto_memory_mount_is_refused(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          popoto-memory: {}
+          popoto-two:
+            server: popoto-memory
+        """,
+        capsys,
+    )
+    assert f"{path}:3: servers.popoto-two:" in message
+    assert "only one" in message
+
+
+def test_config_error_from_a_subprocess_has_no_traceback(write_config) -> None:
+    path = write_config("servers:\n  memory:\n    bogus: 1\n")
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "Traceback" not in proc.stderr
+    assert f"{path}:3: servers.memory.bogus: unknown key" in proc.stderr
+
+
+# -- environment expansion and settings paths ------------------------------------
+
+
+def test_env_expansion_and_relative_paths(write_config, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("DPT_TEST_DIR", "from-env")
+    monkeypatch.delenv("DPT_TEST_OTHER", raising=False)
+    path = write_config(
+        """\
+        name: ${DPT_TEST_OTHER:-fallback-name}
+        servers:
+          memory-tools:
+            settings:
+              memory_dir: ./${DPT_TEST_DIR}/mem
+        """
+    )
+    loaded = load_config(path)
+    assert loaded.config.name == "fallback-name"
+    from doc_processing_std_tools.launcher.compose import build
+
+    composition = build(loaded)
+    assert composition.mounts[0].settings.memory_dir == tmp_path / "from-env" / "mem"
+
+
+def test_transport_shorthand_and_defaults(write_config) -> None:
+    loaded = load_config(write_config("transport: http\nservers:\n  memory: {}\n"))
+    transport = loaded.config.transport
+    assert (transport.type, transport.host, transport.path) == ("http", "127.0.0.1", "/mcp")
+    with pytest.raises(ConfigError, match="transport.path"):
+        load_config(write_config("transport: {type: http, path: mcp}\nservers:\n  m: {}\n"))
+
+
+# -- composition ------------------------------------------------------------------
+
+
+def test_collision_is_refused_naming_both_servers(write_config, capsys) -> None:
+    path = write_config(
+        """\
+        servers:
+          first:
+            module: sample_servers:echo_server
+          second:
+            module: sample_servers:echo_server
+        """
+    )
+    status, _, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 2
+    assert "'echo' is provided by both 'first' and 'second'" in err
+    assert "namespace" in err
+
+
+def test_namespace_resolves_the_collision(write_config, capsys) -> None:
+    path = write_config(
+        """\
+        servers:
+          first:
+            module: sample_servers:echo_server
+          second:
+            module: sample_servers:echo_server
+            namespace: two
+          greeter:
+            module: sample_servers:make_echo
+            settings: {greeting: hi}
+        """
+    )
+    status, out, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 0, err
+    assert "two_echo" in out
+    assert "greet" in out
+    assert "OK: 3 tools from 3 servers" in out
+
+
+def test_check_prints_the_tool_table(capsys) -> None:
+    status, out, err = run_main(
+        ["--config", str(REPO / "configs" / "tools.yaml"), "--check"], capsys
+    )
+    assert status == 0, err
+    for tool in ("write_memory", "memory_view", "read_text_file", "list_allowed_directories"):
+        assert tool in out
+    assert "no name collisions" in out
+
+
+def test_version_and_help(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert "dpt-launch 0." in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    help_text = capsys.readouterr().out
+    assert "--config" in help_text
+    assert "--check" in help_text
+    assert "Exit status" in help_text
+
+
+def test_import_is_cheap() -> None:
+    code = (
+        "import sys, doc_processing_std_tools as d; "
+        "bad = [m for m in ('fastmcp', 'mcp', 'popoto', 'pydantic', 'yaml') if m in sys.modules]; "
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+# -- serving for real ---------------------------------------------------------------
+
+
+async def test_stdio_end_to_end_with_the_shipped_config(tmp_path: Path) -> None:
+    env = {"DPTTOOLS_MEMORY_DIR": str(tmp_path / "mem"), "DPTTOOLS_FS_ROOTS": str(tmp_path)}
+    config = REPO / "configs" / "tools.yaml"
+    async with launched(config, env=env, cwd=tmp_path) as session:
+        tools = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"write_memory", "read_memory", "memory_view", "read_text_file"} <= tools
+        result = await session.call_tool("write_memory", {"key": "k", "value": "v1"})
+        assert not result.is_error, text_of(result)
+        result = await session.call_tool("read_memory", {"key": "k"})
+        assert text_of(result) == "v1"
+        result = await session.call_tool("read_memory", {"key": "missing"})
+        assert result.is_error
+        assert "Traceback" not in text_of(result)
+    stored = json.loads((tmp_path / "mem" / "k.json").read_text())
+    assert stored == {"key": "k", "value": "v1"}
+
+
+async def test_instructions_of_mounted_servers_reach_the_client(write_config) -> None:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    params = StdioServerParameters(
+        command=launcher_command()[0],
+        args=[*launcher_command()[1:], "--config", str(path)],
+        env=dict(os.environ),
+    )
+    with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(60):
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+    assert "Echo server instructions" in (init.instructions or "")
+    assert "## echo" in (init.instructions or "")
+
+
+async def test_third_party_writes_are_serialized_reads_are_not(write_config) -> None:
+    path = write_config("servers:\n  counter:\n    module: sample_servers:make_counter\n")
+    async with launched(path) as session:
+        results: list[str] = []
+
+        async def call(name: str) -> None:
+            result = await session.call_tool(name, {"delay": 0.05})
+            results.append(text_of(result))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(8):
+                group.start_soon(call, "bump")
+        assert max(int(r) for r in results) == 1  # never two bumps at once
+        results.clear()
+        async with anyio.create_task_group() as group:
+            for _ in range(8):
+                group.start_soon(call, "peek")
+        assert max(int(r) for r in results) > 1  # read-only calls overlap
+
+
+def _spawn(config: Path, *extra: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [*launcher_command(), "--config", str(config), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _initialize(proc: subprocess.Popen[bytes]) -> dict:
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    assert proc.stdin and proc.stdout
+    proc.stdin.write((json.dumps(request) + "\n").encode())
+    proc.stdin.flush()
+    line = proc.stdout.readline()
+    return json.loads(line)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_stops_the_server_cleanly(write_config, signum: int) -> None:
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    proc = _spawn(path)
+    try:
+        assert _initialize(proc)["result"]["serverInfo"]["name"] == "doc-processing-std-tools"
+        proc.send_signal(signum)
+        assert proc.wait(timeout=10) == 0  # stdin is still open: the signal alone stops it
+        assert b"Traceback" not in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        proc.kill()
+
+
+def test_stdin_eof_stops_the_server(write_config) -> None:
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    proc = _spawn(path)
+    try:
+        _initialize(proc)
+        proc.stdin.close()  # type: ignore[union-attr]
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+
+
+def test_stdout_carries_only_protocol_messages(write_config) -> None:
+    path = write_config(
+        "log_level: debug\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
+    )
+    proc = _spawn(path)
+    try:
+        _initialize(proc)
+        proc.stdin.close()  # type: ignore[union-attr]
+        rest = proc.stdout.read()  # type: ignore[union-attr]
+        proc.wait(timeout=10)
+    finally:
+        proc.kill()
+    for line in rest.splitlines():
+        assert json.loads(line)["jsonrpc"] == "2.0"
+    assert proc.stderr.read()  # type: ignore[union-attr]  # debug logs went to stderr
+
+
+async def test_http_transport_binds_loopback(write_config) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    port = free_port()
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(path), "--transport", "http", "--port", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/mcp"
+        deadline = time.monotonic() + 60
+        while True:  # wait for the port to accept connections
+            try:
+                with anyio.fail_after(2):
+                    stream = await anyio.connect_tcp("127.0.0.1", port)
+                await stream.aclose()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
+                assert time.monotonic() < deadline
+                await anyio.sleep(0.1)
+        listening = subprocess.run(
+            ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True
+        )
+        if listening.returncode == 0 and listening.stdout.strip():
+            assert "127.0.0.1:" in listening.stdout
+        with anyio.fail_after(30):
+            async with (
+                streamable_http_client(url) as (read, write, *_),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool("echo", {"text": "over http"})
+        assert text_of(result) == "over http"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
