@@ -55,6 +55,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTRA",
+    "LOCKS_ITSELF",
     "ONE_PER_PROCESS",
     "SERVER_NAME",
     "Settings",
@@ -64,6 +65,9 @@ __all__ = [
 
 SERVER_NAME = "popoto-memory"
 ONE_PER_PROCESS = True
+# memory_save/memory_feedback take locking.PROCESS_LOCK themselves (in their worker
+# thread), so the launcher must not hold it around them: the lock is not re-entrant.
+LOCKS_ITSELF = True
 EXTRA = "popoto"
 DEFAULT_DATA_DIR = ".dpt/popoto-redis"
 MISSING_POPOTO = (
@@ -560,7 +564,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         )
     except ImportError as exc:
         if (getattr(exc, "name", None) or "").split(".")[0] in ("popoto", "mcp", "redis"):
-            raise ServerLoadError(MISSING_POPOTO) from None
+            raise ServerLoadError(MISSING_POPOTO, extra=EXTRA) from None
         raise
     from fastmcp import FastMCP
     from mcp.types import ToolAnnotations

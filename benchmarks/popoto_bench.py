@@ -1,0 +1,321 @@
+"""Benchmarks for the popoto-memory server.
+
+(a) ``memory_search`` / ``memory_save`` calls per second through our server
+    (``dpt-launch`` over stdio when the launcher exists, else a stdio script
+    serving :func:`doc_processing_std_tools.popoto_memory.create_server`)
+    against popoto's own ``popoto-memory mcp`` stdio server, both driven by the
+    official ``mcp`` stdio client, on the same Redis and the same agent id.
+    Batches alternate between the two servers; figures are medians of batches.
+(b) Start time of the embedded redis-server: cold (new data folder) and warm
+    (restart on an existing AOF), and the whole server lifespan (in-memory client).
+
+Run alone: ``python benchmarks/popoto_bench.py`` (about 30 s; needs redis-server
+on PATH and the ``popoto`` extra).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+_STDIO_SCRIPT = """
+import sys
+from doc_processing_std_tools.popoto_memory import Settings, create_server
+server = create_server(Settings(backend="redis", url=sys.argv[1], agent_id=sys.argv[2]))
+server.run(transport="stdio", show_banner=False)
+"""
+
+
+def _free_port() -> int:
+    from doc_processing_std_tools.embedded_redis import free_port
+
+    return free_port()
+
+
+def start_test_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """A throw-away redis-server (no persistence) on a free port, ready."""
+    import redis
+
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise SystemExit("needs redis-server on PATH")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            client.ping()
+            return proc, port
+        except redis.ConnectionError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                raise SystemExit("redis-server did not start") from None
+            time.sleep(0.01)
+
+
+def _clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POPOTO_")}
+    env.pop("REDIS_URL", None)
+    env["FASTMCP_LOG_LEVEL"] = "WARNING"
+    return env
+
+
+def server_params(kind: str, url: str, agent_id: str, workdir: Path) -> Any:
+    """StdioServerParameters for ``ours`` or ``popoto``."""
+    from mcp import StdioServerParameters
+
+    env = _clean_env()
+    if kind == "popoto":
+        exe = shutil.which("popoto-memory", path=str(BIN)) or shutil.which("popoto-memory")
+        env.update(POPOTO_MEMORY_URL=url, POPOTO_MEMORY_AGENT_ID=agent_id)
+        return StdioServerParameters(command=exe, args=["mcp"], env=env, cwd=str(workdir))
+    launcher = shutil.which("dpt-launch", path=str(BIN))
+    cli_exists = (HERE.parent / "doc_processing_std_tools" / "launcher" / "cli.py").exists()
+    if launcher and cli_exists:
+        config = workdir / "tools.yaml"
+        config.write_text(
+            "servers:\n"
+            "  popoto:\n"
+            "    server: popoto-memory\n"
+            "    settings:\n"
+            "      backend: redis\n"
+            f"      url: {url}\n"
+            f"      agent_id: {agent_id}\n"
+        )
+        return StdioServerParameters(
+            command=launcher, args=["--config", str(config)], env=env, cwd=str(workdir)
+        )
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", _STDIO_SCRIPT, url, agent_id],
+        env=env,
+        cwd=str(workdir),
+    )
+
+
+async def _open(stack: AsyncExitStack, params: Any) -> tuple[Any, float]:
+    """Start a stdio server and an initialized session; returns (session, seconds to tools/list)."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    t0 = time.perf_counter()
+    read, write = await stack.enter_async_context(stdio_client(params))
+    session = await stack.enter_async_context(ClientSession(read, write))
+    await session.initialize()
+    tools = await session.list_tools()
+    elapsed = time.perf_counter() - t0
+    names = [t.name for t in tools.tools]
+    assert {"memory_search", "memory_save"} <= set(names), names
+    return session, elapsed
+
+
+async def _batch(session: Any, tool: str, n: int, tag: str) -> float:
+    """Calls per second of *n* sequential calls."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        args = (
+            {"query": "service deploys nightly"}
+            if tool == "memory_search"
+            else {"content": f"bench fact {tag} {i}: deploys roll back automatically"}
+        )
+        result = await session.call_tool(tool, args)
+        if result.is_error:
+            raise RuntimeError(f"{tool} failed: {result.content[0].text}")
+    return n / (time.perf_counter() - t0)
+
+
+async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict[str, Any]:
+    """(a): interleaved batches of memory_search and memory_save, ours vs popoto's server."""
+    import redis
+
+    with tempfile.TemporaryDirectory(prefix="popoto-bench-") as tmp:
+        workdir = Path(tmp)
+        proc, port = start_test_redis(workdir)
+        url = f"redis://127.0.0.1:{port}/1"
+        agent = "bench"
+        try:
+            async with AsyncExitStack() as stack:
+                popoto_session, popoto_start = await _open(
+                    stack, server_params("popoto", url, agent, workdir)
+                )
+                ours_session, ours_start = await _open(
+                    stack, server_params("ours", url, agent, workdir)
+                )
+                sessions = {"ours": ours_session, "popoto": popoto_session}
+                for i in range(seed):
+                    await popoto_session.call_tool(
+                        "memory_save", {"content": f"seed {i}: service {i % 17} deploys nightly"}
+                    )
+                for s in sessions.values():  # warm-up
+                    await _batch(s, "memory_search", 5, "warm")
+                rates: dict[str, dict[str, list[float]]] = {
+                    tool: {"ours": [], "popoto": []} for tool in ("memory_search", "memory_save")
+                }
+                for r in range(rounds):
+                    order = ("ours", "popoto") if r % 2 == 0 else ("popoto", "ours")
+                    for tool in rates:
+                        for kind in order:
+                            rates[tool][kind].append(
+                                await _batch(sessions[kind], tool, batch, f"{kind}{r}")
+                            )
+            records = redis.Redis(port=port, db=1).dbsize()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    out: dict[str, Any] = {
+        "our_server": "dpt-launch (stdio)"
+        if "dpt-launch"
+        in str(server_params("ours", url, agent, Path(tempfile.gettempdir())).command)
+        else "stdio script",
+        "startup_to_tools_list_s": {"ours": ours_start, "popoto": popoto_start},
+        "keys_in_db": records,
+    }
+    for tool, by_kind in rates.items():
+        ours, popoto = statistics.median(by_kind["ours"]), statistics.median(by_kind["popoto"])
+        out[tool] = {"ours_calls_s": ours, "popoto_calls_s": popoto, "ratio": ours / popoto}
+    return out
+
+
+def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
+    """(b): EmbeddedRedis.start() cold (new folder) and warm (existing AOF), medians in ms."""
+    import redis
+
+    from doc_processing_std_tools.embedded_redis import EmbeddedRedis
+
+    cold, warm, stop = [], [], []
+    with tempfile.TemporaryDirectory(prefix="popoto-embedded-") as tmp:
+        for i in range(repeats):
+            emb = EmbeddedRedis(Path(tmp) / f"d{i}")
+            t0 = time.perf_counter()
+            emb.start()
+            cold.append(time.perf_counter() - t0)
+            client = redis.Redis.from_url(emb.url())
+            for j in range(2000):
+                client.set(f"k{j}", "x" * 100)
+            client.close()
+            t0 = time.perf_counter()
+            emb.stop()
+            stop.append(time.perf_counter() - t0)
+            emb = EmbeddedRedis(Path(tmp) / f"d{i}")
+            t0 = time.perf_counter()
+            emb.start()
+            warm.append(time.perf_counter() - t0)
+            emb.stop()
+    return {
+        "cold_start_ms": statistics.median(cold) * 1000,
+        "warm_start_ms (2000-key AOF)": statistics.median(warm) * 1000,
+        "stop_ms": statistics.median(stop) * 1000,
+    }
+
+
+async def bench_lifespan(repeats: int = 5) -> dict[str, float]:
+    """(b'): create_server + entering the lifespan (embedded start + popoto binding), ms."""
+    from fastmcp import Client
+
+    from doc_processing_std_tools.popoto_memory import Settings, create_server
+
+    times = []
+    with tempfile.TemporaryDirectory(prefix="popoto-lifespan-") as tmp:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            server = create_server(Settings(data_dir=tmp, agent_id="bench"))
+            async with Client(server) as client:
+                await client.call_tool("memory_status", {})
+                times.append(time.perf_counter() - t0)
+    return {"server_ready_and_first_status_ms": statistics.median(times) * 1000}
+
+
+def bench_reachability_check(n: int = 500) -> dict[str, float]:
+    """Cost of the PING done before search/save/feedback vs one search, µs (in-process)."""
+    import redis
+    from popoto.integrations.config import MemoryConfig
+    from popoto.integrations.mcp_server import dispatch
+    from popoto.integrations.service import MemoryService
+
+    with tempfile.TemporaryDirectory(prefix="popoto-ping-") as tmp:
+        proc, port = start_test_redis(Path(tmp))
+        try:
+            url = f"redis://127.0.0.1:{port}/1"
+            config = MemoryConfig(url=url, agent_id="ping", url_is_explicit=True)
+            service = MemoryService(config)
+            for i in range(200):
+                dispatch("memory_save", {"content": f"fact {i} about deploys"}, service)
+
+            def median_us(fn, count):
+                samples = []
+                for _ in range(count):
+                    t0 = time.perf_counter()
+                    fn()
+                    samples.append(time.perf_counter() - t0)
+                return statistics.median(samples) * 1e6
+
+            result = {
+                "ping_us": median_us(lambda: MemoryService(config).ping(), n),
+                "status_reachable_us": median_us(lambda: service.status()["reachable"], 100),
+                "search_us (200 records)": median_us(
+                    lambda: dispatch("memory_search", {"query": "deploys"}, MemoryService(config)),
+                    200,
+                ),
+            }
+            redis.Redis(port=port).close()
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+    return result
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    print("reachability check (in-process):")
+    for key, value in bench_reachability_check().items():
+        print(f"  {key:34s} {value:10.1f}")
+    print("embedded redis-server:")
+    for key, value in bench_embedded_start().items():
+        print(f"  {key:34s} {value:10.1f}")
+    for key, value in anyio.run(bench_lifespan).items():
+        print(f"  {key:34s} {value:10.1f}")
+    calls = anyio.run(bench_calls)
+    print(f"calls/s over stdio (ours = {calls['our_server']}; medians of interleaved batches):")
+    for tool in ("memory_search", "memory_save"):
+        c = calls[tool]
+        print(
+            f"  {tool:16s} ours {c['ours_calls_s']:7.1f}/s   popoto {c['popoto_calls_s']:7.1f}/s"
+            f"   ratio ours/popoto {c['ratio']:.2f}"
+        )
+    s = calls["startup_to_tools_list_s"]
+    print(f"  spawn -> tools/list: ours {s['ours']:.2f} s, popoto {s['popoto']:.2f} s")
+    print(f"total {time.perf_counter() - t0:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
