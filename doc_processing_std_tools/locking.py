@@ -37,7 +37,8 @@ R = TypeVar("R")
 @contextmanager
 def file_lock(lock_path: str | os.PathLike[str]) -> Iterator[None]:
     """Hold an exclusive ``flock`` on *lock_path* (created if missing). Blocking: worker threads only."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # O_NOFOLLOW: a symlink planted at the lock path must not lock (or create) a file elsewhere.
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
