@@ -506,3 +506,73 @@ async def test_embedded_without_redis_server_reports_it(tmp_path, monkeypatch):
         assert "the embedded backend needs a redis-server" in text
         err, text = await call(c, "memory_status")
         assert err and "needs a redis-server" in text
+
+
+# -- through the launcher (spawned dpt-launch, official mcp stdio client) --------
+
+LAUNCHER = Path(sys.executable).parent / "dpt-launch"
+needs_launcher = pytest.mark.skipif(
+    not (REPO / "doc_processing_std_tools" / "launcher" / "cli.py").exists()
+    or not LAUNCHER.exists(),
+    reason="needs the dpt-launch launcher",
+)
+
+
+def _launcher_params(tmp_path: Path):
+    from mcp import StdioServerParameters
+
+    (tmp_path / "tools.yaml").write_text(
+        "servers:\n"
+        "  memory:\n"
+        "    server: popoto-memory\n"
+        "    settings:\n"
+        "      data_dir: ./store\n"
+        "      agent_id: launched\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POPOTO_")}
+    env.pop("REDIS_URL", None)
+    return StdioServerParameters(
+        command=str(LAUNCHER),
+        args=["--config", str(tmp_path / "tools.yaml")],
+        env=env,
+        cwd=str(tmp_path),
+    )
+
+
+def _pidfile(tmp_path: Path) -> dict:
+    import json
+
+    return json.loads((tmp_path / "store" / "redis.pid").read_text())
+
+
+@needs_redis
+@needs_launcher
+@pytest.mark.parametrize("ending", ["eof", "sigterm", "sigkill"])
+async def test_through_the_launcher(tmp_path, ending):
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    with anyio.fail_after(30):
+        async with (
+            stdio_client(_launcher_params(tmp_path)) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert SERVER_INSTRUCTIONS in (init.instructions or "")
+            names = [t.name for t in (await session.list_tools()).tools]
+            assert names == ["memory_search", "memory_save", "memory_feedback", "memory_status"]
+            saved = await session.call_tool("memory_save", {"content": "Launched via dpt."})
+            assert not saved.is_error, saved.content[0].text
+            found = await session.call_tool("memory_search", {"query": "launched dpt"})
+            assert "Launched via dpt." in found.content[0].text
+            pids = _pidfile(tmp_path)
+            assert _pid_alive(pids["pid"])
+            if ending != "eof":  # else: leaving the client closes the launcher's stdin
+                sig = signal.SIGTERM if ending == "sigterm" else signal.SIGKILL
+                os.kill(pids["owner"], sig)
+                assert await anyio.to_thread.run_sync(_wait_gone, pids["owner"])
+    assert await anyio.to_thread.run_sync(_wait_gone, pids["pid"]), (
+        f"redis-server outlived the launcher ({ending})"
+    )
+    if ending != "sigkill":  # a clean exit removes the pidfile; a killed one can't
+        assert not (tmp_path / "store" / "redis.pid").exists()
