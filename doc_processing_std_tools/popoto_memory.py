@@ -25,6 +25,13 @@ its scheme (``postgres…`` → postgres, else redis); otherwise
 ``REDIS_URL`` in the environment → redis (the same store popoto's own hooks and
 ``popoto-memory mcp`` would use); otherwise embedded.
 
+Sharing the embedded store with popoto's own hooks (``popoto-memory hook``, run
+by the harness as separate processes): give the server a fixed ``port`` and an
+``agent_id``, then set for the hooks
+``POPOTO_MEMORY_URL=redis://:$(cat <data_dir>/password)@127.0.0.1:<port>/1`` and
+the same ``POPOTO_MEMORY_AGENT_ID``. The password is created once (mode 0600)
+and reused across restarts; the store is only up while the launcher runs.
+
 popoto keeps one global Redis connection per process, so only one
 ``popoto-memory`` server may run in a process (``ONE_PER_PROCESS``; a second
 lifespan entered while one runs is refused). popoto itself is imported only
