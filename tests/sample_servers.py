@@ -50,3 +50,25 @@ def make_counter() -> FastMCP:
 
 
 not_a_server = 42
+
+
+def make_with_lifespan(marker: str) -> FastMCP:
+    """A server with a lifespan: it must be mounted whole so the lifespan runs in the launcher."""
+    from contextlib import asynccontextmanager
+    from pathlib import Path
+
+    @asynccontextmanager
+    async def lifespan(server: FastMCP):
+        Path(marker).write_text("started")
+        try:
+            yield {"started": True}
+        finally:
+            Path(marker).write_text("stopped")
+
+    server = FastMCP("with-lifespan", lifespan=lifespan)
+
+    @server.tool
+    def state() -> str:
+        return Path(marker).read_text()
+
+    return server

@@ -516,3 +516,22 @@ async def test_http_transport_binds_loopback(write_config) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=15) == 0
+
+
+async def test_a_server_with_a_lifespan_runs_it(write_config, tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    path = write_config(
+        f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    )
+    async with launched(path) as session:
+        assert text_of(await session.call_tool("state", {})) == "started"
+    assert marker.read_text() == "stopped"
+
+
+def test_plain_servers_are_attached_directly_others_mounted(tmp_path: Path) -> None:
+    import sample_servers
+
+    from doc_processing_std_tools.launcher.compose import _is_plain
+
+    assert _is_plain(sample_servers.make_echo())
+    assert not _is_plain(sample_servers.make_with_lifespan(str(tmp_path / "m")))

@@ -156,11 +156,37 @@ def build(loaded: LoadedConfig) -> Composition:
     config = loaded.config
     root = FastMCP(config.name, instructions=merge_instructions(config.instructions, mounts))
     for mount in mounts:
-        root.mount(mount.server, namespace=mount.entry.namespace)
+        attach(root, mount.server, mount.entry.namespace)
     composition = Composition(root, mounts, skipped)
     if not all(mount.source.locks_itself for mount in mounts):
         root.add_middleware(_lock_middleware(composition))  # costs nothing when all lock themselves
     return composition
+
+
+def attach(root: FastMCP, server: FastMCP, namespace: str | None) -> None:
+    """Mount *server* into *root*.
+
+    A plain server (its own components only, no lifespan, no middleware of its
+    own) contributes its component provider directly: same tools, one dispatch
+    layer fewer, which makes each call through the launcher about 25% cheaper
+    (benchmarks/run.py). Anything else is mounted whole, so its lifespan and
+    middleware keep working.
+    """
+    if _is_plain(server):
+        root.add_provider(server.local_provider, namespace=namespace or "")
+    else:
+        root.mount(server, namespace=namespace)
+
+
+def _is_plain(server: FastMCP) -> bool:
+    from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
+    from fastmcp.server.server import default_lifespan
+
+    return (
+        getattr(server, "_lifespan", None) is default_lifespan
+        and list(server.providers) == [server.local_provider]
+        and all(isinstance(m, DereferenceRefsMiddleware) for m in server.middleware)
+    )
 
 
 def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
