@@ -32,6 +32,8 @@ from typing import BinaryIO
 
 _MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO swapped in for a file cannot block the open (regular files ignore it).
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TEMP_PREFIX = ".dpt-tmp-"
 
 
@@ -58,10 +60,15 @@ class Entry:
     """One item of a directory listing (never followed when it is a symlink)."""
 
     name: str
-    path: Path  # absolute, inside a root
+    folder: Path  # absolute, inside a root
     kind: str  # "file", "dir", "symlink" or "other"
     size: int
     stat: os.stat_result
+
+    @property
+    def path(self) -> Path:
+        """Absolute path of the entry (built on demand: scans of many files skip it)."""
+        return self.folder / self.name
 
 
 @dataclass
@@ -329,11 +336,7 @@ class Jail:
         with self.resolve(path) as target:
             if target.name is None:
                 raise IsADirectoryError(errno.EISDIR, "Is a directory", str(target.path))
-            fd = os.open(
-                target.name,
-                os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                dir_fd=target.parent_fd,
-            )
+            fd = os.open(target.name, _FILE_FLAGS, dir_fd=target.parent_fd)
             with os.fdopen(fd, "rb") as handle:
                 info = os.fstat(handle.fileno())
                 if stat.S_ISDIR(info.st_mode):
@@ -432,6 +435,37 @@ class Jail:
             with target.open_dir() as fd:
                 return _list_fd(fd, target.path)
 
+    def scan_files(
+        self, path: str, select: Callable[[str], bool] | None = None
+    ) -> Iterator[tuple[Entry, bytes | None]]:
+        """Each entry of a folder (sorted by name; *select* filters by name) with the
+        content of the regular files, read through the one folder descriptor.
+
+        The fast path for scanning many small files: no per-file path walk. Other
+        entries (symlinks included) and unreadable files come with ``None``;
+        resolve symlinks with :meth:`read_bytes` if needed.
+        """
+        with self.resolve(path) as target, target.open_dir() as fd:
+            for entry in _list_fd(fd, target.path):
+                if select is not None and not select(entry.name):
+                    continue
+                if entry.kind != "file":
+                    yield entry, None
+                    continue
+                try:
+                    file_fd = os.open(entry.name, _FILE_FLAGS, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # removed while we scanned
+                except OSError:
+                    yield entry, None  # unreadable (permissions, swapped for a symlink)
+                    continue
+                try:
+                    if not stat.S_ISREG(os.fstat(file_fd).st_mode):
+                        continue  # swapped for something else since the listing
+                    yield entry, _read_all(file_fd, entry.size)
+                finally:
+                    os.close(file_fd)
+
     def walk(
         self,
         path: str,
@@ -474,6 +508,13 @@ def _kind(mode: int) -> str:
     return "other"
 
 
+def _read_all(fd: int, size_hint: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, max(size_hint + 1, 1 << 16)):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _list_fd(fd: int, folder: Path) -> list[Entry]:
     entries = []
     for name in sorted(os.listdir(fd)):
@@ -481,7 +522,7 @@ def _list_fd(fd: int, folder: Path) -> list[Entry]:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
             continue  # removed while we listed
-        entries.append(Entry(name, folder / name, _kind(info.st_mode), info.st_size, info))
+        entries.append(Entry(name, folder, _kind(info.st_mode), info.st_size, info))
     return entries
 
 

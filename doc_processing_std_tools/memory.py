@@ -176,6 +176,11 @@ def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
     return stem, text
 
 
+def _is_entry_name(name: str) -> bool:
+    """Top-level ``<key>.json`` files are key-value entries; hidden ones never are."""
+    return name.endswith(".json") and not name.startswith(".")
+
+
 class MemoryStore:
     """The memory tools' logic, without MCP: methods return the result text and
     raise :class:`MemoryStoreError` with the message for the user."""
@@ -324,20 +329,18 @@ class MemoryStore:
         """(key, value) of every top-level entry, sorted by file name; never raises on content."""
         root = self._abs(jail, [])
         with self._guard("/", "list"):
-            listing = jail.scandir(root)
-        for entry in listing:
-            name = entry.name
-            if name.startswith(".") or not name.endswith(".json") or name == ".json":
-                continue
-            if entry.kind not in ("file", "symlink"):
-                continue
-            stem = name[: -len(".json")]
-            try:
-                data = jail.read_bytes(self._abs(jail, [name]))
-            except (OSError, ValueError):  # escaping or broken symlink, a folder, vanished...
-                if entry.kind == "file":
+            scan = list(jail.scan_files(root, select=_is_entry_name))
+        for entry, data in scan:
+            stem = entry.name[: -len(".json")]
+            if data is None:
+                if entry.kind == "file":  # present but unreadable: listed, never matched
                     yield stem, None
-                continue
+                if entry.kind != "symlink":
+                    continue
+                try:  # a symlink is followed only while it stays inside the folder
+                    data = jail.read_bytes(self._abs(jail, [entry.name]))
+                except (OSError, ValueError):  # escaping or broken symlink, a folder...
+                    continue
             yield _decode_entry(stem, data)
 
     def write(self, key: str, value: str) -> str:
