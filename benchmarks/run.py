@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -131,14 +130,19 @@ def bench_first_list(rounds: int, workdir: Path) -> dict[str, float]:
 # -- 3. calls per second -----------------------------------------------------------------
 
 
-async def calls_per_second(command: list[str], env: dict[str, str], calls: int, rounds: int) -> list[float]:
+async def calls_per_second(
+    command: list[str], env: dict[str, str], calls: int, rounds: int
+) -> list[float]:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(command=command[0], args=command[1:], env=env)
     rates = []
     with open(os.devnull, "w") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             await session.call_tool("write_memory", {"key": "warm", "value": "up"})
             for _ in range(rounds):
@@ -152,7 +156,9 @@ async def calls_per_second(command: list[str], env: dict[str, str], calls: int, 
 
 async def bench_calls(rounds: int, calls: int, workdir: Path) -> dict[str, float]:
     config = workdir / "calls.yaml"
-    config.write_text(f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n")
+    config.write_text(
+        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
+    )
     commands = {
         "launcher": [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
         "alone": [PY, "-m", "doc_processing_std_tools.memory"],
@@ -186,7 +192,9 @@ def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
         found = len(json.loads(store.search("needle")))
         ours.append(time.perf_counter() - start)
         start = time.perf_counter()
-        out = subprocess.run(["grep", "-rFil", "needle", str(folder)], capture_output=True, text=True)
+        out = subprocess.run(
+            ["grep", "-rFil", "needle", str(folder)], capture_output=True, text=True
+        )
         grep.append(time.perf_counter() - start)
         assert len(out.stdout.splitlines()) == found, (found, out.stdout)
     return {"search_ms": median_ms(ours), "grep_ms": median_ms(grep), "matches": found}
@@ -208,21 +216,35 @@ def main() -> None:
         imp = bench_import(rounds * 2)
         print_row("python -c pass", f"{imp['bare_ms']:.1f} ms")
         print_row("python -c 'import doc_processing_std_tools'", f"{imp['import_ms']:.1f} ms")
-        print_row("import cost (difference; target <= 30 ms)", f"{imp['import_ms'] - imp['bare_ms']:.1f} ms")
+        print_row(
+            "import cost (difference; target <= 30 ms)",
+            f"{imp['import_ms'] - imp['bare_ms']:.1f} ms",
+        )
 
         print("2. spawn -> initialize -> first tools/list answer (median)")
         first = bench_first_list(rounds, workdir)
         print_row("trivial one-tool FastMCP server", f"{first['trivial']:.0f} ms")
         print_row("dpt-launch, memory-tools mounted", f"{first['launcher']:.0f} ms")
-        print_row("dpt-launch, configs/tools.yaml (3 servers, embedded redis)", f"{first['shipped']:.0f} ms")
-        print_row("ratio launcher / trivial (target <= 1.10)", f"{first['launcher'] / first['trivial']:.2f}x")
+        print_row(
+            "dpt-launch, configs/tools.yaml (3 servers, embedded redis)",
+            f"{first['shipped']:.0f} ms",
+        )
+        print_row(
+            "ratio launcher / trivial (target <= 1.10)",
+            f"{first['launcher'] / first['trivial']:.2f}x",
+        )
         print_row("ratio shipped config / trivial", f"{first['shipped'] / first['trivial']:.2f}x")
 
         print("3. write_memory+read_memory over stdio, sequential (median calls/s)")
         calls = anyio.run(bench_calls, rounds, 200 if args.quick else 400, workdir)
-        print_row("memory-tools alone (python -m doc_processing_std_tools.memory)", f"{calls['alone']:.0f} calls/s")
+        print_row(
+            "memory-tools alone (python -m doc_processing_std_tools.memory)",
+            f"{calls['alone']:.0f} calls/s",
+        )
         print_row("through dpt-launch", f"{calls['launcher']:.0f} calls/s")
-        print_row("ratio launcher / alone (target >= 0.90)", f"{calls['launcher'] / calls['alone']:.2f}x")
+        print_row(
+            "ratio launcher / alone (target >= 0.90)", f"{calls['launcher'] / calls['alone']:.2f}x"
+        )
 
         print("4. search_memory over 10,000 keys vs grep -rFil (median)")
         search = bench_search(10_000, rounds, workdir)

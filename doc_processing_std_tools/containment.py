@@ -424,8 +424,9 @@ class Jail:
             rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
             return dst.path
 
-    def scandir(self, path: str) -> list[Entry]:
-        """List a folder (sorted by name). Symlinks are reported as such, never followed."""
+    @contextmanager
+    def open_folder(self, path: str) -> Iterator[tuple[int, Path]]:
+        """A readable descriptor of the folder *path* and its absolute path."""
         with self.resolve(path) as target:
             info = target.lstat()
             if info is None:
@@ -433,7 +434,12 @@ class Jail:
             if not stat.S_ISDIR(info.st_mode):
                 raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.path))
             with target.open_dir() as fd:
-                return _list_fd(fd, target.path)
+                yield fd, target.path
+
+    def scandir(self, path: str) -> list[Entry]:
+        """List a folder (sorted by name). Symlinks are reported as such, never followed."""
+        with self.open_folder(path) as (fd, folder):
+            return _list_fd(fd, folder)
 
     def scan_files(
         self, path: str, select: Callable[[str], bool] | None = None
@@ -445,8 +451,8 @@ class Jail:
         entries (symlinks included) and unreadable files come with ``None``;
         resolve symlinks with :meth:`read_bytes` if needed.
         """
-        with self.resolve(path) as target, target.open_dir() as fd:
-            for entry in _list_fd(fd, target.path):
+        with self.open_folder(path) as (fd, folder):
+            for entry in _list_fd(fd, folder):
                 if select is not None and not select(entry.name):
                     continue
                 if entry.kind != "file":
@@ -479,14 +485,8 @@ class Jail:
         never entered, so a walk cannot leave the roots. Entries for which
         *exclude* returns true are neither yielded nor entered.
         """
-        with self.resolve(path) as target:
-            info = target.lstat()
-            if info is None:
-                raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
-            if not stat.S_ISDIR(info.st_mode):
-                raise NotADirectoryError(errno.ENOTDIR, "Not a directory", str(target.path))
-            with target.open_dir() as fd:
-                yield from _walk_fd(fd, target.path, 1, max_depth, exclude)
+        with self.open_folder(path) as (fd, folder):
+            yield from _walk_fd(fd, folder, 1, max_depth, exclude)
 
 
 class FileTooLarge(OSError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import stat
 import sys
 import tempfile
 import textwrap
@@ -62,6 +63,26 @@ async def launched(
         ):
             await session.initialize()
             yield session
+
+
+def snapshot(base: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
+    """Everything under *base* except the *skip* subtrees: type, content or link, mode."""
+    state: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(base):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if here / d not in skip]
+        for name in [*dirs, *files]:
+            path = here / name
+            if path in skip:
+                continue
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                state[str(path)] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                state[str(path)] = ("dir", stat.S_IMODE(info.st_mode))
+            else:
+                state[str(path)] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
+    return state
 
 
 def text_of(result: object) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from anyio import fail_after as anyio_fail_after
+from conftest import snapshot
 from fastmcp import Client, FastMCP
 from mcp.types import AudioContent, EmbeddedResource, ImageContent
 from pydantic import ValidationError
@@ -43,26 +44,6 @@ WRITE_TOOLS = {"write_file", "edit_file", "create_directory", "move_file"}
 
 
 # -- fixtures and helpers -----------------------------------------------------------
-
-
-def snapshot(base: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
-    """Everything under *base* except the *skip* subtrees: type, content or link, mode."""
-    state: dict[str, tuple] = {}
-    for folder, dirs, files in os.walk(base):
-        here = Path(folder)
-        dirs[:] = [d for d in dirs if here / d not in skip]
-        for name in [*dirs, *files]:
-            path = here / name
-            if path in skip:
-                continue
-            info = os.lstat(path)
-            if stat.S_ISLNK(info.st_mode):
-                state[str(path)] = ("link", os.readlink(path))
-            elif stat.S_ISDIR(info.st_mode):
-                state[str(path)] = ("dir", stat.S_IMODE(info.st_mode))
-            else:
-                state[str(path)] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
-    return state
 
 
 @pytest.fixture
