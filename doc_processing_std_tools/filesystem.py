@@ -79,8 +79,9 @@ _MEDIA_TYPES = {
 
 
 def _default_roots() -> list[str]:
+    """From the environment, relative to the working directory (as for DPTTOOLS_MEMORY_DIR)."""
     value = os.environ.get(ROOTS_ENV, "")
-    roots = [part for part in value.split(os.pathsep) if part.strip()]
+    roots = [os.path.abspath(os.path.expanduser(p)) for p in value.split(os.pathsep) if p.strip()]
     return roots or [os.getcwd()]
 
 

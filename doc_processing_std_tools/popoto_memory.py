@@ -613,3 +613,11 @@ def __getattr__(name: str) -> Any:
         globals()[name] = server
         return server
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if __name__ == "__main__":
+    import logging
+    import sys
+
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    create_server(Settings()).run(show_banner=False)

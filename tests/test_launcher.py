@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import REPO, free_port, launched, launcher_command, text_of
+from conftest import REPO, launched, launcher_command, text_of
 
 from doc_processing_std_tools.launcher.cli import main
 from doc_processing_std_tools.launcher.config import ConfigError, load_config
@@ -266,6 +266,18 @@ def test_env_expansion_and_relative_paths(write_config, monkeypatch, tmp_path) -
     assert composition.mounts[0].settings.memory_dir == tmp_path / "from-env" / "mem"
 
 
+def test_expansion_follows_the_shell(write_config) -> None:
+    path = write_config(
+        """\
+        name: "${EMPTY}|${EMPTY:-dflt}|${SET:-dflt}|$${SET}|cost $$5"
+        servers:
+          memory-tools: {}
+        """
+    )
+    loaded = load_config(path, environ={"EMPTY": "", "SET": "yes"})
+    assert loaded.config.name == "|dflt|yes|${SET}|cost $5"
+
+
 def test_transport_shorthand_and_defaults(write_config) -> None:
     loaded = load_config(write_config("transport: http\nservers:\n  memory: {}\n"))
     transport = loaded.config.transport
@@ -475,36 +487,30 @@ def test_stdout_carries_only_protocol_messages(write_config) -> None:
     assert proc.stderr.read()  # type: ignore[union-attr]  # debug logs went to stderr
 
 
-async def test_http_transport_binds_loopback(write_config) -> None:
+async def test_http_transport_binds_loopback_and_logs_the_real_port(write_config) -> None:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    port = free_port()
     path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
     proc = subprocess.Popen(
-        [*launcher_command(), "--config", str(path), "--transport", "http", "--port", str(port)],
+        [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        text=True,
     )
     try:
-        url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 60
-        while True:  # wait for the port to accept connections
-            try:
-                with anyio.fail_after(2):
-                    stream = await anyio.connect_tcp("127.0.0.1", port)
-                await stream.aclose()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read()  # type: ignore[union-attr]
-                assert time.monotonic() < deadline
-                await anyio.sleep(0.1)
+        assert proc.stderr
+        line = proc.stderr.readline()  # the first log line names the URL; the port is bound by then
+        match = re.search(r"serving 1 tools on (http://127\.0\.0\.1:(\d+)/mcp)", line)
+        assert match, line
+        url, port = match.group(1), int(match.group(2))
+        assert port != 0
         listening = subprocess.run(
             ["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True
         )
-        if listening.returncode == 0 and listening.stdout.strip():
-            assert "127.0.0.1:" in listening.stdout
+        if listening.returncode == 0:
+            assert listening.stdout.split()[3] == f"127.0.0.1:{port}"
         with anyio.fail_after(30):
             async with (
                 streamable_http_client(url) as (read, write, *_),

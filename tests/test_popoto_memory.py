@@ -576,3 +576,27 @@ async def test_through_the_launcher(tmp_path, ending):
     )
     if ending != "sigkill":  # a clean exit removes the pidfile; a killed one can't
         assert not (tmp_path / "store" / "redis.pid").exists()
+
+
+async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
+    """``python -m doc_processing_std_tools.popoto_memory`` serves the four tools over stdio."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "doc_processing_std_tools.popoto_memory"],
+        env={**os.environ, "POPOTO_MEMORY_AGENT_ID": "alone"},
+        cwd=str(tmp_path),
+    )
+    with open(os.devnull, "w") as errlog, anyio.fail_after(60):
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            names = [tool.name for tool in (await session.list_tools()).tools]
+            status = await session.call_tool("memory_status", {})
+    assert names == ["memory_search", "memory_save", "memory_feedback", "memory_status"]
+    assert "agent: alone" in status.content[0].text
+    assert (tmp_path / ".dpt" / "popoto-redis").is_dir()  # the embedded store's default data folder

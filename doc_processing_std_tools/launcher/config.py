@@ -122,7 +122,8 @@ class LoadedConfig:
 
 # -- loading -------------------------------------------------------------------
 
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+# ${VAR}, ${VAR:-default}, and $$ for a literal "$" (as in docker compose).
+_VAR = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
 def load_config(
@@ -186,21 +187,27 @@ def _collect_lines(
 def _expand(
     value: Any, loc: tuple[str, ...], env: Any, file: Path, lines: dict[tuple[str, ...], int]
 ) -> Any:
-    """Expand ``${VAR}`` and ``${VAR:-default}`` in every string value (never in keys)."""
+    """Expand ``${VAR}``, ``${VAR:-default}`` and ``$$`` in every string value (never in keys).
+
+    As in the shell: ``${VAR}`` needs VAR set (empty is fine); ``${VAR:-default}``
+    takes the default when VAR is unset or empty.
+    """
     if isinstance(value, dict):
         return {k: _expand(v, (*loc, str(k)), env, file, lines) for k, v in value.items()}
     if isinstance(value, list):
         return [_expand(v, (*loc, str(i)), env, file, lines) for i, v in enumerate(value)]
-    if not isinstance(value, str) or "${" not in value:
+    if not isinstance(value, str) or "$" not in value:
         return value
 
     def substitute(match: re.Match[str]) -> str:
         name, default = match.group(1), match.group(2)
+        if name is None:
+            return "$"
         found = env.get(name)
-        if found:
-            return found
         if default is not None:
-            return default
+            return found or default
+        if found is not None:
+            return found
         raise ConfigError(
             _format(
                 file,

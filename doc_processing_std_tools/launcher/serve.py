@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -40,24 +41,39 @@ async def serve(composition: Composition, transport: TransportConfig) -> None:
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
         if transport.type == "http":
+            # Bind first, so the log names the real port (port 0 picks a free one).
+            listener = bind(transport.host, transport.port)
+            port = listener.getsockname()[1]
+            host = f"[{transport.host}]" if ":" in transport.host else transport.host
             log.warning(
-                "serving %d tools on http://%s:%s%s",
-                tool_count,
-                transport.host,
-                transport.port,
-                transport.path,
+                "serving %d tools on http://%s:%d%s", tool_count, host, port, transport.path
             )
             await root.run_http_async(
                 show_banner=False,
                 host=transport.host,
-                port=transport.port,
+                port=port,
                 path=transport.path,
                 stateless_http=transport.stateless,
+                sockets=[listener],
             )
         else:
             log.info("serving %d tools over stdio", tool_count)
             await run_stdio(root)
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on *host*:*port*."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(128)
+    except OSError:
+        listener.close()
+        raise
+    return listener
 
 
 async def run_stdio(server: FastMCP) -> None:
