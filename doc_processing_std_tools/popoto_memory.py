@@ -557,11 +557,31 @@ def _tool_class() -> type:
     return PopotoTool
 
 
+def _provider_class() -> type:
+    """A fastmcp LocalProvider that starts the backend for the server's lifespan."""
+    from fastmcp.server.providers import LocalProvider
+
+    class PopotoProvider(LocalProvider):
+        def __init__(self, runtime: Runtime) -> None:
+            super().__init__()
+            self.runtime = runtime
+
+        @asynccontextmanager
+        async def lifespan(self) -> AsyncIterator[None]:
+            await self.runtime.start()
+            try:
+                yield
+            finally:
+                await self.runtime.stop()
+
+    return PopotoProvider
+
+
 def create_server(settings: Settings | None = None) -> FastMCP:
     """A fresh ``popoto-memory`` FastMCP server for *settings*.
 
     The embedded redis-server starts (and popoto's connection is bound) in the
-    server's lifespan, and stops when the lifespan exits.
+    lifespan of the provider holding the tools, and stops when it exits.
     """
     settings = settings if settings is not None else Settings()
     try:
@@ -577,16 +597,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     from mcp.types import ToolAnnotations
 
     runtime = Runtime(resolve(settings))
-
-    @asynccontextmanager
-    async def lifespan(_server: Any) -> AsyncIterator[dict[str, Any]]:
-        await runtime.start()
-        try:
-            yield {"popoto_memory": runtime}
-        finally:
-            await runtime.stop()
-
-    server = FastMCP(SERVER_NAME, instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
+    # The tools live in a provider whose lifespan runs the backend, so the launcher can
+    # attach the provider directly (one dispatch layer fewer) and still start it.
+    provider = _provider_class()(runtime)
+    server = FastMCP(SERVER_NAME, instructions=SERVER_INSTRUCTIONS, providers=[provider])
     tool_cls = _tool_class()
     for definition in tool_definitions():
         name = definition["name"]
@@ -601,7 +615,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
             ),
         )
         tool._runtime = runtime
-        server.add_tool(tool)
+        provider.add_tool(tool)
     server.popoto_runtime = runtime  # type: ignore[attr-defined]  # for tests and --check
     return server
 

@@ -541,3 +541,6 @@ def test_plain_servers_are_attached_directly_others_mounted(tmp_path: Path) -> N
 
     assert _is_plain(sample_servers.make_echo())
     assert not _is_plain(sample_servers.make_with_lifespan(str(tmp_path / "m")))
+    hidden = sample_servers.make_echo()
+    hidden.disable(names={"greet"})
+    assert not _is_plain(hidden)  # its transform must keep applying: mount it whole

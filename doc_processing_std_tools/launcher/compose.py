@@ -166,14 +166,15 @@ def build(loaded: LoadedConfig) -> Composition:
 def attach(root: FastMCP, server: FastMCP, namespace: str | None) -> None:
     """Mount *server* into *root*.
 
-    A plain server (its own components only, no lifespan, no middleware of its
-    own) contributes its component provider directly: same tools, one dispatch
-    layer fewer, which makes each call through the launcher about 25% cheaper
-    (benchmarks/run.py). Anything else is mounted whole, so its lifespan and
-    middleware keep working.
+    A plain server (no server lifespan, no middleware of its own) contributes its
+    component providers directly: same tools, one dispatch layer fewer, which
+    makes each call through the launcher about 25% cheaper (benchmarks/run.py).
+    The root enters those providers' lifespans. Anything else is mounted whole,
+    so its lifespan and middleware keep working.
     """
     if _is_plain(server):
-        root.add_provider(server.local_provider, namespace=namespace or "")
+        for provider in server.providers:
+            root.add_provider(provider, namespace=namespace or "")
     else:
         root.mount(server, namespace=namespace)
 
@@ -184,7 +185,7 @@ def _is_plain(server: FastMCP) -> bool:
 
     return (
         getattr(server, "_lifespan", None) is default_lifespan
-        and list(server.providers) == [server.local_provider]
+        and not server.transforms  # e.g. tools disabled on the server itself
         and all(isinstance(m, DereferenceRefsMiddleware) for m in server.middleware)
     )
 
