@@ -503,15 +503,16 @@ class Runtime:
             service = self.new_service()
         except Exception as exc:  # same wording as dispatch(service=None)
             return {"text": f"{name} failed: {type(exc).__name__}: {exc}", "is_error": True}
-        if name in CHECKED_TOOLS:
-            try:
-                service.ping()
-            except Exception as exc:
-                return {"text": self.unavailable(exc), "is_error": True}
         if name in WRITE_TOOLS:
             result = locking.run_exclusive(dispatch, name, arguments, service)
         else:
             result = dispatch(name, arguments, service)
+        if name in CHECKED_TOOLS and _may_hide_an_outage(name, result):
+            # popoto answers an unreachable backend with "nothing found": find out which.
+            try:
+                service.ping()
+            except Exception as exc:
+                return {"text": self.unavailable(exc), "is_error": True}
         return self._with_status_lines(name, result)
 
     def _with_status_lines(self, name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -521,6 +522,14 @@ class Runtime:
         if result.get("is_error") and self.start_error is None:
             extra.append(f"fix: {self.fix()}")
         return {**result, "text": result["text"].rstrip() + "\n" + "\n".join(extra)}
+
+
+def _may_hide_an_outage(name: str, result: dict[str, Any]) -> bool:
+    """An error, or a search that found nothing: what popoto also answers when its
+    backend is down. Only these pay for a ping; successful calls do not."""
+    if result.get("is_error"):
+        return True
+    return name == "memory_search" and not (result.get("structured") or {}).get("results")
 
 
 # -- the FastMCP server ---------------------------------------------------------
