@@ -16,6 +16,7 @@ read ratios, not absolute numbers, and rerun before believing a regression.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -106,7 +107,7 @@ def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> fl
     return elapsed
 
 
-def bench_first_list(rounds: int, workdir: Path) -> dict[str, float]:
+def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[str, float]:
     trivial = workdir / "trivial_server.py"
     trivial.write_text(TRIVIAL_SERVER)
     memory_only = workdir / "memory-only.yaml"
@@ -120,6 +121,17 @@ def bench_first_list(rounds: int, workdir: Path) -> dict[str, float]:
         "launcher": [*launcher, str(memory_only)],
         "shipped": [*launcher, str(REPO / "configs" / "tools.yaml")],
     }
+    if redis_url:  # popoto-memory alone: on a running Redis vs starting its own (embedded)
+        for backend, extra in (
+            ("redis", f"url: {redis_url}"),
+            ("embedded", f"data_dir: {workdir / 'emb'}"),
+        ):
+            config = workdir / f"popoto-{backend}.yaml"
+            config.write_text(
+                f"servers:\n  popoto-memory:\n    settings:\n      backend: {backend}\n"
+                f"      agent_id: bench\n      {extra}\n"
+            )
+            commands[f"popoto-{backend}"] = [*launcher, str(config)]
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
         for name, command in commands.items():
@@ -209,6 +221,7 @@ def main() -> None:
     parser.add_argument("--skip-popoto", action="store_true")
     args = parser.parse_args()
     rounds = 3 if args.quick else 9
+    has_popoto = importlib.util.find_spec("popoto") is not None
 
     with tempfile.TemporaryDirectory(prefix="dpt-bench-") as tmp:
         workdir = Path(tmp)
@@ -222,7 +235,20 @@ def main() -> None:
         )
 
         print("2. spawn -> initialize -> first tools/list answer (median)")
-        first = bench_first_list(rounds, workdir)
+        redis_proc = None
+        redis_url = None
+        if has_popoto and not args.skip_popoto:
+            sys.path.insert(0, str(HERE))
+            from popoto_bench import start_test_redis
+
+            redis_proc, port = start_test_redis(workdir)
+            redis_url = f"redis://127.0.0.1:{port}/1"
+        try:
+            first = bench_first_list(rounds, workdir, redis_url)
+        finally:
+            if redis_proc is not None:
+                redis_proc.terminate()
+                redis_proc.wait(timeout=10)
         print_row("trivial one-tool FastMCP server", f"{first['trivial']:.0f} ms")
         print_row("dpt-launch, memory-tools mounted", f"{first['launcher']:.0f} ms")
         print_row(
@@ -234,6 +260,18 @@ def main() -> None:
             f"{first['launcher'] / first['trivial']:.2f}x",
         )
         print_row("ratio shipped config / trivial", f"{first['shipped'] / first['trivial']:.2f}x")
+        if redis_url:
+            print_row(
+                "dpt-launch, popoto-memory on a running redis", f"{first['popoto-redis']:.0f} ms"
+            )
+            print_row(
+                "dpt-launch, popoto-memory embedded (starts redis)",
+                f"{first['popoto-embedded']:.0f} ms",
+            )
+            print_row(
+                "embedded - running (the cost of starting redis-server)",
+                f"{first['popoto-embedded'] - first['popoto-redis']:+.0f} ms",
+            )
 
         print("3. write_memory+read_memory over stdio, sequential (median calls/s)")
         calls = anyio.run(bench_calls, rounds, 200 if args.quick else 400, workdir)
@@ -252,17 +290,15 @@ def main() -> None:
         print_row("grep -rFil on the same folder", f"{search['grep_ms']:.0f} ms")
         print_row("ratio search_memory / grep", f"{search['search_ms'] / search['grep_ms']:.2f}x")
 
-    if not args.skip_popoto:
-        try:
-            import popoto  # noqa: F401
-        except ImportError:
-            print("5. popoto-memory: skipped (pip install '.[popoto]')")
-        else:
-            print("5. popoto-memory")
-            sys.path.insert(0, str(HERE))
-            import popoto_bench
+    if args.skip_popoto:
+        return
+    if not has_popoto:
+        print("5. popoto-memory: skipped (pip install '.[popoto]')")
+        return
+    print("5. popoto-memory")
+    import popoto_bench
 
-            popoto_bench.main()
+    popoto_bench.main()
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -363,8 +365,14 @@ def test_import_is_cheap() -> None:
 
 
 async def test_stdio_end_to_end_with_the_shipped_config(tmp_path: Path) -> None:
+    """configs/tools.yaml, copied so its relative data folders land in tmp_path: every server works."""
+    config = tmp_path / "tools.yaml"
+    shutil.copy(REPO / "configs" / "tools.yaml", config)
+    (tmp_path / "notes.txt").write_text("hello from the filesystem root\n")
     env = {"DPTTOOLS_MEMORY_DIR": str(tmp_path / "mem"), "DPTTOOLS_FS_ROOTS": str(tmp_path)}
-    config = REPO / "configs" / "tools.yaml"
+    env.update(
+        {name: "" for name in os.environ if name.startswith("POPOTO_") or name == "REDIS_URL"}
+    )
     async with launched(config, env=env, cwd=tmp_path) as session:
         tools = {tool.name for tool in (await session.list_tools()).tools}
         assert {"write_memory", "read_memory", "memory_view", "read_text_file"} <= tools
@@ -375,6 +383,13 @@ async def test_stdio_end_to_end_with_the_shipped_config(tmp_path: Path) -> None:
         result = await session.call_tool("read_memory", {"key": "missing"})
         assert result.is_error
         assert "Traceback" not in text_of(result)
+        result = await session.call_tool("read_text_file", {"path": "notes.txt"})
+        assert text_of(result) == "hello from the filesystem root\n"
+        if importlib.util.find_spec("popoto") is not None:
+            assert {"memory_search", "memory_save", "memory_feedback", "memory_status"} <= tools
+            result = await session.call_tool("memory_status", {})
+            assert not result.is_error, text_of(result)
+            assert "embedded redis-server" in text_of(result)
     stored = json.loads((tmp_path / "mem" / "k.json").read_text())
     assert stored == {"key": "k", "value": "v1"}
 

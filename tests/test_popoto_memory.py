@@ -600,3 +600,41 @@ async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
     assert names == ["memory_search", "memory_save", "memory_feedback", "memory_status"]
     assert "agent: alone" in status.content[0].text
     assert (tmp_path / ".dpt" / "popoto-redis").is_dir()  # the embedded store's default data folder
+
+
+@needs_redis
+@needs_launcher
+async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
+    """Through dpt-launch with the default (embedded) backend and no Redis started by the test:
+    tools/list equals popoto's definitions; a saved memory is found after a restart."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    async def session_run(action):
+        with anyio.fail_after(30):
+            async with (
+                stdio_client(_launcher_params(tmp_path)) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                return await action(session)
+
+    async def list_and_save(session):
+        listed = (await session.list_tools()).tools
+        saved = await session.call_tool("memory_save", {"content": "Restarts keep the sky blue."})
+        assert not saved.is_error, saved.content[0].text
+        return listed, _pidfile(tmp_path)["pid"]
+
+    listed, first_pid = await session_run(list_and_save)
+    assert [
+        {"name": t.name, "description": t.description, "inputSchema": t.input_schema}
+        for t in listed
+    ] == tool_definitions()
+    assert await anyio.to_thread.run_sync(_wait_gone, first_pid)  # the first redis-server stopped
+
+    async def search(session):
+        return await session.call_tool("memory_search", {"query": "sky blue restarts"})
+
+    found = await session_run(search)
+    assert not found.is_error
+    assert "Restarts keep the sky blue." in found.content[0].text
