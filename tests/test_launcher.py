@@ -559,3 +559,52 @@ def test_plain_servers_are_attached_directly_others_mounted(tmp_path: Path) -> N
     hidden = sample_servers.make_echo()
     hidden.disable(names={"greet"})
     assert not _is_plain(hidden)  # its transform must keep applying: mount it whole
+
+
+def test_missing_popoto_extra_is_reported_and_the_others_still_start(
+    write_config, tmp_path
+) -> None:
+    """Without popoto installed (simulated by a package that fails to import), --check says which
+    extra to install, and serving still starts the other servers."""
+    blocker = tmp_path / "no-popoto" / "popoto"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'popoto'\", name='popoto')\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{blocker.parent}{os.pathsep}{os.environ['PYTHONPATH']}",
+        "DPTTOOLS_MEMORY_DIR": str(tmp_path / "mem"),
+    }
+    path = write_config("servers:\n  memory-tools: {}\n  popoto-memory: {}\n")
+    check = subprocess.run(
+        [*launcher_command(), "--config", str(path), "--check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert check.returncode == 0, check.stderr
+    assert "pip install 'doc-processing-std-tools[popoto]'" in check.stderr  # the warning
+    assert "'doc-processing-std-tools[popoto]'" in check.stdout  # and the table row
+    assert "not mounted" in check.stdout
+    assert "write_memory" in check.stdout
+
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert "result" in _initialize(proc)
+        assert proc.stdin and proc.stdout
+        proc.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}\n')
+        proc.stdin.flush()
+        names = {tool["name"] for tool in json.loads(proc.stdout.readline())["result"]["tools"]}
+        assert "write_memory" in names
+        assert "memory_search" not in names
+    finally:
+        proc.kill()
+        proc.wait()

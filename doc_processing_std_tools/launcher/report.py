@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .compose import Composition
@@ -23,6 +26,12 @@ def _hints(tool: object) -> str:
     return ", ".join(flags)
 
 
+def _summary(description: str | None) -> str:
+    """The first sentence of a tool description."""
+    text = " ".join((description or "").split())
+    return re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
+
+
 def print_check(loaded: LoadedConfig, composition: Composition, transport: TransportConfig) -> None:
     console = Console(highlight=False, width=max(120, Console().width))
     where = (
@@ -41,14 +50,14 @@ def print_check(loaded: LoadedConfig, composition: Composition, transport: Trans
     for mount in composition.mounts:
         details = "\n".join(f"{label}: {value}" for label, value in mount.describe())
         servers.add_row(
-            mount.name,
-            mount.source.label,
-            mount.entry.namespace or "-",
+            escape(mount.name),
+            escape(mount.source.label),
+            escape(mount.entry.namespace or "-"),
             str(len(mount.tools)),
-            details or "-",
+            escape(details or "-"),
         )
     for name, why in composition.skipped:
-        servers.add_row(name, "[yellow]not mounted[/yellow]", "-", "0", why)
+        servers.add_row(escape(name), "[yellow]not mounted[/yellow]", "-", "0", escape(why))
     console.print(servers)
 
     tools = Table(title="Tools", title_justify="left")
@@ -58,8 +67,12 @@ def print_check(loaded: LoadedConfig, composition: Composition, transport: Trans
     tools.add_column("description", overflow="fold")
     for mount in composition.mounts:
         for tool in mount.tools:
-            summary = (tool.description or "").strip().splitlines()
-            tools.add_row(tool.name, mount.name, _hints(tool), summary[0] if summary else "")
+            tools.add_row(
+                escape(tool.name),
+                escape(mount.name),
+                _hints(tool),
+                escape(_summary(tool.description)),
+            )
     console.print(tools)
     total = sum(len(m.tools) for m in composition.mounts)
     console.print(f"OK: {total} tools from {len(composition.mounts)} servers, no name collisions.")
