@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from . import locking
 from .containment import ContainmentError, Entry, FileTooLarge, Jail
 from .settings import ServerSettings, resolve_path
+from .text import sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -705,9 +706,10 @@ def create_server(settings: Settings) -> FastMCP:
 
     def call(fn: Callable[..., Any], *args: Any) -> Any:
         try:
-            return fn(*args)
+            result = fn(*args)
         except FileSystemError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(sendable(str(exc))) from None
+        return sendable(result) if isinstance(result, str) else result
 
     def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:
         return mcp.tool(title=title, description=description, annotations=_READ, output_schema=None)

@@ -46,6 +46,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from . import locking
 from .containment import ContainmentError, Jail
 from .settings import ServerSettings, resolve_path
+from .text import sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -661,9 +662,9 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     def run(method: Any, *args: Any) -> str:
         try:
-            return method(*args)
+            return sendable(method(*args))
         except MemoryStoreError as exc:
-            raise ToolError(str(exc)) from None
+            raise ToolError(sendable(str(exc))) from None
 
     @server.tool(
         output_schema=None,

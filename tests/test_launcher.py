@@ -608,3 +608,48 @@ def test_missing_popoto_extra_is_reported_and_the_others_still_start(
     finally:
         proc.kill()
         proc.wait()
+
+
+async def test_undecodable_names_and_lone_surrogates_do_not_stop_the_launcher(
+    write_config, tmp_path: Path
+) -> None:
+    """A reply that UTF-8 cannot encode would make the JSON-RPC message unserializable,
+    which over stdio stops the whole process: such text is escaped instead."""
+    root = tmp_path / "root"
+    memory_dir = tmp_path / "mem"
+    root.mkdir()
+    memory_dir.mkdir()
+    for folder in (root, memory_dir):
+        with open(os.fsencode(folder) + b"/bad\xff.json", "wb") as handle:
+            handle.write(b'{"key": "bad", "value": "x"}')
+    (memory_dir / "k.json").write_text('{"key": "k", "value": "lone \\ud800 surrogate"}')
+    path = write_config(
+        f"""\
+        servers:
+          memory:
+            server: memory-tools
+            settings: {{memory_dir: {memory_dir}}}
+          files:
+            server: filesystem
+            settings: {{roots: [{root}]}}
+        """
+    )
+    calls = [
+        ("list_directory", {"path": str(root)}),
+        ("directory_tree", {"path": str(root)}),
+        ("search_files", {"path": str(root), "pattern": "*.json"}),
+        ("memory_view", {"path": "/"}),
+        ("list_memory_keys", {}),
+        ("read_memory", {"key": "k"}),
+        ("search_memory", {"query": "surrogate"}),
+    ]
+    async with launched(path) as session:
+        for name, arguments in calls:
+            with anyio.fail_after(20):
+                result = await session.call_tool(name, arguments)
+            assert not result.is_error, (name, text_of(result))
+            if name in ("list_directory", "memory_view"):
+                assert "bad\\xff.json" in text_of(result), text_of(result)
+        assert "lone \\ud800 surrogate" in text_of(
+            await session.call_tool("read_memory", {"key": "k"})
+        )
