@@ -18,6 +18,8 @@ from __future__ import annotations
 import base64
 import difflib
 import errno
+import fnmatch
+import itertools
 import json
 import os
 import re
@@ -26,7 +28,7 @@ import sys
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -157,58 +159,95 @@ def format_size(size: int) -> str:
     return f"{value:.2f} {units[unit]}"
 
 
-@lru_cache(maxsize=256)
-def glob_regex(pattern: str) -> re.Pattern[str]:
-    """Compile a minimatch-style glob (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``; dots match)."""
-    out: list[str] = []
-    i, n = 0, len(pattern)
-    depth = 0  # inside {...}
-    while i < n:
+MAX_BRACE_ALTERNATIVES = 256
+
+
+class GlobError(ValueError):
+    """A glob pattern that cannot be used (unbalanced or too many alternatives)."""
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """``a{b,c{d,e}}`` -> ``[ab, acd, ace]`` (escaped braces and commas stay literal)."""
+    depth, start, commas = 0, -1, []
+    i = 0
+    while i < len(pattern):
         c = pattern[i]
-        if c == "*":
-            if pattern.startswith("**", i):
-                i += 2
-                at_start = not out or out[-1].endswith("/")
-                if at_start and pattern.startswith("/", i):
-                    out.append("(?:.*/)?")  # "**/" matches zero or more folders
-                    i += 1
-                else:
-                    out.append(".*")
-                continue
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[":
-            end = pattern.find("]", i + 2 if pattern.startswith(("[!", "[^"), i) else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-            else:
-                body = pattern[i + 1 : end]
-                if body[:1] in ("!", "^"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        elif c == "{":
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            if depth == 0:
+                start, commas = i, []
             depth += 1
-            out.append("(?:")
+        elif c == "," and depth == 1:
+            commas.append(i)
         elif c == "}" and depth:
             depth -= 1
-            out.append(")")
-        elif c == "," and depth:
-            out.append("|")
-        elif c == "\\" and i + 1 < n:
-            i += 1
-            out.append(re.escape(pattern[i]))
-        else:
-            out.append("/" if c == "/" else re.escape(c))
+            if depth == 0 and commas:
+                head, tail = pattern[:start], pattern[i + 1 :]
+                cuts = [start, *commas, i]
+                out: list[str] = []
+                for a, b in itertools.pairwise(cuts):
+                    for rest in _expand_braces(pattern[a + 1 : b] + tail):
+                        out.append(head + rest)
+                        if len(out) > MAX_BRACE_ALTERNATIVES:
+                            raise GlobError(
+                                f"the pattern expands to more than {MAX_BRACE_ALTERNATIVES} "
+                                "alternatives; use fewer {a,b} groups"
+                            )
+                return out
         i += 1
-    if depth:  # unbalanced brace: take the pattern literally
-        return re.compile(re.escape(pattern) + r"\Z", re.DOTALL)
-    return re.compile("".join(out) + r"\Z", re.DOTALL)
+    return [pattern]
+
+
+def _segment_regex(segment: str) -> re.Pattern[str] | None:
+    """One path part of a glob; ``None`` for ``**`` (any number of parts).
+
+    ``fnmatch.translate`` (stdlib) does the work: its ``*`` cannot backtrack
+    catastrophically, and it drops invalid ranges such as ``[z-a]``. A part never
+    contains ``/``, so its ``*`` stays within one part; dots are matched too.
+    """
+    if segment == "**":
+        return None
+    segment = re.sub(r"\\(.)", lambda m: "[" + m.group(1) + "]", segment)  # \x -> [x]
+    segment = segment.replace("[^", "[!")
+    return re.compile(fnmatch.translate(segment), re.DOTALL)
+
+
+@lru_cache(maxsize=256)
+def _compile_glob(pattern: str) -> tuple[tuple[re.Pattern[str] | None, ...], ...]:
+    return tuple(
+        tuple(_segment_regex(part) for part in alternative.split("/") if part)
+        for alternative in _expand_braces(pattern)
+    )
+
+
+def _match_parts(segments: Sequence[re.Pattern[str] | None], parts: Sequence[str]) -> bool:
+    """Match path parts against glob segments; ``**`` takes zero or more parts.
+
+    Memoized on (segment, part) positions, so the cost is polynomial in the path's
+    depth, never exponential in the pattern.
+    """
+
+    @cache
+    def match(i: int, j: int) -> bool:
+        if i == len(segments):
+            return j == len(parts)
+        segment = segments[i]
+        if segment is None:
+            return any(match(i + 1, k) for k in range(j, len(parts) + 1))
+        return j < len(parts) and segment.match(parts[j]) is not None and match(i + 1, j + 1)
+
+    return match(0, 0)
 
 
 def glob_match(relative: str, pattern: str) -> bool:
-    return glob_regex(pattern.removeprefix("./")).match(relative) is not None
+    """Whether the ``/``-separated *relative* path matches a minimatch-style glob
+    (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``; dots match)."""
+    parts = [part for part in relative.split("/") if part]
+    return any(
+        _match_parts(segments, parts) for segments in _compile_glob(pattern.removeprefix("./"))
+    )
 
 
 def _excluded(relative: str, patterns: Sequence[str]) -> bool:

@@ -8,6 +8,7 @@ import ctypes
 import json
 import os
 import stat
+import subprocess
 import sys
 import threading
 import time
@@ -350,6 +351,46 @@ async def test_search_files(client: Client, world: dict[str, Path]) -> None:
     assert await ok(client, "search_files", path="sub", pattern="*.zip") == "No matches found"
     await fails(client, "search_files", path="sub", pattern="")
     await fails(client, "search_files", path="a.txt", pattern="*")
+
+
+@pytest.mark.parametrize(
+    ("relative", "pattern", "expected"),
+    [
+        ("a.txt", "*.txt", True),
+        ("sub/a.txt", "*.txt", False),  # * stays within one folder
+        ("sub/a.txt", "**/*.txt", True),
+        ("a.txt", "**/*.txt", True),  # ** takes zero folders too
+        ("x/y/z/a.md", "x/**/a.{md,txt}", True),
+        ("x/a.rs", "x/a.{md,txt}", False),
+        (".env", "*", True),  # dots match, as in the reference server
+        ("b1", "[a-c]?", True),
+        ("d1", "[!a-c]?", True),
+        ("d1", "[^a-c]?", True),
+        ("a*b", "a\\*b", True),  # an escaped * is literal
+        ("axb", "a\\*b", False),
+        ("z", "[z-a]", False),  # an invalid range matches nothing, and is no error
+        ("{x}", "{x}", True),  # a brace group without a comma is literal
+    ],
+)
+def test_glob_semantics(relative: str, pattern: str, expected: bool) -> None:
+    assert fsmod.glob_match(relative, pattern) is expected
+
+
+def test_glob_cannot_backtrack_catastrophically() -> None:
+    """Stars separated by literals once took exponential time (and held the GIL, stalling every
+    other call). Run in a subprocess so a regression fails instead of hanging the suite."""
+    code = (
+        "from doc_processing_std_tools.filesystem import glob_match; "
+        "print(glob_match('a' * 200, '*a*a*a*a*a*a*a*a*a*a*b'), glob_match('a' * 200 + 'b', '*a*a*a*b'))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+async def test_bad_glob_patterns_are_tool_errors(client: Client) -> None:
+    assert await ok(client, "search_files", path=".", pattern="[z-a]") == "No matches found"
+    message = await fails(client, "search_files", path=".", pattern="{a,b}" * 9)
+    assert "alternatives" in message
 
 
 async def test_get_file_info(client: Client, world: dict[str, Path]) -> None:
