@@ -394,10 +394,7 @@ class Jail:
     def remove(self, path: str, *, recursive: bool = False) -> Path:
         """Delete a file or symlink (the link itself), or a folder with *recursive*."""
         with self.resolve(path, follow_last=False) as target:
-            if target.name is None:
-                raise PermissionError(
-                    errno.EPERM, "Refusing to delete a root folder", str(target.path)
-                )
+            self._refuse_root_change(target, "delete")
             info = target.lstat()
             if info is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
@@ -415,14 +412,20 @@ class Jail:
             self.resolve(source, follow_last=False) as src,
             self.resolve(destination, follow_last=False, create_parents=create_parents) as dst,
         ):
-            if src.name is None:
-                raise PermissionError(errno.EPERM, "Refusing to move a root folder", str(src.path))
+            self._refuse_root_change(src, "move")
             if src.lstat() is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(src.path))
             if dst.name is None or dst.lstat() is not None:
                 raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
             rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
             return dst.path
+
+    def _refuse_root_change(self, target: Target, action: str) -> None:
+        """Roots may be nested (``[/p, /p/sub]``): moving ``sub`` would lose a root."""
+        if target.name is None or any(
+            root == target.path or target.path in root.parents for root in self.roots
+        ):
+            raise RootChangeRefused(action, target.path)
 
     @contextmanager
     def open_folder(self, path: str) -> Iterator[tuple[int, Path]]:
@@ -487,6 +490,15 @@ class Jail:
         """
         with self.open_folder(path) as (fd, folder):
             yield from _walk_fd(fd, folder, 1, max_depth, exclude)
+
+
+class RootChangeRefused(PermissionError):
+    """Deleting or moving a root folder, or a folder that holds one, is never allowed."""
+
+    def __init__(self, action: str, path: Path) -> None:
+        super().__init__(
+            errno.EPERM, f"Refusing to {action} a root folder (or one holding a root)", str(path)
+        )
 
 
 class FileTooLarge(OSError):

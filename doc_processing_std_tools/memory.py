@@ -781,7 +781,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
             ),
         ],
     ) -> str:
-        """Delete a file, or a folder with everything in it, from the memory directory. A symlink is removed itself, never what it points to; the memory directory itself cannot be deleted."""
+        """Delete a file, or a folder with everything in it, from the memory directory. A symlink is removed itself, never what it points to; the memory directory itself cannot be deleted, nor a path or symlink resolving to it."""
         return run(store.delete_path, path)
 
     @server.tool(

@@ -18,6 +18,7 @@ from doc_processing_std_tools.containment import (
     ContainmentError,
     FileTooLarge,
     Jail,
+    RootChangeRefused,
 )
 
 SECRET = "TOP-SECRET-5f3a"
@@ -333,3 +334,21 @@ def test_swapping_a_folder_for_an_outside_symlink_never_leaks(
     assert swaps > 10
     assert denied and done, (denied, done)
     assert outside_state(world) == before
+
+
+def test_nested_roots_cannot_be_moved_or_deleted(tmp_path: Path) -> None:
+    """With roots [/p, /p/a/sub], moving or deleting /p/a/sub or /p/a would lose a root."""
+    outer = tmp_path / "p"
+    inner = outer / "a" / "sub"
+    inner.mkdir(parents=True)
+    (inner / "f").write_text("x")
+    jail = Jail([outer, inner])
+    for path in ("a/sub", "a", str(inner)):
+        with pytest.raises(RootChangeRefused):
+            jail.rename(path, "moved")
+        with pytest.raises(RootChangeRefused):
+            jail.remove(path, recursive=True)
+    assert (inner / "f").read_text() == "x"
+    (outer / "b").mkdir()
+    jail.rename("b", "c")  # other folders still move
+    jail.remove("c", recursive=True)
