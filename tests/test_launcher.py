@@ -653,3 +653,73 @@ async def test_undecodable_names_and_lone_surrogates_do_not_stop_the_launcher(
         assert "lone \\ud800 surrogate" in text_of(
             await session.call_tool("read_memory", {"key": "k"})
         )
+
+
+def test_config_path_through_a_file(tmp_path: Path, capsys) -> None:
+    (tmp_path / "file").write_text("")
+    status, _, err = run_main(["--config", str(tmp_path / "file" / "tools.yaml")], capsys)
+    assert status == 2
+    assert "cannot read the config file: Not a directory" in err
+
+
+def test_unusable_setting_path_is_a_config_error(write_config, capsys) -> None:
+    _, message = config_error(
+        write_config,
+        f"""\
+        servers:
+          memory:
+            server: memory-tools
+            settings:
+              memory_dir: /tmp/{"a" * 300}/x
+        """,
+        capsys,
+    )
+    assert "servers.memory.settings" in message
+    assert "File name too long" in message
+
+
+def test_a_factory_rejecting_its_settings_is_a_config_error(write_config, capsys) -> None:
+    path, message = config_error(
+        write_config,
+        """\
+        servers:
+          greeter:
+            module: sample_servers:make_echo
+            settings: {greting: hi}
+        """,
+        capsys,
+    )
+    assert (
+        f"{path}:2: servers.greeter: cannot build sample_servers:make_echo: TypeError:" in message
+    )
+    assert "greting" in message
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected", "status"),
+    [
+        (["--port", "70000"], "--port: Input should be less than or equal to 65535", 2),
+        (["--host", "999.1.1.1", "--port", "0"], "cannot listen on 999.1.1.1:0", 1),
+    ],
+)
+def test_bad_http_flags_give_one_clear_line(write_config, capsys, flags, expected, status) -> None:
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    code, _, err = run_main(["--config", str(path), "--transport", "http", *flags], capsys)
+    assert code == status
+    assert expected in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_port_in_use_is_reported(write_config, capsys) -> None:
+    import socket
+
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code, _, err = run_main(
+            ["--config", str(path), "--transport", "http", "--port", str(port)], capsys
+        )
+    assert code == 1
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err

@@ -12,8 +12,10 @@ import logging
 import os
 import sys
 
+from pydantic import ValidationError
+
 from .. import __version__
-from .config import ConfigError, load_config
+from .config import ConfigError, TransportConfig, load_config
 
 log = logging.getLogger("dpt-launch")
 
@@ -88,7 +90,11 @@ def main(argv: list[str] | None = None) -> int:
         if value is not None
     }
     if overrides:
-        transport = transport.model_copy(update=overrides)
+        try:
+            transport = TransportConfig.model_validate({**transport.model_dump(), **overrides})
+        except ValidationError as exc:
+            error = exc.errors(include_url=False)[0]
+            return _fail(f"--{error['loc'][0]}: {error['msg']}", EXIT_USAGE)
     level = args.log_level or loaded.config.log_level
     _setup_logging(level)
 
@@ -113,18 +119,35 @@ def main(argv: list[str] | None = None) -> int:
         print_check(loaded, composition, transport)
         return EXIT_OK
 
-    from .serve import serve
+    from .serve import bind, serve
 
+    listener = None
+    if transport.type == "http":
+        try:
+            listener = bind(transport.host, transport.port)
+        except OSError as exc:
+            where = f"{transport.host}:{transport.port}"
+            return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_FAILURE)
     try:
-        anyio.run(serve, composition, transport)
+        anyio.run(serve, composition, transport, listener)
     except CompositionError as exc:
         return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
     except KeyboardInterrupt:
         pass
     except Exception as exc:  # a server failed to start, e.g. its lifespan raised
         log.debug("start-up failure", exc_info=True)
-        return _fail(f"{loaded.path}: a server failed: {type(exc).__name__}: {exc}", EXIT_FAILURE)
+        cause = _first_leaf(exc)
+        return _fail(
+            f"{loaded.path}: a server failed: {type(cause).__name__}: {cause}", EXIT_FAILURE
+        )
     return EXIT_OK
+
+
+def _first_leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _fail(message: str, status: int) -> int:

@@ -142,6 +142,8 @@ def build(loaded: LoadedConfig) -> Composition:
                     model=source.settings_model,
                 )
             ) from None
+        except OSError as exc:  # a validator touched the filesystem (name too long, no access)
+            raise loaded.error(("servers", name, "settings"), str(exc)) from None
         try:
             server = source.build(settings)
         except ServerLoadError as exc:
@@ -149,8 +151,10 @@ def build(loaded: LoadedConfig) -> Composition:
                 skipped.append((name, str(exc)))
                 continue
             raise loaded.error(("servers", name), str(exc)) from None
-        except (ValueError, OSError) as exc:
-            raise loaded.error(("servers", name), f"cannot build {source.label}: {exc}") from None
+        except Exception as exc:  # whatever a server's factory raises is reported, not traced
+            raise loaded.error(
+                ("servers", name), f"cannot build {source.label}: {type(exc).__name__}: {exc}"
+            ) from None
         mounts.append(Mount(name, source, entry, settings, server))
 
     config = loaded.config

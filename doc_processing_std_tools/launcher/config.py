@@ -139,8 +139,9 @@ def load_config(
             f"{file}: config file not found; pass --config with the path of your tools.yaml "
             "(see configs/tools.yaml for an example)"
         ) from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{file}: cannot read the config file: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{file}: cannot read the config file: {reason}") from None
     file = file.resolve()
 
     try:

@@ -33,16 +33,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 
-async def serve(composition: Composition, transport: TransportConfig) -> None:
-    """Check the tools, then serve; a signal cancels serving so every lifespan exits cleanly."""
+async def serve(
+    composition: Composition, transport: TransportConfig, listener: socket.socket | None = None
+) -> None:
+    """Check the tools, then serve; a signal cancels serving so every lifespan exits cleanly.
+
+    For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given).
+    """
     await check_tools(composition)
     root = composition.root
     tool_count = sum(len(m.tools) for m in composition.mounts)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
         if transport.type == "http":
-            # Bind first, so the log names the real port (port 0 picks a free one).
-            listener = bind(transport.host, transport.port)
+            # Bound before serving, so the log names the real port (port 0 picks a free one).
+            listener = listener or bind(transport.host, transport.port)
             port = listener.getsockname()[1]
             host = f"[{transport.host}]" if ":" in transport.host else transport.host
             log.warning(
