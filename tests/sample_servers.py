@@ -72,3 +72,9 @@ def make_with_lifespan(marker: str) -> FastMCP:
         return Path(marker).read_text()
 
     return server
+
+
+def make_noisy() -> FastMCP:
+    """A server whose factory prints to stdout, as careless code does."""
+    print("hello from a noisy factory")
+    return make_echo()

@@ -723,3 +723,15 @@ def test_a_port_in_use_is_reported(write_config, capsys) -> None:
         )
     assert code == 1
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err
+
+
+def test_a_server_printing_while_built_does_not_corrupt_stdout(write_config) -> None:
+    path = write_config("servers:\n  noisy:\n    module: sample_servers:make_noisy\n")
+    proc = _spawn(path)
+    try:
+        assert "result" in _initialize(proc)  # the first stdout line is the protocol's
+        proc.stdin.close()  # type: ignore[union-attr]
+        assert proc.wait(timeout=10) == 0
+        assert b"hello from a noisy factory" in proc.stderr.read()  # type: ignore[union-attr]
+    finally:
+        proc.kill()

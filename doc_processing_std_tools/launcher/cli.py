@@ -8,6 +8,7 @@ message goes to stderr (``--check`` prints its table to stdout: it serves nothin
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -103,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     from .compose import CompositionError, build, check_tools
 
     try:
-        composition = build(loaded)
+        # stdout belongs to the protocol: a server that prints while it is imported or
+        # built writes to stderr instead.
+        with contextlib.redirect_stdout(sys.stderr):
+            composition = build(loaded)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     for name, why in composition.skipped:
