@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import stat
@@ -83,6 +84,17 @@ def snapshot(base: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
             else:
                 state[str(path)] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
     return state
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Atomically swap two names (renameat2 RENAME_EXCHANGE); fall back to two renames."""
+    func = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if func is not None and func(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
+        return
+    spare = a.with_name(a.name + ".spare")
+    os.rename(a, spare)
+    os.rename(b, a)
+    os.rename(spare, b)
 
 
 def text_of(result: object) -> str:

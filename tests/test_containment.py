@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import os
 import stat
@@ -11,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import snapshot
+from conftest import exchange, snapshot
 
 from doc_processing_std_tools.containment import (
     TEMP_PREFIX,
@@ -268,19 +267,6 @@ def test_scandir_reports_symlinks_as_such(jail: Jail) -> None:
 
 
 # -- the race --------------------------------------------------------------------
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Atomically swap two names (renameat2 RENAME_EXCHANGE); fall back to two renames."""
-    func = getattr(_LIBC, "renameat2", None)
-    if func is not None and func(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
-        return
-    spare = a.with_name(a.name + ".spare")
-    os.rename(a, spare)
-    os.rename(b, a)
-    os.rename(spare, b)
 
 
 def test_swapping_a_folder_for_an_outside_symlink_never_leaks(

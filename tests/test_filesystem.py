@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ctypes
 import json
 import os
 import stat
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 from anyio import fail_after as anyio_fail_after
-from conftest import snapshot
+from conftest import exchange, snapshot
 from fastmcp import Client, FastMCP
 from mcp.types import AudioContent, EmbeddedResource, ImageContent
 from pydantic import ValidationError
@@ -896,20 +895,6 @@ async def test_listings_and_searches_never_follow_symlinks_out(
     sizes = await ok(client, "list_directory_with_sizes", path="link_to_root2")
     assert "file2.txt" in sizes
     assert outside_state(world) == before
-
-
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def exchange(a: Path, b: Path) -> None:
-    """Atomically swap two names (renameat2 RENAME_EXCHANGE); fall back to two renames."""
-    func = getattr(_LIBC, "renameat2", None)
-    if func is not None and func(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
-        return
-    spare = a.with_name(a.name + ".spare")
-    os.rename(a, spare)
-    os.rename(b, a)
-    os.rename(spare, b)
 
 
 async def test_race_swapping_a_folder_for_an_outside_symlink(
