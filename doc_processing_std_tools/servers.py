@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import ModuleType
@@ -78,7 +78,6 @@ class ServerSource:
     one_per_process: bool = False
     locks_itself: bool = False
     settings_model: Any = None  # pydantic model class, or None
-    extra_info: dict[str, Any] = field(default_factory=dict)
 
     def validate_settings(self, raw: dict[str, Any], base_dir: Path) -> Any:
         """Validate raw settings; raises pydantic.ValidationError naming the key."""
