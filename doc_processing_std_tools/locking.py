@@ -68,7 +68,7 @@ def store_lock_path(store_dir: str | os.PathLike[str]) -> Path:
 
 def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Call *fn* while holding the process lock (sync; for worker threads)."""
-    with PROCESS_LOCK:
+    with exclusive():
         return fn(*args, **kwargs)
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import socket
 import stat
 import sys
 import tempfile
@@ -22,12 +21,6 @@ SPAWN_TIMEOUT = 60
 def launcher_command() -> list[str]:
     """Run the launcher with this interpreter, so tests use the installed package."""
     return [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
