@@ -11,22 +11,130 @@ Guarantee (documented in docs/guarantees.md):
   against other users of this module, not against an unrelated program writing
   into the folder.
 
-The lock is a :class:`threading.Lock` and must only be taken in worker threads
-(fastmcp runs sync tools in AnyIO worker threads). Async code uses
-:func:`hold_async`, which waits in a worker thread and never blocks the event loop.
+:data:`PROCESS_LOCK` is a :class:`ProcessLock`: worker threads take it with ``with``
+(fastmcp runs sync tools in AnyIO worker threads); async code uses :func:`hold_async`,
+which waits on the event loop itself. Waiters of both kinds queue in one FIFO, so
+neither starves the other, and an async wait never occupies a worker thread (the
+pool is small: 40 threads waiting for the lock would leave none for its holder).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
 import fcntl
 import os
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
-PROCESS_LOCK = threading.Lock()
+
+class _ThreadWaiter:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def wait(self) -> None:
+        self._event.wait()
+
+
+class _LoopWaiter:
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[None] = self.loop.create_future()
+
+    def wake(self) -> None:
+        # Any thread may release the lock; the future belongs to its loop.
+        self.loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class ProcessLock:
+    """A non-reentrant lock shared by worker threads and the event loop, first come first served.
+
+    ``release`` hands the lock straight to the oldest waiter, so a waiter woken late
+    (an event loop that is busy) keeps its turn and cannot be overtaken.
+    """
+
+    def __init__(self) -> None:
+        self._state = threading.Lock()  # guards the two fields below, held for microseconds
+        self._held = False
+        self._waiters: deque[_ThreadWaiter | _LoopWaiter] = deque()
+        self.owner: object | None = None  # set by hold_async: the call that holds the lock
+
+    def locked(self) -> bool:
+        return self._held
+
+    def _take_or_queue(self, make_waiter: Callable[[], _ThreadWaiter | _LoopWaiter]) -> Any:
+        """None when taken at once, else the queued waiter to wait on."""
+        with self._state:
+            if not self._held:
+                self._held = True
+                return None
+            waiter = make_waiter()
+            self._waiters.append(waiter)
+            return waiter
+
+    def acquire(self) -> None:
+        """Block until held. Worker threads only: on the event loop it would stall everything."""
+        waiter = self._take_or_queue(_ThreadWaiter)
+        if waiter is not None:
+            waiter.wait()
+
+    async def acquire_async(self) -> None:
+        """Wait on the event loop until held; a cancelled wait leaves the lock as it was."""
+        waiter = self._take_or_queue(_LoopWaiter)
+        if waiter is None:
+            return
+        try:
+            await waiter.future
+        except BaseException:
+            with self._state:
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued:  # the lock was handed over just as the wait was cancelled
+                self.release()
+            raise
+
+    def release(self) -> None:
+        with self._state:
+            self.owner = None
+            if not self._held:
+                raise RuntimeError("release of an unheld ProcessLock")
+            if self._waiters:
+                self._waiters.popleft().wake()  # ownership passes on; _held stays True
+            else:
+                self._held = False
+
+    def __enter__(self) -> ProcessLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+PROCESS_LOCK = ProcessLock()
+
+# The hold of the async caller whose work this is; worker threads inherit it (AnyIO copies
+# context variables into them), so a tool's own ``exclusive()`` knows its caller holds the lock.
+_HOLD: contextvars.ContextVar[object | None] = contextvars.ContextVar("dpt_hold", default=None)
+
+
+def _held_by_caller() -> bool:
+    hold = _HOLD.get()
+    return hold is not None and hold is PROCESS_LOCK.owner
+
 
 LOCK_FILE_NAME = ".dpt.lock"
 
@@ -51,14 +159,15 @@ def exclusive(lock_path: str | os.PathLike[str] | None = None) -> Iterator[None]
     """Hold the process lock and, when *lock_path* is given, the file lock on it.
 
     The order is always process lock first, then file lock, so two processes can
-    never deadlock on each other. Not re-entrant.
+    never deadlock on each other. When the async caller already holds the process lock
+    for this very call (:func:`hold_async`, e.g. the launcher), it is not taken again.
     """
-    with PROCESS_LOCK:
-        if lock_path is None:
-            yield
-        else:
-            with file_lock(lock_path):
-                yield
+    with contextlib.ExitStack() as stack:
+        if not _held_by_caller():
+            stack.enter_context(PROCESS_LOCK)
+        if lock_path is not None:
+            stack.enter_context(file_lock(lock_path))
+        yield
 
 
 def store_lock_path(store_dir: str | os.PathLike[str]) -> Path:
@@ -74,16 +183,17 @@ def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
 
 @asynccontextmanager
 async def hold_async() -> AsyncIterator[None]:
-    """Hold the process lock from async code without blocking the event loop.
+    """Hold the process lock from async code; the wait takes no worker thread.
 
-    The wait happens in a worker thread and is shielded from cancellation, so a
-    cancelled caller can never leave the lock acquired and unreleased.
+    Sync work this call hands to worker threads sees the hold, so a tool that takes
+    :func:`exclusive` itself does not wait for the lock its own caller holds.
     """
-    import anyio
-
-    with anyio.CancelScope(shield=True):
-        await anyio.to_thread.run_sync(PROCESS_LOCK.acquire)
+    await PROCESS_LOCK.acquire_async()
+    hold = object()
+    PROCESS_LOCK.owner = hold
+    token = _HOLD.set(hold)
     try:
         yield
     finally:
+        _HOLD.reset(token)
         PROCESS_LOCK.release()

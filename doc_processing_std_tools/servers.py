@@ -25,6 +25,7 @@ Where a server comes from, in the launcher config:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -115,6 +116,19 @@ class ServerSource:
         return server
 
 
+def _import(module_name: str, search_dir: Path | None) -> ModuleType:
+    import sys
+
+    if search_dir is None or str(search_dir) in sys.path:
+        return importlib.import_module(module_name)
+    sys.path.insert(0, str(search_dir))
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(str(search_dir))
+
+
 def registered_names() -> list[str]:
     """Built-in names plus those registered through entry points."""
     names = set(BUILTIN_SERVERS)
@@ -128,25 +142,39 @@ def resolve_registered(name: str) -> ServerSource:
         return resolve_module(BUILTIN_SERVERS[name], label=name)
     for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
         return resolve_module(ep.value, label=name)
-    known = ", ".join(registered_names())
+    import difflib
+
+    names = registered_names()
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ServerLoadError(
-        f"unknown server {name!r}; registered servers are: {known} "
-        "(or use 'module: package.module:attribute')"
+        f"unknown server {name!r}{hint} (registered servers: {', '.join(names)}; "
+        "or use 'module: package.module:attribute')"
     )
 
 
-def resolve_module(spec: str, *, label: str | None = None) -> ServerSource:
-    """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (an instance or factory)."""
+def resolve_module(
+    spec: str, *, label: str | None = None, search_dir: Path | None = None
+) -> ServerSource:
+    """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (an instance or factory).
+
+    *search_dir* (the config file's folder) is importable while the module loads, so
+    ``module: notes_server`` finds ``notes_server.py`` next to the config.
+    """
     label = label or spec
     module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name, search_dir)
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
         extra = _EXTRA_HINTS.get(missing)
         if extra:
             raise missing_extra(label, missing, extra) from None
-        raise ServerLoadError(f"cannot import {module_name!r} for {label}: {exc}") from None
+        where = f"the config file's folder {search_dir} and " if search_dir else ""
+        raise ServerLoadError(
+            f"cannot import {module_name!r} for {label}: {exc} "
+            f"(searched {where}the installed packages)"
+        ) from None
     except Exception as exc:
         raise ServerLoadError(f"importing {module_name!r} for {label} failed: {exc}") from None
 

@@ -78,3 +78,66 @@ def make_noisy() -> FastMCP:
     """A server whose factory prints to stdout, as careless code does."""
     print("hello from a noisy factory")
     return make_echo()
+
+
+def make_secretive() -> FastMCP:
+    """A server that masks error details: its secrets must not leak through the launcher."""
+    server = FastMCP("secretive", mask_error_details=True)
+
+    @server.tool
+    def boom() -> str:
+        raise RuntimeError("db password is hunter2")
+
+    return server
+
+
+def make_sync_counter() -> FastMCP:
+    """A sync tool with no locking of its own: read, sleep 2 ms, write. Only a lock keeps it exact."""
+    import time
+
+    server = FastMCP("sync-counter")
+    state = {"n": 0}
+
+    @server.tool
+    def increment() -> int:
+        seen = state["n"]
+        time.sleep(0.002)
+        state["n"] = seen + 1
+        return state["n"]
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def count() -> int:
+        return state["n"]
+
+    return server
+
+
+def make_guarded(marker: str) -> FastMCP:
+    """A server with its own middleware and lifespan; both must keep working when mounted."""
+    from contextlib import asynccontextmanager
+    from pathlib import Path
+
+    from fastmcp.exceptions import ToolError
+    from fastmcp.server.middleware import Middleware
+
+    class RefuseForbidden(Middleware):
+        async def on_call_tool(self, context, call_next):
+            if (context.message.arguments or {}).get("text") == "forbidden":
+                raise ToolError("refused by the guarded server's own middleware")
+            return await call_next(context)
+
+    @asynccontextmanager
+    async def lifespan(server: FastMCP):
+        Path(marker).write_text("started")
+        try:
+            yield {"owner": "guarded"}
+        finally:
+            Path(marker).write_text("stopped")
+
+    server = FastMCP("guarded", lifespan=lifespan, middleware=[RefuseForbidden()])
+
+    @server.tool
+    def shout(text: str) -> str:
+        return text.upper()
+
+    return server

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -262,9 +263,9 @@ def test_env_expansion_and_relative_paths(write_config, monkeypatch, tmp_path) -
     )
     loaded = load_config(path)
     assert loaded.config.name == "fallback-name"
-    from doc_processing_std_tools.launcher.compose import build
+    from doc_processing_std_tools.launcher.compose import compose
 
-    composition = build(loaded)
+    composition = asyncio.run(compose(loaded))
     assert composition.mounts[0].settings.memory_dir == tmp_path / "from-env" / "mem"
 
 
@@ -549,18 +550,6 @@ async def test_a_server_with_a_lifespan_runs_it(write_config, tmp_path: Path) ->
     assert marker.read_text() == "stopped"
 
 
-def test_plain_servers_are_attached_directly_others_mounted(tmp_path: Path) -> None:
-    import sample_servers
-
-    from doc_processing_std_tools.launcher.compose import _is_plain
-
-    assert _is_plain(sample_servers.make_echo())
-    assert not _is_plain(sample_servers.make_with_lifespan(str(tmp_path / "m")))
-    hidden = sample_servers.make_echo()
-    hidden.disable(names={"greet"})
-    assert not _is_plain(hidden)  # its transform must keep applying: mount it whole
-
-
 def test_missing_popoto_extra_is_reported_and_the_others_still_start(
     write_config, tmp_path
 ) -> None:
@@ -584,7 +573,8 @@ def test_missing_popoto_extra_is_reported_and_the_others_still_start(
         env=env,
         timeout=60,
     )
-    assert check.returncode == 0, check.stderr
+    assert check.returncode == 1, check.stderr  # OK would promise a server that will not serve
+    assert "FAIL" in check.stdout and "OK:" not in check.stdout
     assert "pip install 'doc-processing-std-tools[popoto]'" in check.stderr  # the warning
     assert "'doc-processing-std-tools[popoto]'" in check.stdout  # and the table row
     assert "not mounted" in check.stdout
@@ -735,3 +725,57 @@ def test_a_server_printing_while_built_does_not_corrupt_stdout(write_config) -> 
         assert b"hello from a noisy factory" in proc.stderr.read()  # type: ignore[union-attr]
     finally:
         proc.kill()
+
+
+async def test_the_readme_config_example_loads(tmp_path: Path) -> None:
+    """The README's config block, saved next to the files it names, composes without an error."""
+    from doc_processing_std_tools.launcher.compose import compose
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## The config\n\n```yaml\n(.*?)```", readme, re.S)
+    assert block, "the README lost its config example"
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "notes_server.py").write_text(
+        "from fastmcp import FastMCP\n\nserver = FastMCP('notes')\n\n"
+        "def create_server(settings):\n    return server\n\n"
+        "@server.tool\ndef note(text: str) -> str:\n    return text\n"
+    )
+    config = tmp_path / "tools.yaml"
+    config.write_text(block.group(1), encoding="utf-8")
+    composition = await compose(load_config(config, environ={}))
+    assert {m.name for m in composition.mounts} == {"memory", "files", "notes"}
+    assert "mem_write_memory" in {t.name for m in composition.mounts for t in m.tools}
+
+
+def test_a_module_next_to_the_config_is_importable_and_errors_say_where_it_looked(
+    write_config, capsys, tmp_path: Path
+) -> None:
+    (tmp_path / "notes_server.py").write_text(
+        "from fastmcp import FastMCP\n\nserver = FastMCP('notes')\n\n"
+        "@server.tool\ndef note(text: str) -> str:\n    return text\n"
+    )
+    path = write_config("servers:\n  notes:\n    module: notes_server:server\n")
+    status, out, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 0, err
+    assert "note" in out and "OK: 1 tool from 1 server," in out
+    missing = write_config("servers:\n  notes:\n    module: no_such_notes\n", name="bad.yaml")
+    status, _, err = run_main(["--config", str(missing), "--check"], capsys)
+    assert status == 2
+    assert f"the config file's folder {tmp_path}" in err
+
+
+def test_an_unknown_server_name_suggests_the_closest(write_config, capsys) -> None:
+    path = write_config("servers:\n  memory: {}\n")
+    status, _, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 2
+    assert "unknown server 'memory'; did you mean 'memory-tools'?" in err
+
+
+def test_disabled_servers_show_in_check(write_config, capsys, tmp_path: Path) -> None:
+    path = write_config(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        "  quiet:\n    module: sample_servers:echo_server\n    enabled: false\n"
+    )
+    status, out, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 0, err
+    assert re.search(r"quiet .*disabled", out)

@@ -16,7 +16,7 @@ import sys
 from pydantic import ValidationError
 
 from .. import __version__
-from .config import ConfigError, TransportConfig, load_config
+from .config import ConfigError, LoadedConfig, TransportConfig, load_config
 
 log = logging.getLogger("dpt-launch")
 
@@ -101,27 +101,47 @@ def main(argv: list[str] | None = None) -> int:
 
     import anyio
 
-    from .compose import CompositionError, build, check_tools
+    try:
+        return anyio.run(_run, args, loaded, transport)
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as exc:  # a server failed to start, e.g. its lifespan raised
+        log.debug("start-up failure", exc_info=True)
+        cause = _first_leaf(exc)
+        return _fail(
+            f"{loaded.path}: a server failed: {type(cause).__name__}: {cause}", EXIT_FAILURE
+        )
+
+
+async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
+    """Compose, then report (``--check``) or serve, all in one event loop."""
+    from .compose import CompositionError, compose
 
     try:
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.
         with contextlib.redirect_stdout(sys.stderr):
-            composition = build(loaded)
+            composition = await compose(loaded)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    except CompositionError as exc:
+        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
     for name, why in composition.skipped:
         log.warning("servers.%s not mounted: %s", name, why)
+    findings = composition.findings()
 
     if args.check:
         from .report import print_check
 
-        try:
-            anyio.run(check_tools, composition)
-        except CompositionError as exc:
-            return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
-        print_check(loaded, composition, transport)
-        return EXIT_OK
+        # A server that was skipped (a missing extra) will not serve either.
+        findings += [(name, "FAIL", why) for name, why in composition.skipped]
+        print_check(loaded, composition, transport, findings)
+        return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
+
+    for name, level, text in findings:
+        if level == "FAIL":
+            return _fail(f"{loaded.path}: servers.{name}: {text}", EXIT_USAGE)
+        log.warning("servers.%s: %s", name, text)
 
     from .serve import bind, serve
 
@@ -132,18 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             where = f"{transport.host}:{transport.port}"
             return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_FAILURE)
-    try:
-        anyio.run(serve, composition, transport, listener)
-    except CompositionError as exc:
-        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:  # a server failed to start, e.g. its lifespan raised
-        log.debug("start-up failure", exc_info=True)
-        cause = _first_leaf(exc)
-        return _fail(
-            f"{loaded.path}: a server failed: {type(cause).__name__}: {cause}", EXIT_FAILURE
-        )
+    await serve(composition, transport, listener)
     return EXIT_OK
 
 

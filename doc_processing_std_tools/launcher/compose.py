@@ -1,15 +1,17 @@
-"""Build every configured server and mount them into one FastMCP server.
+"""Build every configured server and mount them into one FastMCP server, in one step.
 
-fastmcp lets the first of two same-named tools win silently; here a collision is
-an error that names both servers. Mounted servers' instructions would be dropped
-too; they are merged into the composed server's instructions instead.
+Each server is mounted whole, so it behaves exactly as it does alone (its errors,
+masking, middleware and lifespan). fastmcp lets the first of two same-named tools
+win (with a logged warning); here a collision is an error that names both servers.
+Mounted servers' instructions would be dropped too; they are merged into the
+composed server's instructions instead.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -33,56 +35,59 @@ class CompositionError(Exception):
     """The servers cannot be served together (e.g. a tool-name collision)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Mount:
-    """One enabled server, built."""
+    """One enabled server, built and mounted."""
 
     name: str  # the key under servers:
     source: ServerSource
     entry: ServerEntry
     settings: Any
     server: FastMCP
-    tools: list[Tool] = field(default_factory=list)  # as exposed, namespace applied
+    tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
+    locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
 
     def describe(self) -> list[tuple[str, str]]:
         """Rows for ``--check``: the server module's own ``describe(settings)``, if any."""
-        describe = getattr(self.source.target, "describe", None)
-        if describe is None or not callable(describe) or not self.source.settings_model:
-            return []
-        return list(describe(self.settings))
+        return list(self._module_hook("describe"))
+
+    def findings(self) -> list[tuple[str, str]]:
+        """``(level, text)`` pairs from the server module's ``check(settings)``: FAIL or WARN."""
+        return list(self._module_hook("check"))
+
+    def _module_hook(self, name: str) -> Any:
+        hook = getattr(self.source.target, name, None)
+        if hook is None or not callable(hook) or not self.source.settings_model:
+            return ()
+        return hook(self.settings)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Composition:
-    """The composed server and what went into it."""
+    """The composed server, ready to serve: tools listed, names checked, locking decided."""
 
     root: FastMCP
-    mounts: list[Mount]
-    skipped: list[tuple[str, str]]  # (mount name, why): missing optional extras
-    # Tools the launcher itself must serialize: state-changing tools of servers
-    # that do not take the process lock themselves. Filled by check_tools.
-    guarded_tools: set[str] = field(default_factory=set)
-    unguarded_tools: set[str] = field(default_factory=set)
+    mounts: tuple[Mount, ...]
+    skipped: tuple[tuple[str, str], ...]  # (mount name, why): missing optional extras
 
-    def needs_lock(self, tool_name: str) -> bool:
-        """Unknown names (tools added after start-up) are guarded to be safe."""
-        return tool_name in self.guarded_tools or tool_name not in self.unguarded_tools
+    @property
+    def tool_count(self) -> int:
+        return sum(len(mount.tools) for mount in self.mounts)
+
+    def findings(self) -> list[tuple[str, str, str]]:
+        """``(mount name, level, text)`` for every problem a server module reports about itself."""
+        return [(m.name, level, text) for m in self.mounts for level, text in m.findings()]
 
 
-def _lock_middleware(composition: Composition) -> Any:
-    """Holds the process lock around tools of servers that do not lock for themselves."""
-    from fastmcp.server.middleware import Middleware
+def needs_lock(source: ServerSource, tool: Tool) -> bool:
+    """Every tool that may change state runs under the process lock, taken on the event loop.
 
-    from ..locking import hold_async
-
-    class ForeignWriteLock(Middleware):
-        async def on_call_tool(self, context: Any, call_next: Any) -> Any:
-            if not composition.needs_lock(context.message.name):
-                return await call_next(context)
-            async with hold_async():
-                return await call_next(context)
-
-    return ForeignWriteLock()
+    Servers that lock for themselves (``LOCKS_ITSELF``) are included: their own
+    thread-side take sees that the launcher holds the lock for this call and skips,
+    so within the launcher no call ever waits for the lock in a worker thread
+    (40 such waiters would leave no thread for the lock's holder).
+    """
+    return not (tool.annotations and tool.annotations.read_only_hint)
 
 
 def resolve_sources(
@@ -96,7 +101,7 @@ def resolve_sources(
             continue
         try:
             if entry.module:
-                source = resolve_module(entry.module)
+                source = resolve_module(entry.module, search_dir=loaded.base_dir)
             else:
                 source = resolve_registered(entry.server or name)
         except ServerLoadError as exc:
@@ -123,10 +128,41 @@ def resolve_sources(
     return found, skipped
 
 
-def build(loaded: LoadedConfig) -> Composition:
-    """Validate settings, build and mount every enabled server (nothing is served yet)."""
+async def compose(loaded: LoadedConfig) -> Composition:
+    """Build every enabled server, mount it, list what it exposes and refuse bad names.
+
+    One step: a :class:`Composition` that exists can be served as it is.
+    Raises :class:`ConfigError` for bad settings and :class:`CompositionError`
+    for tools that cannot be served together.
+    """
     from fastmcp import FastMCP
 
+    from .. import __version__
+    from .seams import mounted_provider
+
+    built, skipped = _build_servers(loaded)
+    config = loaded.config
+    root = FastMCP(
+        config.name,
+        instructions=merge_instructions(config.instructions, built),
+        version=__version__,
+    )
+    mounts: list[Mount] = []
+    for mount in built:
+        source = mount.source
+        provider = mounted_provider(
+            mount.server, mount.entry.namespace, lambda tool, s=source: needs_lock(s, tool)
+        )
+        root.add_provider(provider)
+        tools = tuple(await provider.list_tools())
+        locked = frozenset(t.name for t in tools if needs_lock(source, t))
+        mounts.append(replace(mount, tools=tools, locked=locked))
+    _refuse_bad_names(mounts)
+    return Composition(root, tuple(mounts), tuple(skipped))
+
+
+def _build_servers(loaded: LoadedConfig) -> tuple[list[Mount], list[tuple[str, str]]]:
+    """Validate settings and build every enabled server (nothing is mounted yet)."""
     found, skipped = resolve_sources(loaded)
     mounts: list[Mount] = []
     for name, entry, source in found:
@@ -156,42 +192,7 @@ def build(loaded: LoadedConfig) -> Composition:
                 ("servers", name), f"cannot build {source.label}: {type(exc).__name__}: {exc}"
             ) from None
         mounts.append(Mount(name, source, entry, settings, server))
-
-    config = loaded.config
-    root = FastMCP(config.name, instructions=merge_instructions(config.instructions, mounts))
-    for mount in mounts:
-        attach(root, mount.server, mount.entry.namespace)
-    composition = Composition(root, mounts, skipped)
-    if not all(mount.source.locks_itself for mount in mounts):
-        root.add_middleware(_lock_middleware(composition))  # costs nothing when all lock themselves
-    return composition
-
-
-def attach(root: FastMCP, server: FastMCP, namespace: str | None) -> None:
-    """Mount *server* into *root*.
-
-    A plain server (no server lifespan, no middleware of its own) contributes its
-    component providers directly: same tools, one dispatch layer fewer, which
-    makes each call through the launcher about 25% cheaper (benchmarks/run.py).
-    The root enters those providers' lifespans. Anything else is mounted whole,
-    so its lifespan and middleware keep working.
-    """
-    if _is_plain(server):
-        for provider in server.providers:
-            root.add_provider(provider, namespace=namespace or "")
-    else:
-        root.mount(server, namespace=namespace)
-
-
-def _is_plain(server: FastMCP) -> bool:
-    from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
-    from fastmcp.server.server import default_lifespan
-
-    return (
-        getattr(server, "_lifespan", None) is default_lifespan
-        and not server.transforms  # e.g. tools disabled on the server itself
-        and all(isinstance(m, DereferenceRefsMiddleware) for m in server.middleware)
-    )
+    return mounts, skipped
 
 
 def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
@@ -207,24 +208,15 @@ def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
     return "\n\n".join(parts)
 
 
-async def check_tools(composition: Composition) -> None:
-    """List every mounted server's tools; refuse collisions and names clients reject."""
+def _refuse_bad_names(mounts: list[Mount]) -> None:
+    """Two servers exposing one name would leave the second unreachable; clients reject odd names.
+
+    fastmcp 4 logs a warning and lets the first provider win; here it is an error.
+    """
     owners: dict[str, list[str]] = {}
-    for mount in composition.mounts:
-        tools = await mount.server.list_tools()
-        namespace = mount.entry.namespace
-        mount.tools = [
-            tool.model_copy(update={"name": f"{namespace}_{tool.name}"}) if namespace else tool
-            for tool in tools
-        ]
+    for mount in mounts:
         for tool in mount.tools:
             owners.setdefault(tool.name, []).append(mount.name)
-            read_only = bool(tool.annotations and tool.annotations.read_only_hint)
-            if mount.source.locks_itself or read_only:
-                composition.unguarded_tools.add(tool.name)
-            else:
-                composition.guarded_tools.add(tool.name)
-
     for tool_name, names in owners.items():
         if len(names) > 1:
             first, second = names[0], names[1]

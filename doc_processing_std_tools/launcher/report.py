@@ -32,7 +32,17 @@ def _summary(description: str | None) -> str:
     return re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
 
 
-def print_check(loaded: LoadedConfig, composition: Composition, transport: TransportConfig) -> None:
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def print_check(
+    loaded: LoadedConfig,
+    composition: Composition,
+    transport: TransportConfig,
+    findings: list[tuple[str, str, str]],
+) -> None:
+    """The tables, then one line per finding, then ``OK`` only when every server will serve."""
     console = Console(highlight=False, width=max(120, Console().width))
     where = (
         "stdio"
@@ -58,6 +68,10 @@ def print_check(loaded: LoadedConfig, composition: Composition, transport: Trans
         )
     for name, why in composition.skipped:
         servers.add_row(escape(name), "[yellow]not mounted[/yellow]", "-", "0", escape(why))
+    for name, entry in loaded.config.servers.items():
+        if not entry.enabled:
+            label = entry.module or entry.server or name
+            servers.add_row(escape(name), escape(label), "-", "0", "[dim]disabled[/dim]")
     console.print(servers)
 
     tools = Table(title="Tools", title_justify="left")
@@ -74,5 +88,13 @@ def print_check(loaded: LoadedConfig, composition: Composition, transport: Trans
                 escape(_summary(tool.description)),
             )
     console.print(tools)
-    total = sum(len(m.tools) for m in composition.mounts)
-    console.print(f"OK: {total} tools from {len(composition.mounts)} servers, no name collisions.")
+    for name, level, text in findings:
+        style = "red" if level == "FAIL" else "yellow"
+        console.print(f"[{style}]{level}[/{style}] servers.{escape(name)}: {escape(text)}")
+    counts = (
+        f"{plural(composition.tool_count, 'tool')} from {plural(len(composition.mounts), 'server')}"
+    )
+    if any(level == "FAIL" for _, level, _ in findings):
+        console.print(f"[red]FAIL[/red]: {counts}; a server above cannot work as configured.")
+    else:
+        console.print(f"OK: {counts}, no name collisions.")

@@ -23,8 +23,9 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from .compose import Composition, check_tools
+from .compose import Composition
 from .config import TransportConfig
+from .seams import lifespan_manager, low_level_server
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -36,13 +37,12 @@ log = logging.getLogger("dpt-launch")
 async def serve(
     composition: Composition, transport: TransportConfig, listener: socket.socket | None = None
 ) -> None:
-    """Check the tools, then serve; a signal cancels serving so every lifespan exits cleanly.
+    """Serve until the client leaves; a signal cancels serving so every lifespan exits cleanly.
 
     For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given).
     """
-    await check_tools(composition)
     root = composition.root
-    tool_count = sum(len(m.tools) for m in composition.mounts)
+    tool_count = composition.tool_count
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
         if transport.type == "http":
@@ -89,10 +89,10 @@ async def run_stdio(server: FastMCP) -> None:
     token = set_transport("stdio")
     try:
         async with (
-            server._lifespan_manager(),
+            lifespan_manager(server),
             stdio_server(stdin=StdinLines(sys.stdin.fileno())) as (read, write),  # type: ignore[arg-type]
         ):
-            low_level = server._mcp_server
+            low_level = low_level_server(server)
             await low_level.run(read, write, low_level.create_initialization_options())
     finally:
         reset_transport(token)
