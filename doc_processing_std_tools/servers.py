@@ -8,9 +8,12 @@ third-party packages share:
   (the launcher passes the config file's folder), else the working directory.
 * ``create_server(settings: Settings) -> FastMCP``: builds a fresh server.
 * Optional ``ONE_PER_PROCESS = True`` when two instances cannot live in one process.
-* Optional ``LOCKS_ITSELF = True`` when its state-changing tools take
-  :data:`locking.PROCESS_LOCK` themselves; otherwise the launcher holds the lock
-  around each of its tools that is not annotated ``readOnlyHint``.
+* Optional ``LOCKS_ITSELF = True``: documents that its state-changing tools take
+  :data:`locking.PROCESS_LOCK` themselves when the server runs alone. The launcher
+  holds the lock around every tool not annotated ``readOnlyHint`` either way; the
+  server's own take then sees the launcher's hold and does not wait again.
+* Optional ``check(settings) -> list[(level, text)]``: problems that stop it from
+  working ("FAIL") or may surprise ("WARN"); ``--check`` prints them.
 * Optional ``EXTRA = "name"``: the pip extra that provides its dependencies.
 
 Where a server comes from, in the launcher config:
@@ -77,7 +80,6 @@ class ServerSource:
     label: str  # what the user wrote: "memory-tools" or "pkg.mod:attr"
     target: ModuleType | Any  # a server module, a FastMCP instance or a factory
     one_per_process: bool = False
-    locks_itself: bool = False
     settings_model: Any = None  # pydantic model class, or None
 
     def validate_settings(self, raw: dict[str, Any], base_dir: Path) -> Any:
@@ -199,6 +201,5 @@ def resolve_module(
         label=label,
         target=module,
         one_per_process=bool(getattr(module, "ONE_PER_PROCESS", False)),
-        locks_itself=bool(getattr(module, "LOCKS_ITSELF", False)),
         settings_model=getattr(module, "Settings", None),
     )

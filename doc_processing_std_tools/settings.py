@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo
 
 
 class ServerSettings(BaseModel):
-    """Base for server settings: unknown keys are errors, values are validated on assignment."""
+    """Base for server settings: unknown keys are errors, and a validated instance is frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -577,12 +577,6 @@ def test_describe_rows(world: dict[str, Path]) -> None:
     }
 
 
-def test_declares_that_it_locks_itself() -> None:
-    # The launcher holds the (non re-entrant) process lock around the writing tools of
-    # servers that do not declare this; ours take it themselves, so that would deadlock.
-    assert fsmod.LOCKS_ITSELF is True
-
-
 @pytest.mark.parametrize(
     ("tool", "args"),
     [

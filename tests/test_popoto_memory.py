@@ -167,7 +167,6 @@ def test_module_imports_without_popoto():
 
 def test_contract_attributes():
     assert pm.ONE_PER_PROCESS is True
-    assert pm.LOCKS_ITSELF is True  # else the launcher's lock + ours would deadlock
     assert pm.EXTRA == "popoto"
     assert issubclass(pm.Settings, pm.ServerSettings)
     with pytest.raises(ValidationError, match="extra"):
