@@ -168,7 +168,7 @@ def test_server_and_module_together(write_config, capsys) -> None:
         capsys,
     )
     assert "servers.x" in message
-    assert "either 'server' or 'module'" in message
+    assert "one of 'server', 'module', 'command' or 'url'" in message
 
 
 def test_bad_module(write_config, capsys) -> None:

@@ -33,10 +33,21 @@ def child_with_lifespan(events: list[str]) -> FastMCP:
     return child
 
 
+def mounted(server: FastMCP, namespace: str | None, needs_lock):
+    return seams.mounted_provider(
+        server,
+        label="child",
+        namespace=namespace,
+        admits=lambda name: True,
+        needs_lock=needs_lock,
+        timeout=10,
+    )
+
+
 async def test_lifespan_manager_enters_the_mounted_servers_lifespans() -> None:
     events: list[str] = []
     root = FastMCP("root")
-    root.add_provider(seams.mounted_provider(child_with_lifespan(events), None, lambda t: False))
+    root.add_provider(mounted(child_with_lifespan(events), None, lambda tool: False))
     async with seams.lifespan_manager(root):
         assert events == ["enter"]
     assert events == ["enter", "exit"]
@@ -49,22 +60,19 @@ def test_low_level_server_speaks_the_protocol() -> None:
 
 async def test_mounted_provider_namespaces_and_locks_only_what_it_is_told() -> None:
     root = FastMCP("root")
-    provider = seams.mounted_provider(
-        child_with_lifespan([]), "ns", lambda tool: tool.name == "write"
-    )
+    provider = mounted(child_with_lifespan([]), "ns", lambda tool: tool.name == "write")
     root.add_provider(provider)
     tools = {tool.name: tool for tool in await provider.list_tools()}
     assert set(tools) == {"ns_write", "ns_read"}
-    assert type(tools["ns_write"]).__name__ == "LockedTool"
-    assert type(tools["ns_read"]).__name__ != "LockedTool"
+    assert tools["ns_write"].locked and not tools["ns_read"].locked
     async with Client(root) as client:
-        assert (await client.call_tool("ns_write", {"x": 3})).data == 3  # via LockedTool._run
+        assert (await client.call_tool("ns_write", {"x": 3})).data == 3  # via GuardedTool._run
         assert (await client.call_tool("ns_read", {})).data is False
     assert not PROCESS_LOCK.locked()
 
 
 async def test_the_server_calls_a_tool_through_its_private_run() -> None:
-    """LockedTool overrides ``Tool._run``, the server's entry point: pin that it is the one called."""
+    """GuardedTool overrides ``Tool._run``, the server's entry point: pin that it is the one called."""
     calls: list[str] = []
     root = FastMCP("root")
 

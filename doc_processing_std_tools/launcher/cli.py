@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import sys
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -74,6 +75,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="log level on stderr (default: the config's log_level, WARNING)",
     )
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop (exit 1) when any server cannot start, not only those marked required",
+    )
     parser.add_argument("--version", action="version", version=f"dpt-launch {__version__}")
     return parser.parse_args(argv)
 
@@ -115,17 +121,28 @@ def main(argv: list[str] | None = None) -> int:
 
 async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
     """Compose, then report (``--check``) or serve, all in one event loop."""
-    from .compose import CompositionError, compose
+    from .compose import CompositionError, ServerStartError, compose
 
     try:
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.
         with contextlib.redirect_stdout(sys.stderr):
-            composition = await compose(loaded)
+            composition = await compose(loaded, strict=args.strict)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except CompositionError as exc:
         return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+    except ServerStartError as exc:
+        return _fail(f"{loaded.path}: {exc}", EXIT_FAILURE)
+    try:
+        return await _report_or_serve(args, loaded, transport, composition)
+    finally:
+        await composition.aclose()
+
+
+async def _report_or_serve(
+    args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig, composition: Any
+) -> int:
     for name, why in composition.skipped:
         log.warning("servers.%s not mounted: %s", name, why)
     findings = composition.findings()

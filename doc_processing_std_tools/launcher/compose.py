@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, replace
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -33,6 +34,10 @@ DEFAULT_INSTRUCTIONS = (
 
 class CompositionError(Exception):
     """The servers cannot be served together (e.g. a tool-name collision)."""
+
+
+class ServerStartError(Exception):
+    """A server that must serve (``required``, or ``--strict``) could not be started."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,14 @@ class Composition:
 
     root: FastMCP
     mounts: tuple[Mount, ...]
-    skipped: tuple[tuple[str, str], ...]  # (mount name, why): missing optional extras
+    skipped: tuple[
+        tuple[str, str], ...
+    ]  # (mount name, why): a missing extra, an unreachable server
+    sessions: AsyncExitStack = field(default_factory=AsyncExitStack)  # external servers' sessions
+
+    async def aclose(self) -> None:
+        """End every external server's session (and child process)."""
+        await self.sessions.aclose()
 
     @property
     def tool_count(self) -> int:
@@ -79,14 +91,17 @@ class Composition:
         return [(m.name, level, text) for m in self.mounts for level, text in m.findings()]
 
 
-def needs_lock(source: ServerSource, tool: Tool) -> bool:
-    """Every tool that may change state runs under the process lock, taken on the event loop.
+def needs_lock(policy: str, tool: Tool) -> bool:
+    """``lock: auto``: every tool that may change state runs under the process lock.
 
     Servers that lock for themselves (``LOCKS_ITSELF``) are included: their own
     thread-side take sees that the launcher holds the lock for this call and skips,
     so within the launcher no call ever waits for the lock in a worker thread
     (40 such waiters would leave no thread for the lock's holder).
+    ``always`` and ``never`` override the annotation.
     """
+    if policy != "auto":
+        return policy == "always"
     return not (tool.annotations and tool.annotations.read_only_hint)
 
 
@@ -98,6 +113,11 @@ def resolve_sources(
     skipped: list[tuple[str, str]] = []
     for name, entry in loaded.config.servers.items():
         if not entry.enabled:
+            continue
+        if entry.external:
+            found.append(
+                (name, entry, ServerSource(label=entry.command or entry.url or name, target=None))
+            )
             continue
         try:
             if entry.module:
@@ -128,44 +148,72 @@ def resolve_sources(
     return found, skipped
 
 
-async def compose(loaded: LoadedConfig) -> Composition:
+async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     """Build every enabled server, mount it, list what it exposes and refuse bad names.
 
-    One step: a :class:`Composition` that exists can be served as it is.
-    Raises :class:`ConfigError` for bad settings and :class:`CompositionError`
-    for tools that cannot be served together.
+    One step: a :class:`Composition` that exists can be served as it is (call
+    :meth:`Composition.aclose` when done with it). External servers are started
+    or reached here; one that fails is skipped, unless it is ``required`` or
+    *strict* is set. Raises :class:`ConfigError` for bad settings,
+    :class:`CompositionError` for tools that cannot be served together and
+    :class:`ServerStartError` for a required server that cannot start.
     """
     from fastmcp import FastMCP
 
     from .. import __version__
     from .seams import mounted_provider
 
-    built, skipped = _build_servers(loaded)
-    config = loaded.config
-    root = FastMCP(
-        config.name,
-        instructions=merge_instructions(config.instructions, built),
-        version=__version__,
-    )
-    mounts: list[Mount] = []
-    for mount in built:
-        source = mount.source
-        provider = mounted_provider(
-            mount.server, mount.entry.namespace, lambda tool, s=source: needs_lock(s, tool)
+    sessions = AsyncExitStack()
+    try:
+        built, skipped = await _build_servers(loaded, sessions, strict=strict)
+        config = loaded.config
+        root = FastMCP(
+            config.name,
+            instructions=merge_instructions(config.instructions, built),
+            version=__version__,
         )
-        root.add_provider(provider)
-        tools = tuple(await provider.list_tools())
-        locked = frozenset(t.name for t in tools if needs_lock(source, t))
-        mounts.append(replace(mount, tools=tools, locked=locked))
-    _refuse_bad_names(mounts)
-    return Composition(root, tuple(mounts), tuple(skipped))
+        mounts: list[Mount] = []
+        for mount in built:
+            entry = mount.entry
+            provider = mounted_provider(
+                mount.server,
+                label=mount.name,
+                namespace=entry.namespace,
+                admits=entry.tools.admits,
+                needs_lock=lambda tool, policy=entry.lock: needs_lock(policy, tool),
+                timeout=entry.timeout,
+            )
+            root.add_provider(provider)
+            tools = tuple(await provider.list_tools())
+            locked = frozenset(t.name for t in tools if needs_lock(entry.lock, t))
+            mounts.append(replace(mount, tools=tools, locked=locked))
+        _refuse_bad_names(mounts)
+    except BaseException:
+        await sessions.aclose()
+        raise
+    return Composition(root, tuple(mounts), tuple(skipped), sessions)
 
 
-def _build_servers(loaded: LoadedConfig) -> tuple[list[Mount], list[tuple[str, str]]]:
+async def _build_servers(
+    loaded: LoadedConfig, sessions: AsyncExitStack, *, strict: bool
+) -> tuple[list[Mount], list[tuple[str, str]]]:
     """Validate settings and build every enabled server (nothing is mounted yet)."""
+    from .external import ExternalStartError, open_external
+
     found, skipped = resolve_sources(loaded)
     mounts: list[Mount] = []
     for name, entry, source in found:
+        if entry.external:
+            try:
+                proxy = await open_external(name, entry, loaded.base_dir, sessions)
+            except ExternalStartError as exc:
+                if entry.required or strict:
+                    raise ServerStartError(f"servers.{name}: {exc}") from None
+                log.warning("servers.%s not mounted: %s", name, exc)
+                skipped.append((name, str(exc)))
+                continue
+            mounts.append(Mount(name, source, entry, None, proxy))
+            continue
         try:
             settings = source.validate_settings(entry.settings, loaded.base_dir)
         except ValidationError as exc:

@@ -59,20 +59,59 @@ class TransportConfig(_Strict):
         return value
 
 
+class ToolFilter(_Strict):
+    """Globs on the server's own tool names (before its namespace): which tools to expose."""
+
+    include: list[str] = Field(default_factory=lambda: ["*"])
+    exclude: list[str] = Field(default_factory=list)
+
+    def admits(self, name: str) -> bool:
+        from fnmatch import fnmatchcase
+
+        return any(fnmatchcase(name, p) for p in self.include) and not any(
+            fnmatchcase(name, p) for p in self.exclude
+        )
+
+
+DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
+
+
 class ServerEntry(_Strict):
-    """One mounted server."""
+    """One mounted server: in-process (``server`` / ``module``) or external (``command`` / ``url``)."""
 
     server: str | None = None
     module: str | None = None
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = Field(None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
     namespace: str | None = Field(None, pattern=NAMESPACE_PATTERN, max_length=30)
     enabled: bool = True
+    required: bool = False
+    timeout: float = Field(DEFAULT_CALL_TIMEOUT, gt=0)
+    lock: Literal["auto", "always", "never"] = "auto"
+    tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _one_source(self) -> ServerEntry:
-        if self.server and self.module:
-            raise ValueError("give either 'server' or 'module', not both")
+        given = [key for key in ("server", "module", "command", "url") if getattr(self, key)]
+        if len(given) > 1:
+            raise ValueError(f"give one of 'server', 'module', 'command' or 'url', not {given}")
+        for key in ("args", "env", "cwd"):
+            if getattr(self, key) and not self.command:
+                raise ValueError(f"{key!r} applies only to a 'command' server")
+        if self.headers and not self.url:
+            raise ValueError("'headers' applies only to a 'url' server")
+        if self.settings and (self.command or self.url):
+            raise ValueError("an external server ('command' or 'url') takes no 'settings'")
         return self
+
+    @property
+    def external(self) -> bool:
+        return bool(self.command or self.url)
 
 
 class LauncherConfig(_Strict):

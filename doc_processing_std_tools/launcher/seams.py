@@ -29,73 +29,105 @@ def low_level_server(server: FastMCP) -> Server[Any, Any]:
 
 
 def mounted_provider(
-    server: FastMCP, namespace: str | None, needs_lock: Callable[[Tool], bool]
+    server: FastMCP,
+    *,
+    label: str,
+    namespace: str | None,
+    admits: Callable[[str], bool],
+    needs_lock: Callable[[Tool], bool],
+    timeout: float,
 ) -> Provider:
-    """*server* as ``FastMCP.mount`` would add it, with the process lock around some tools.
+    """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
     The server is mounted whole (its middleware, error masking and lifespan all
-    apply, exactly as when it runs alone). Tools for which *needs_lock* is true
-    hold :data:`locking.PROCESS_LOCK` while they run. The lock wraps the tool
-    object itself, so a tool the server adds after start is covered by the same
-    rule; no table of names can go stale.
+    apply, exactly as when it runs alone). Only tools whose own name *admits*
+    are exposed. Every call must finish within *timeout* seconds, and tools for
+    which *needs_lock* is true hold :data:`locking.PROCESS_LOCK` while they run.
+    The rules wrap the tool objects, so a tool the server adds after start
+    follows them too; no table of names can go stale.
     """
     from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
     from fastmcp.server.transforms import Namespace
 
-    provider: Provider = FastMCPProvider(server).wrap_transform(_lock_transform(needs_lock))
+    rules = _rules_transform(label, admits, needs_lock, timeout)
+    provider: Provider = FastMCPProvider(server).wrap_transform(rules)
     if namespace:
         provider = provider.wrap_transform(Namespace(namespace))
     return provider
 
 
-def _lock_transform(needs_lock: Callable[[Tool], bool]) -> Any:
+def _rules_transform(
+    label: str, admits: Callable[[str], bool], needs_lock: Callable[[Tool], bool], timeout: float
+) -> Any:
     from fastmcp.server.transforms import Transform
 
-    locked_tool = _locked_tool_class()
+    guarded_tool = _guarded_tool_class()
 
     def wrap(tool: Tool) -> Tool:
-        return locked_tool.wrap(tool) if needs_lock(tool) else tool
+        return guarded_tool.wrap(tool, label=label, lock=needs_lock(tool), timeout=timeout)
 
-    class ProcessLockTransform(Transform):
+    class LauncherRules(Transform):
         async def list_tools(self, tools: Sequence[Tool]) -> Sequence[Tool]:
-            return [wrap(tool) for tool in tools]
+            return [wrap(tool) for tool in tools if admits(tool.name)]
 
         async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Tool | None:
+            if not admits(name):
+                return None
             tool = await call_next(name, version=version)
             return wrap(tool) if tool is not None else None
 
-    return ProcessLockTransform()
+    return LauncherRules()
 
 
-_LOCKED_TOOL: type | None = None
+_GUARDED_TOOL: type | None = None
 
 
-def _locked_tool_class() -> Any:
-    """``Tool`` subclass whose ``_run`` (the server's entry point) holds the process lock."""
-    global _LOCKED_TOOL
-    if _LOCKED_TOOL is not None:
-        return _LOCKED_TOOL
+def _guarded_tool_class() -> Any:
+    """``Tool`` subclass whose ``_run`` (the server's entry point) applies the launcher's rules."""
+    global _GUARDED_TOOL
+    if _GUARDED_TOOL is not None:
+        return _GUARDED_TOOL
+    import anyio
+    from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
     from ..locking import hold_async
 
-    class LockedTool(Tool):
+    class GuardedTool(Tool):
         _inner: Any = None
+        _label: str = ""
+        _lock: bool = False
+        _timeout: float = 0.0
 
         @classmethod
-        def wrap(cls, tool: Tool) -> LockedTool:
-            fields = {name: getattr(tool, name) for name in Tool.model_fields}
-            locked = cls(**fields)
-            locked._inner = tool
-            return locked
+        def wrap(cls, tool: Tool, *, label: str, lock: bool, timeout: float) -> GuardedTool:
+            guarded = cls(**{name: getattr(tool, name) for name in Tool.model_fields})
+            guarded._inner, guarded._label = tool, label
+            guarded._lock, guarded._timeout = lock, timeout
+            return guarded
+
+        @property
+        def locked(self) -> bool:
+            return self._lock
+
+        async def _guarded(self, call: Any) -> Any:
+            try:
+                with anyio.fail_after(self._timeout):
+                    if not self._lock:
+                        return await call()
+                    async with hold_async():
+                        return await call()
+            except TimeoutError:
+                raise ToolError(
+                    f"server {self._label!r} did not finish {self.name!r} within its "
+                    f"timeout of {self._timeout:g} s (servers.{self._label}.timeout)"
+                ) from None
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
-            async with hold_async():
-                return await self._inner._run(arguments)
+            return await self._guarded(lambda: self._inner._run(arguments))
 
         async def run(self, arguments: dict[str, Any]) -> Any:
-            async with hold_async():
-                return await self._inner.run(arguments)
+            return await self._guarded(lambda: self._inner.run(arguments))
 
-    _LOCKED_TOOL = LockedTool
-    return LockedTool
+    _GUARDED_TOOL = GuardedTool
+    return GuardedTool

@@ -1,0 +1,54 @@
+"""A small MCP server run as its own process: the launcher mounts it with ``command:`` or ``url:``.
+
+``python external_server.py COUNTER_FILE`` serves stdio; add ``--http PORT`` for streamable HTTP.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import anyio
+from fastmcp import FastMCP
+
+server = FastMCP("external")
+counter = Path(sys.argv[1])
+
+
+@server.tool
+def bump() -> int:
+    """Read, pause, write: without a lock around it, overlapping calls lose increments."""
+    seen = int(counter.read_text() or 0) if counter.exists() else 0
+    time.sleep(0.002)
+    counter.write_text(str(seen + 1))
+    return seen + 1
+
+
+@server.tool(annotations={"readOnlyHint": True})
+def whoami() -> int:
+    """The server's process id."""
+    return os.getpid()
+
+
+@server.tool(annotations={"readOnlyHint": True})
+async def nap(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return "rested"
+
+
+@server.tool
+def delete_everything() -> str:
+    return "deleted"
+
+
+if __name__ == "__main__":
+    print("external server starting", file=sys.stderr, flush=True)
+    if "--http" in sys.argv:
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.run(
+            transport="http", host="127.0.0.1", port=port, show_banner=False, log_level="WARNING"
+        )
+    else:
+        server.run(show_banner=False, log_level="WARNING")

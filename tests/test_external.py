@@ -1,0 +1,204 @@
+"""External servers mounted by ``command:`` and ``url:`` through a real ``dpt-launch`` over stdio."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import launched, launcher_command, text_of
+
+TESTS = Path(__file__).resolve().parent
+EXTERNAL = TESTS / "external_server.py"
+
+
+def external_entry(name: str, counter: Path, extra: str = "") -> str:
+    return f"  {name}:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {counter}]\n{extra}"
+
+
+async def test_stdio_servers_are_mounted_namespaced_filtered_and_serialized(
+    write_config, tmp_path: Path
+) -> None:
+    counter = tmp_path / "count"
+    config = write_config(
+        "servers:\n"
+        + external_entry(
+            "ext",
+            counter,
+            "    namespace: ext\n    tools: {exclude: ['delete_*']}\n",
+        )
+        + f"  mem:\n    command: {sys.executable}\n"
+        "    args: [-m, doc_processing_std_tools.memory]\n"
+        f"    env: {{DPTTOOLS_MEMORY_DIR: {tmp_path / 'mem'}}}\n"
+        "    namespace: m\n"
+        "    tools: {include: ['*_memory']}\n"
+    )
+    async with launched(config) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"ext_bump", "ext_whoami", "ext_nap", "m_write_memory", "m_read_memory"} <= names
+        assert "ext_delete_everything" not in names  # excluded
+        assert not any(n.startswith("m_") and not n.endswith("_memory") for n in names)
+        pid = int(text_of(await session.call_tool("ext_whoami", {})))
+        async with anyio.create_task_group() as group:
+            for _ in range(50):
+                group.start_soon(session.call_tool, "ext_bump", {})
+        assert counter.read_text() == "50"  # one lock across every mounted server
+        assert int(text_of(await session.call_tool("ext_whoami", {}))) == pid  # one child
+        await session.call_tool("m_write_memory", {"key": "k", "value": "v"})
+        assert text_of(await session.call_tool("m_read_memory", {"key": "k"})) == "v"
+        refused = await session.call_tool("ext_delete_everything", {})
+        assert refused.is_error
+
+
+async def test_a_call_past_its_timeout_is_an_error_naming_the_server(
+    write_config, tmp_path: Path
+) -> None:
+    config = write_config(
+        "servers:\n" + external_entry("slowpoke", tmp_path / "c", "    timeout: 0.5\n")
+    )
+    async with launched(config) as session:
+        with anyio.fail_after(10):
+            result = await session.call_tool("nap", {"seconds": 5})
+        assert result.is_error
+        assert "slowpoke" in text_of(result) and "0.5 s" in text_of(result)
+        assert text_of(await session.call_tool("nap", {"seconds": 0})) == "rested"
+
+
+def test_collision_between_external_and_in_process_is_refused(write_config, tmp_path) -> None:
+    config = write_config(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        f"  mem2:\n    command: {sys.executable}\n    args: [-m, doc_processing_std_tools.memory]\n"
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "provided by both 'memory-tools' and 'mem2'" in proc.stderr
+    assert "servers.mem2.namespace" in proc.stderr
+
+
+def test_a_missing_command_is_skipped_unless_required(write_config, tmp_path) -> None:
+    optional = write_config(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        "  ghost:\n    command: /no/such/mcp-server\n"
+    )
+    check = subprocess.run(
+        [*launcher_command(), "--config", str(optional), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 1, check.stderr  # --check: it will not serve
+    assert "servers.ghost not mounted" in check.stderr
+    assert "write_memory" in check.stdout
+    required = write_config(
+        "servers:\n  ghost:\n    command: /no/such/mcp-server\n    required: true\n",
+        name="required.yaml",
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(required)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 1
+    assert "servers.ghost" in proc.stderr and "/no/such/mcp-server" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+async def test_the_missing_command_does_not_stop_the_others_serving(write_config, tmp_path) -> None:
+    config = write_config(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        "  ghost:\n    command: /no/such/mcp-server\n"
+    )
+    async with launched(config) as session:
+        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server(tmp_path: Path):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(EXTERNAL), str(tmp_path / "http-count"), "--http", str(port)],
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    proc.wait(10)
+
+
+async def test_a_url_server_is_mounted(write_config, http_server: str, tmp_path) -> None:
+    config = write_config(f"servers:\n  web:\n    url: {http_server}\n    namespace: web\n")
+    async with launched(config) as session:
+        async with anyio.create_task_group() as group:
+            for _ in range(20):
+                group.start_soon(session.call_tool, "web_bump", {})
+        assert (tmp_path / "http-count").read_text() == "20"
+
+
+def test_sigkill_of_the_launcher_leaves_no_child(write_config, tmp_path) -> None:
+    config = write_config("servers:\n" + external_entry("ext", tmp_path / "c"))
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        children: list[int] = []
+        while time.monotonic() < deadline and not children:
+            time.sleep(0.2)
+            children = child_pids(proc.pid)
+        assert children, "the external server never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(alive(pid) for pid in children):
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in children)
+
+
+def child_pids(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
