@@ -202,3 +202,32 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
+    write_config, tmp_path: Path
+) -> None:
+    config = write_config(
+        "servers:\n"
+        + external_entry("ext", tmp_path / "c", "    namespace: ext\n")
+        + f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    )
+    async with launched(config) as session:
+        pid = int(text_of(await session.call_tool("ext_whoami", {})))
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while True:  # the supervisor notices within its watch interval
+                down = await session.call_tool("ext_whoami", {})
+                if down.is_error:
+                    break
+                await anyio.sleep(0.1)
+        assert "server 'ext' is restarting (attempt 1)" in text_of(down)
+        assert "ext_bump" in {t.name for t in (await session.list_tools()).tools}  # still listed
+        await session.call_tool("write_memory", {"key": "k", "value": "v"})  # others unaffected
+        with anyio.fail_after(35):
+            while True:
+                result = await session.call_tool("ext_whoami", {})
+                if not result.is_error:
+                    break
+                await anyio.sleep(0.25)
+        assert int(text_of(result)) != pid

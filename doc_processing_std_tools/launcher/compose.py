@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
     from fastmcp.tools import Tool
 
+    from .external import Supervisor
+
 log = logging.getLogger("dpt-launch")
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -49,6 +51,7 @@ class Mount:
     entry: ServerEntry
     settings: Any
     server: FastMCP
+    supervisor: Supervisor | None = None  # external servers: its session's keeper
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
 
@@ -182,6 +185,8 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
                 admits=entry.tools.admits,
                 needs_lock=lambda tool, policy=entry.lock: needs_lock(policy, tool),
                 timeout=entry.timeout,
+                unavailable=mount.supervisor.unavailable if mount.supervisor else None,
+                call_failed=mount.supervisor.call_failed if mount.supervisor else None,
             )
             root.add_provider(provider)
             tools = tuple(await provider.list_tools())
@@ -198,21 +203,34 @@ async def _build_servers(
     loaded: LoadedConfig, sessions: AsyncExitStack, *, strict: bool
 ) -> tuple[list[Mount], list[tuple[str, str]]]:
     """Validate settings and build every enabled server (nothing is mounted yet)."""
-    from .external import ExternalStartError, open_external
+    import anyio
+
+    from .external import ExternalStartError, Supervisor
 
     found, skipped = resolve_sources(loaded)
+    # External servers start concurrently, in tasks that live as long as the composition.
+    group = await sessions.enter_async_context(anyio.create_task_group())
+    sessions.callback(group.cancel_scope.cancel)
+    supervisors: dict[str, Supervisor] = {}
+    for name, entry, _source in found:
+        if entry.external:
+            supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir)
+            sessions.callback(supervisor.close)
+            group.start_soon(supervisor.run)
+
     mounts: list[Mount] = []
     for name, entry, source in found:
         if entry.external:
+            supervisor = supervisors[name]
             try:
-                proxy = await open_external(name, entry, loaded.base_dir, sessions)
+                await supervisor.wait_started()
             except ExternalStartError as exc:
                 if entry.required or strict:
                     raise ServerStartError(f"servers.{name}: {exc}") from None
                 log.warning("servers.%s not mounted: %s", name, exc)
                 skipped.append((name, str(exc)))
                 continue
-            mounts.append(Mount(name, source, entry, None, proxy))
+            mounts.append(Mount(name, source, entry, None, supervisor.proxy(), supervisor))
             continue
         try:
             settings = source.validate_settings(entry.settings, loaded.base_dir)

@@ -1,27 +1,38 @@
 """External MCP servers (a ``command`` or a ``url``), proxied with one long-lived session each.
 
-The session is opened at launch and kept for every call (never a process or an
-HTTP session per request), and closed when the launcher stops. A child's stderr
-reaches the launcher's stderr line by line, prefixed with its mount name; its
-stdout carries only the protocol.
+Each server has a :class:`Supervisor`: a task that opens the session, keeps it for
+every call (never a process or an HTTP session per request), notices when it
+dies, and opens it again with exponential backoff (1 s doubling to 30 s). While
+it is down, the server's tools stay listed and calls to them return an error
+saying so. A child's stderr reaches the launcher's stderr line by line, prefixed
+with its mount name; its stdout carries only the protocol.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 import threading
-from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+import anyio
 
 from .config import ServerEntry
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from fastmcp import Client, FastMCP
+
+log = logging.getLogger("dpt-launch")
 
 START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to answer
+FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
+PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
+PING_TIMEOUT = 20.0  # a server this slow to answer a ping is taken for hung
+
+State = Literal["starting", "up", "restarting", "failed"]
 
 
 class ExternalStartError(Exception):
@@ -44,7 +55,7 @@ class StderrRelay:
             for raw in pipe:
                 line = raw.decode("utf-8", "replace").rstrip()
                 if line:
-                    self.last_line = line[:500]
+                    self.last_line = line[:300]
                     print(f"[{name}] {line}", file=sys.stderr, flush=True)
 
     def close(self) -> None:
@@ -52,56 +63,163 @@ class StderrRelay:
             self.file.close()
 
 
-def _transport(name: str, entry: ServerEntry, base_dir: Path) -> tuple[Any, StderrRelay | None]:
-    if entry.command:
-        from fastmcp.client.transports import StdioTransport
-
-        relay = StderrRelay(name)
-        cwd = str((base_dir / entry.cwd).resolve()) if entry.cwd else None
-        transport = StdioTransport(
-            entry.command,
-            list(entry.args),
-            env={**os.environ, **entry.env},
-            cwd=cwd,
-            keep_alive=True,
-            log_file=relay.file,
-        )
-        return transport, relay
-    assert entry.url
-    headers = dict(entry.headers)
-    if entry.url.rstrip("/").endswith("/sse"):
-        from fastmcp.client.transports import SSETransport
-
-        return SSETransport(entry.url, headers=headers), None
-    from fastmcp.client.transports import StreamableHttpTransport
-
-    return StreamableHttpTransport(entry.url, headers=headers), None
+def _is_connection_loss(exc: BaseException | None) -> bool:
+    """Whether an error (or one it was raised from) says the session's connection is gone."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | EOFError):
+            return True
+        if "Connection closed" in str(exc) and type(exc).__name__ in ("McpError", "MCPError"):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
 
 
-async def open_external(
-    name: str, entry: ServerEntry, base_dir: Path, stack: AsyncExitStack
-) -> FastMCP:
-    """Start or reach the server, and return a proxy server on its one session.
+class Supervisor:
+    """Owns one external server's session for the launcher's lifetime."""
 
-    The session closes when *stack* does. Raises :class:`ExternalStartError`.
-    """
-    import anyio
-    from fastmcp import Client
-    from fastmcp.server import create_proxy
+    def __init__(self, name: str, entry: ServerEntry, base_dir: Path) -> None:
+        self.name = name
+        self.entry = entry
+        self.base_dir = base_dir
+        self.state: State = "starting"
+        self.attempt = 0
+        self.last_error = ""
+        self.relay = StderrRelay(name) if entry.command else None
+        self._client: Client | None = None
+        self._changed = anyio.Event()
+        self._lost = anyio.Event()
 
-    transport, relay = _transport(name, entry, base_dir)
-    if relay is not None:
-        stack.callback(relay.close)
-    # mode="legacy": the handshake era every MCP server speaks (notes: fastmcp-4-and-mcp-2.md Q2).
-    client = Client(transport, mode="legacy")
-    what = f"command {entry.command!r}" if entry.command else f"URL {entry.url}"
-    try:
+    @property
+    def what(self) -> str:
+        return f"command {self.entry.command!r}" if self.entry.command else f"URL {self.entry.url}"
+
+    def unavailable(self) -> str | None:
+        """Why a call cannot go through now, or None when the server is up."""
+        if self.state == "up":
+            return None
+        detail = f": {self.last_error}" if self.last_error else ""
+        if self.state == "restarting":
+            return f"server {self.name!r} is restarting (attempt {self.attempt}){detail}"
+        return f"server {self.name!r} is not available ({self.state}){detail}"
+
+    def call_failed(self, exc: BaseException) -> str | None:
+        """A call's error: when it shows the session is gone, start the restart and say so."""
+        if self.state != "up" or not _is_connection_loss(exc):
+            return None
+        self._lost.set()
+        detail = (self.relay.last_line if self.relay else "") or "the connection closed"
+        return f"server {self.name!r} is restarting (attempt {self.attempt + 1}): {detail}"
+
+    async def client(self) -> Client:
+        """The live session's client (the proxy's client factory)."""
+        from fastmcp.exceptions import ToolError
+
+        if self._client is None or self.state != "up":
+            raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
+        return self._client
+
+    def proxy(self) -> FastMCP:
+        from fastmcp.server.providers.proxy import FastMCPProxy
+
+        return FastMCPProxy(client_factory=self.client, name=self.name)
+
+    async def wait_started(self) -> None:
+        """Until the first session is up; raises :class:`ExternalStartError` if it failed."""
+        while self.state == "starting":
+            await self._changed.wait()
+        if self.state != "up":
+            raise ExternalStartError(f"{self.what} failed to start: {self.last_error}")
+
+    def _set(self, state: State) -> None:
+        self.state = state
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def run(self) -> None:
+        """Open the session, keep it, reopen it when it dies. Never raises."""
+        delay = FIRST_BACKOFF
+        while True:
+            try:
+                await self._serve_one_session()
+                delay = FIRST_BACKOFF  # it was up: the next failure starts a fresh backoff
+            except Exception as exc:
+                detail = (self.relay.last_line if self.relay else "") or (
+                    f"{type(exc).__name__}: {exc}"
+                )
+                self.last_error = detail[:300]
+            if self.state == "starting":
+                self._set("failed")
+                return  # a server that never started is skipped, not retried
+            self.attempt += 1
+            self._set("restarting")
+            log.warning(
+                "servers.%s: session ended; restarting in %g s (attempt %d): %s",
+                self.name,
+                delay,
+                self.attempt,
+                self.last_error or "no error text",
+            )
+            await anyio.sleep(delay)
+            delay = min(delay * 2, MAX_BACKOFF)
+
+    async def _serve_one_session(self) -> None:
+        from fastmcp import Client
+
+        client = Client(self._transport(), mode="legacy")
         with anyio.fail_after(START_TIMEOUT):
-            await stack.enter_async_context(client)
-    except TimeoutError:
-        raise ExternalStartError(f"{what} did not answer within {START_TIMEOUT:g} s") from None
-    except Exception as exc:
-        detail = (relay.last_line if relay else "") or f"{type(exc).__name__}: {exc}"
-        raise ExternalStartError(f"{what} failed to start: {detail[:300]}") from None
-    # A connected plain Client is reused for every request (one session per entry).
-    return create_proxy(client, name=name)
+            await client.__aenter__()
+        try:
+            self._client = client
+            self.last_error = ""
+            self._lost = anyio.Event()
+            self._set("up")
+            await self._watch(client)
+            self.last_error = (self.relay.last_line if self.relay else "") or "the session closed"
+        finally:
+            self._client = None
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await client.__aexit__(None, None, None)
+
+    async def _watch(self, client: Client) -> None:
+        """Return when the session is gone: a call saw it close, or a ping failed."""
+        while True:
+            with anyio.move_on_after(PING_INTERVAL):
+                await self._lost.wait()
+                return
+            try:
+                with anyio.fail_after(PING_TIMEOUT):
+                    await client.ping()
+            except Exception:
+                return
+
+    def _transport(self) -> Any:
+        entry = self.entry
+        if entry.command:
+            from fastmcp.client.transports import StdioTransport
+
+            from .child import wrapped_command
+
+            command, args = wrapped_command(entry.command, list(entry.args))
+            cwd = str((self.base_dir / entry.cwd).resolve()) if entry.cwd else None
+            return StdioTransport(
+                command,
+                args,
+                env={**os.environ, **entry.env},
+                cwd=cwd,
+                keep_alive=True,
+                log_file=self.relay.file if self.relay else None,
+            )
+        assert entry.url
+        headers = dict(entry.headers)
+        if entry.url.rstrip("/").endswith("/sse"):
+            from fastmcp.client.transports import SSETransport
+
+            return SSETransport(entry.url, headers=headers)
+        from fastmcp.client.transports import StreamableHttpTransport
+
+        return StreamableHttpTransport(entry.url, headers=headers)
+
+    def close(self) -> None:
+        if self.relay is not None:
+            self.relay.close()

@@ -36,6 +36,8 @@ def mounted_provider(
     admits: Callable[[str], bool],
     needs_lock: Callable[[Tool], bool],
     timeout: float,
+    unavailable: Callable[[], str | None] | None = None,
+    call_failed: Callable[[BaseException], str | None] | None = None,
 ) -> Provider:
     """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
@@ -44,12 +46,14 @@ def mounted_provider(
     are exposed. Every call must finish within *timeout* seconds, and tools for
     which *needs_lock* is true hold :data:`locking.PROCESS_LOCK` while they run.
     The rules wrap the tool objects, so a tool the server adds after start
-    follows them too; no table of names can go stale.
+    follows them too; no table of names can go stale. While *unavailable* gives a
+    reason (an external server restarting), the last tools seen stay listed and
+    calls to them fail with that reason.
     """
     from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
     from fastmcp.server.transforms import Namespace
 
-    rules = _rules_transform(label, admits, needs_lock, timeout)
+    rules = _rules_transform(label, admits, needs_lock, timeout, unavailable, call_failed)
     provider: Provider = FastMCPProvider(server).wrap_transform(rules)
     if namespace:
         provider = provider.wrap_transform(Namespace(namespace))
@@ -57,22 +61,45 @@ def mounted_provider(
 
 
 def _rules_transform(
-    label: str, admits: Callable[[str], bool], needs_lock: Callable[[Tool], bool], timeout: float
+    label: str,
+    admits: Callable[[str], bool],
+    needs_lock: Callable[[Tool], bool],
+    timeout: float,
+    unavailable: Callable[[], str | None] | None,
+    call_failed: Callable[[BaseException], str | None] | None,
 ) -> Any:
     from fastmcp.server.transforms import Transform
 
     guarded_tool = _guarded_tool_class()
 
     def wrap(tool: Tool) -> Tool:
-        return guarded_tool.wrap(tool, label=label, lock=needs_lock(tool), timeout=timeout)
+        return guarded_tool.wrap(
+            tool,
+            label=label,
+            lock=needs_lock(tool),
+            timeout=timeout,
+            unavailable=unavailable,
+            call_failed=call_failed,
+        )
+
+    def down() -> bool:
+        return unavailable is not None and unavailable() is not None
 
     class LauncherRules(Transform):
+        last_seen: dict[str, Tool] = {}  # noqa: RUF012  (one instance per mount)
+
         async def list_tools(self, tools: Sequence[Tool]) -> Sequence[Tool]:
-            return [wrap(tool) for tool in tools if admits(tool.name)]
+            if down():
+                return list(self.last_seen.values())
+            listed = [wrap(tool) for tool in tools if admits(tool.name)]
+            self.last_seen = {tool.name: tool for tool in listed}
+            return listed
 
         async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Tool | None:
             if not admits(name):
                 return None
+            if down():
+                return self.last_seen.get(name)
             tool = await call_next(name, version=version)
             return wrap(tool) if tool is not None else None
 
@@ -98,12 +125,24 @@ def _guarded_tool_class() -> Any:
         _label: str = ""
         _lock: bool = False
         _timeout: float = 0.0
+        _unavailable: Any = None
+        _call_failed: Any = None
 
         @classmethod
-        def wrap(cls, tool: Tool, *, label: str, lock: bool, timeout: float) -> GuardedTool:
+        def wrap(
+            cls,
+            tool: Tool,
+            *,
+            label: str,
+            lock: bool,
+            timeout: float,
+            unavailable: Callable[[], str | None] | None = None,
+            call_failed: Callable[[BaseException], str | None] | None = None,
+        ) -> GuardedTool:
             guarded = cls(**{name: getattr(tool, name) for name in Tool.model_fields})
             guarded._inner, guarded._label = tool, label
             guarded._lock, guarded._timeout = lock, timeout
+            guarded._unavailable, guarded._call_failed = unavailable, call_failed
             return guarded
 
         @property
@@ -111,12 +150,20 @@ def _guarded_tool_class() -> Any:
             return self._lock
 
         async def _guarded(self, call: Any) -> Any:
+            reason = self._unavailable() if self._unavailable else None
+            if reason:
+                raise ToolError(reason)
             try:
                 with anyio.fail_after(self._timeout):
                     if not self._lock:
                         return await call()
                     async with hold_async():
                         return await call()
+            except ToolError as exc:
+                replacement = self._call_failed(exc) if self._call_failed else None
+                if replacement:
+                    raise ToolError(replacement) from None
+                raise
             except TimeoutError:
                 raise ToolError(
                     f"server {self._label!r} did not finish {self.name!r} within its "
