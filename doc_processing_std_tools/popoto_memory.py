@@ -72,6 +72,8 @@ if TYPE_CHECKING:
 __all__ = [
     "EXTRA",
     "LOCKS_ITSELF",
+    "MAX_SAVE_CHARS",
+    "MAX_SAVE_RUN",
     "ONE_PER_PROCESS",
     "SERVER_NAME",
     "Settings",
@@ -93,6 +95,13 @@ MISSING_POPOTO = (
     "popoto-memory needs the optional dependency 'popoto': "
     "pip install 'doc-processing-std-tools[popoto]'"
 )
+# What reaches popoto's memory_save is bounded: popoto's never-record scan runs a regex
+# (its URL-userinfo detector) whose time grows with the square of each unbroken run of
+# characters, in this process, holding the GIL. Measured on a 2-core machine, a whole
+# memory_save: one 4,000-character run 90-160 ms, 8,000: 0.56 s, 16,000: 1.5 s, 100 KB: 31 s;
+# at these caps the worst case (10 runs of 2,000 in 20,000 characters) is about 0.3 s.
+MAX_SAVE_CHARS = 20_000
+MAX_SAVE_RUN = 2_000  # the longest run of characters without whitespace
 WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
 READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
 CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
@@ -638,10 +647,18 @@ class Runtime:
             service = self.new_service()
         except Exception as exc:  # same wording as dispatch(service=None)
             return {"text": f"{name} failed: {type(exc).__name__}: {exc}", "is_error": True}
+        if name == "memory_save":
+            refusal = oversized_save(arguments.get("content"))
+            if refusal is not None:
+                return {"text": refusal, "is_error": True}
         if name in WRITE_TOOLS:
             result = locking.run_exclusive(dispatch, name, arguments, service)
         else:
             result = dispatch(name, arguments, service)
+        if name == "memory_save" and result.get("is_error"):
+            dropped = _privacy_refusal(service, arguments.get("content"))
+            if dropped is not None:
+                return {"text": dropped, "is_error": True}
         if name in CHECKED_TOOLS and _may_hide_an_outage(name, result):
             # popoto answers an unreachable backend with "nothing found": find out which.
             try:
@@ -663,6 +680,53 @@ class Runtime:
         if result.get("is_error") and self.start_error is None:
             extra.append(f"fix: {self.fix()}")
         return {**result, "text": result["text"].rstrip() + "\n" + "\n".join(extra)}
+
+
+def oversized_save(content: Any) -> str | None:
+    """Why *content* is too large for memory_save (see MAX_SAVE_*), or None.
+
+    Non-strings pass through: popoto answers those with its own message.
+    """
+    if not isinstance(content, str):
+        return None
+    if len(content) > MAX_SAVE_CHARS:
+        return (
+            f"memory_save 'content' is {len(content):,} characters; the limit is "
+            f"{MAX_SAVE_CHARS:,}. Save a shorter fact (memory-tools' write_memory keeps "
+            "whole documents). Nothing was saved."
+        )
+    longest = max(map(len, content.split()), default=0)
+    if longest > MAX_SAVE_RUN:
+        return (
+            f"memory_save 'content' has a run of {longest:,} characters without whitespace; "
+            f"the limit is {MAX_SAVE_RUN:,}, because popoto's privacy scan slows down sharply "
+            "on long runs. Leave the blob out or break it up. Nothing was saved."
+        )
+    return None
+
+
+def _privacy_refusal(service: Any, content: Any) -> str | None:
+    """popoto's never-record filter dropped the save on purpose: say so, with its reason code.
+
+    popoto itself answers "Nothing was saved … the backend is unreachable" for it.
+    """
+    memory = getattr(service, "_memory", None)
+    if not getattr(memory, "last_extraction_privacy_dropped", False):
+        return None
+    reason = "unknown"
+    try:
+        from popoto.privacy.never_record import scan_never_record
+
+        reason = scan_never_record(content).reason or reason  # bounded by MAX_SAVE_*
+    except Exception:
+        pass
+    return (
+        f"memory_save refused: popoto's never-record filter took the content for a secret or "
+        f"personal data (reason: {reason}), so nothing was saved. Leave that part out and save "
+        "again. popoto checks for credentials, private keys, tokens, passwords in URLs, card "
+        "numbers (long digit runs that pass the Luhn check), US SSNs, high-entropy strings and "
+        "off-the-record markers."
+    )
 
 
 def _may_hide_an_outage(name: str, result: dict[str, Any]) -> bool:

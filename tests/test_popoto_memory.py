@@ -195,6 +195,38 @@ async def test_bad_arguments_give_popotos_text(client, redis_url):
 
 
 @needs_redis
+async def test_save_is_bounded_before_popoto_sees_it(client, redis_url):
+    """Issue 12 item 1: content above the caps is refused at once, nothing saved, no echo."""
+    too_long = "The deploy log says ok. " * (pm.MAX_SAVE_CHARS // 24 + 1)
+    one_run = "blob " + "A" * (pm.MAX_SAVE_RUN + 1)
+    for content, expected in [
+        (too_long, f"the limit is {pm.MAX_SAVE_CHARS:,}"),
+        (one_run, f"a run of {pm.MAX_SAVE_RUN + 1:,} characters without whitespace"),
+    ]:
+        err, text = await call(client, "memory_save", {"content": content})
+        assert err and expected in text and "Nothing was saved" in text
+        assert len(text) < 1024 and "AAAA" not in text and "deploy log" not in text
+    assert redis.Redis.from_url(redis_url).dbsize() == 0  # refused calls change nothing
+
+    at_the_cap = "blob " + "A" * pm.MAX_SAVE_RUN
+    err, text = await call(client, "memory_save", {"content": at_the_cap})
+    assert (err, text) == (False, "Saved 1 memory record(s).")
+
+
+@needs_redis
+async def test_privacy_refusal_says_so(client):
+    """popoto's never-record filter is named as the cause, not an unreachable backend."""
+    err, text = await call(
+        client, "memory_save", {"content": "Pay with card 4111 1111 1111 1111 next time."}
+    )
+    assert err
+    assert "never-record filter" in text and "reason: payment_card" in text
+    assert "unreachable" not in text and "4111" not in text
+    err, text = await call(client, "memory_save", {"content": "Order 12345 shipped on time."})
+    assert (err, text) == (False, "Saved 1 memory record(s).")
+
+
+@needs_redis
 async def test_feedback_changes_confidence(client):
     from popoto.fields.confidence_field import ConfidenceField
     from popoto.recipes import DefaultMemory
