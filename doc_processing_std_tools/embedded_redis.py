@@ -218,7 +218,8 @@ class EmbeddedRedis:
         executable: str | None = None,
         ready_timeout: float = 15.0,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        # one spelling per folder: the running server is recognized by its config path
+        self.data_dir = Path(os.path.realpath(data_dir))
         self.fixed_port = port
         self.port: int | None = port
         self.executable = executable
