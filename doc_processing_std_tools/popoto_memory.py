@@ -9,8 +9,9 @@ goes to its ``dispatch()`` in a worker thread, with popoto's text and
 * **Settings** that map onto popoto's ``POPOTO_MEMORY_*`` environment
   (``MemoryConfig.from_env``); the settings win, every variable they do not
   cover keeps working as popoto documents it.
-* **Backends**: ``embedded`` (default: a private ``redis-server`` started and
-  stopped by the server's lifespan, see :mod:`doc_processing_std_tools.embedded_redis`),
+* **Backends**: ``embedded`` (default: a private ``redis-server`` in a per-user
+  data folder, shared by every launcher that uses that folder and stopped when
+  the last one exits, see :mod:`doc_processing_std_tools.embedded_redis`),
   ``redis`` (your Redis/Valkey, ``url``) and ``postgres`` (passed through to
   popoto; PostgreSQL 18+ only).
 * **Visible failure**: popoto answers an unreachable backend with empty search
@@ -30,7 +31,7 @@ by the harness as separate processes): give the server a fixed ``port`` and an
 ``agent_id``, then set for the hooks
 ``POPOTO_MEMORY_URL=redis://:$(cat <data_dir>/password)@127.0.0.1:<port>/1`` and
 the same ``POPOTO_MEMORY_AGENT_ID``. The password is created once (mode 0600)
-and reused across restarts; the store is only up while the launcher runs.
+and reused across restarts; the store is only up while a launcher uses it.
 
 popoto keeps one global Redis connection per process, so only one
 ``popoto-memory`` server may run in a process (``ONE_PER_PROCESS``; a second
@@ -40,9 +41,11 @@ inside functions, so importing this module works without it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -53,7 +56,13 @@ from urllib.parse import urlsplit
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from . import locking
-from .embedded_redis import EmbeddedRedis, EmbeddedRedisError, find_executable, redact
+from .embedded_redis import (
+    INSTALL_HINT,
+    EmbeddedRedis,
+    EmbeddedRedisError,
+    find_executable,
+    redact,
+)
 from .servers import ServerLoadError
 from .settings import ServerSettings, resolve_path
 
@@ -63,10 +72,14 @@ if TYPE_CHECKING:
 __all__ = [
     "EXTRA",
     "LOCKS_ITSELF",
+    "MAX_SAVE_CHARS",
+    "MAX_SAVE_RUN",
     "ONE_PER_PROCESS",
     "SERVER_NAME",
     "Settings",
+    "check",
     "create_server",
+    "default_data_dir",
     "describe",
 ]
 
@@ -76,16 +89,36 @@ ONE_PER_PROCESS = True
 # thread), so the launcher must not hold it around them: the lock is not re-entrant.
 LOCKS_ITSELF = True
 EXTRA = "popoto"
-DEFAULT_DATA_DIR = ".dpt/popoto-redis"
+APP_NAME = "doc-processing-std-tools"
+DATA_SUBDIR = "popoto-redis"
 MISSING_POPOTO = (
     "popoto-memory needs the optional dependency 'popoto': "
     "pip install 'doc-processing-std-tools[popoto]'"
 )
+# What reaches popoto's memory_save is bounded: popoto's never-record scan runs a regex
+# (its URL-userinfo detector) whose time grows with the square of each unbroken run of
+# characters, in this process, holding the GIL. Measured on a 2-core machine, a whole
+# memory_save: one 4,000-character run 90-160 ms, 8,000: 0.56 s, 16,000: 1.5 s, 100 KB: 31 s;
+# at these caps the worst case (10 runs of 2,000 in 20,000 characters) is about 0.3 s.
+MAX_SAVE_CHARS = 20_000
+MAX_SAVE_RUN = 2_000  # the longest run of characters without whitespace
 WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
 READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
 CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
 
 log = logging.getLogger(__name__)
+
+
+def default_data_dir() -> Path:
+    """The per-user store every launcher shares: ``<user data dir>/popoto-redis``.
+
+    ``platformdirs.user_data_dir`` honours ``XDG_DATA_HOME`` (Linux), and is
+    ``~/Library/Application Support`` on macOS. Projects stay apart by ``agent_id``.
+    """
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATA_SUBDIR
+
 
 Backend = Literal["embedded", "redis", "postgres"]
 
@@ -129,10 +162,11 @@ class Settings(ServerSettings):
         "other processes can reach the store with POPOTO_MEMORY_URL.",
     )
     data_dir: Path = Field(
-        default=Path(DEFAULT_DATA_DIR),
-        validate_default=True,
-        description="embedded only: where the redis-server keeps its AOF, password and "
-        "pidfile. Relative to the config file's folder.",
+        default_factory=default_data_dir,
+        description="embedded only: where the shared redis-server keeps its AOF, password "
+        "and pidfile. Default: the per-user data folder (platformdirs user_data_dir, "
+        "honouring XDG_DATA_HOME)/popoto-redis. Relative paths resolve against the config "
+        "file's folder.",
     )
 
     @field_validator("data_dir", mode="after")
@@ -311,6 +345,105 @@ _NO_REDIS_SERVER = (
 )
 
 
+def check(settings: Settings) -> list[tuple[str, str]]:
+    """Problems that keep this server from working, for ``dpt-launch --check``.
+
+    (level, message) pairs, level ``"FAIL"`` (the server cannot serve) or
+    ``"WARN"`` (it serves, but probably not as meant). No network, no server started.
+    """
+    problems: list[tuple[str, str]] = []
+    try:
+        importlib.import_module("popoto.integrations.mcp_server")
+    except ImportError as exc:
+        missing = (getattr(exc, "name", None) or "").split(".")[0]
+        if missing in ("", "popoto"):
+            problems.append(("FAIL", MISSING_POPOTO))
+        else:
+            problems.append(("FAIL", f"popoto cannot be imported: {exc}"))
+    except Exception as exc:  # a broken install
+        problems.append(("FAIL", f"popoto cannot be imported: {type(exc).__name__}: {exc}"))
+
+    r = resolve(settings)
+    if r.backend == "embedded":
+        if find_executable() is None:
+            problems.append(
+                (
+                    "FAIL",
+                    f"the embedded backend needs a redis-server: {INSTALL_HINT}, "
+                    "or set 'backend: redis' and 'url'",
+                )
+            )
+        assert r.data_dir is not None
+        unwritable = _unwritable(r.data_dir)
+        if unwritable:
+            problems.append(
+                (
+                    "FAIL",
+                    f"data_dir {r.data_dir} cannot be used: {unwritable}; set 'data_dir' "
+                    "to a writable folder",
+                )
+            )
+    elif r.url is None:
+        problems.append(("FAIL", "backend postgres has no url: set 'url' or POPOTO_POSTGRES_URL"))
+    elif r.backend == "redis":
+        problem = _redis_url_problem(r.url, r.env)
+        if problem:
+            problems.append(("FAIL", problem))
+    problems.extend(("WARN", note) for note in r.notes)
+    if r.agent_source.startswith("default") and _is_unscoped_folder(Path.cwd()):
+        problems.append(
+            (
+                "WARN",
+                f"agent_id defaults to the working directory's name, {r.agent_id!r}, "
+                f"and the working directory is {Path.cwd()}: set 'agent_id' (or "
+                "POPOTO_MEMORY_AGENT_ID) so memories land in your project's scope",
+            )
+        )
+    return problems
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why *folder* cannot be created or written, or None."""
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            return "no existing parent folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable"
+    return None
+
+
+_TRUE = frozenset({"1", "true", "yes", "on"})  # popoto's own truthy spellings
+
+
+def _redis_url_problem(url: str, env: Mapping[str, str]) -> str | None:
+    """popoto's own refusals of a redis url, said before the first call."""
+    path = urlsplit(url).path.strip("/")
+    if not path:
+        return (
+            f"url {redact(url)} names no database; popoto needs one, e.g. "
+            f"{redact(url).rstrip('/')}/1"
+        )
+    if path == "0" and env.get("POPOTO_MEMORY_ALLOW_DB0", "").strip().lower() not in _TRUE:
+        return (
+            f"url {redact(url)} uses database 0, which popoto refuses; use another database "
+            "number (e.g. /1) or set POPOTO_MEMORY_ALLOW_DB0=1"
+        )
+    return None
+
+
+def _is_unscoped_folder(folder: Path) -> bool:
+    """``/`` or the home folder: a client's start folder, not a project."""
+    try:
+        folder = folder.resolve()
+        return folder == Path(folder.anchor) or folder == Path.home().resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
 # -- the runtime: one per server, at most one active per process ----------------
 
 _ACTIVE: Runtime | None = None
@@ -328,6 +461,7 @@ class Runtime:
         self.config: Any = None  # popoto MemoryConfig, set by start()
         self.start_error: str | None = None
         self.started = False
+        self._recover_lock = threading.Lock()
 
     # -- lifecycle (called from the server's lifespan) --------------------------
 
@@ -358,22 +492,15 @@ class Runtime:
         emb = self.embedded
         assert emb is not None
         try:
-            await anyio.to_thread.run_sync(emb.prepare)
-            for attempt in range(3):
-                # spawned on the event loop's thread (long-lived) so PDEATHSIG holds
-                emb.spawn()
-                try:
-                    await anyio.to_thread.run_sync(emb.wait_ready)
-                    break
-                except EmbeddedRedisError:
-                    await anyio.to_thread.run_sync(emb._reap)
-                    if emb.fixed_port is not None or attempt == 2:
-                        raise
+            # attach to the folder's running redis-server, or start it (worker thread:
+            # it may wait for another launcher's start or stop)
+            await anyio.to_thread.run_sync(emb.acquire)
         except (EmbeddedRedisError, OSError) as exc:
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(emb.stop)
-            self.start_error = f"the embedded redis-server did not start: {exc}"
-            log.error("popoto-memory: %s", self.start_error)
+            self.start_error = f"its redis-server did not start: {exc}"
+            log.error("popoto-memory: the embedded %s", self.start_error)
+        else:
+            how = "started" if emb.started_here else "attached to"
+            log.info("popoto-memory: %s %s", how, self.backend_label())
 
     def _configure(self) -> None:
         """Build popoto's MemoryConfig and point popoto's global connection at it."""
@@ -419,11 +546,29 @@ class Runtime:
         try:
             if self.embedded is not None:
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(self.embedded.stop)
+                    # drop our lease; the last user out stops the server
+                    await anyio.to_thread.run_sync(self.embedded.release)
         finally:
             self.started = False
             if _ACTIVE is self:
                 _ACTIVE = None
+
+    def recover(self) -> str | None:
+        """Embedded only, worker thread: bring the shared server back if it is gone.
+
+        Another launcher, or its supervisor, may have been killed. Returns None when
+        the store answers again (popoto rebound to it), else why not.
+        """
+        emb = self.embedded
+        if emb is None or not emb.acquired:
+            return "the embedded redis-server is not in use by this launcher"
+        with self._recover_lock:
+            try:
+                if emb.ensure_running():
+                    self._configure()  # a new port: rebind popoto's connection
+            except (EmbeddedRedisError, OSError) as exc:
+                return f"its redis-server is gone and could not be started again: {exc}"
+        return None
 
     # -- calls (worker threads) -------------------------------------------------
 
@@ -453,9 +598,8 @@ class Runtime:
         r = self.resolved
         if self.embedded is not None:
             return (
-                "The launcher starts that redis-server itself: restart the launcher and see "
-                f"{self.embedded.log_path} for why it stopped; or set 'backend: redis' and "
-                "'url' in the popoto-memory settings to use your own Redis or Valkey."
+                f"Its log is {self.embedded.log_path}. Or set 'backend: redis' and 'url' in "
+                "the popoto-memory settings to use your own Redis or Valkey."
             )
         if r.backend == "redis":
             return (
@@ -487,7 +631,7 @@ class Runtime:
             what = f"popoto-memory is unavailable (backend: postgres, {self.display_url()}): {exc}."
         return f"{what} {self.fix()}"
 
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    def call(self, name: str, arguments: dict[str, Any], *, retry: bool = True) -> dict[str, Any]:
         """Run one tool call (worker thread); returns popoto's ``{text, is_error, ...}``."""
         from popoto.integrations.mcp_server import dispatch
 
@@ -503,16 +647,30 @@ class Runtime:
             service = self.new_service()
         except Exception as exc:  # same wording as dispatch(service=None)
             return {"text": f"{name} failed: {type(exc).__name__}: {exc}", "is_error": True}
+        if name == "memory_save":
+            refusal = oversized_save(arguments.get("content"))
+            if refusal is not None:
+                return {"text": refusal, "is_error": True}
         if name in WRITE_TOOLS:
             result = locking.run_exclusive(dispatch, name, arguments, service)
         else:
             result = dispatch(name, arguments, service)
+        if name == "memory_save" and result.get("is_error"):
+            dropped = _privacy_refusal(service, arguments.get("content"))
+            if dropped is not None:
+                return {"text": dropped, "is_error": True}
         if name in CHECKED_TOOLS and _may_hide_an_outage(name, result):
             # popoto answers an unreachable backend with "nothing found": find out which.
             try:
                 service.ping()
             except Exception as exc:
-                return {"text": self.unavailable(exc), "is_error": True}
+                if self.embedded is None or not retry:
+                    return {"text": self.unavailable(exc), "is_error": True}
+                why = self.recover()
+                if why is not None:
+                    return {"text": self.unavailable(why), "is_error": True}
+                # once more, on the server running again (nothing was written: it was down)
+                return self.call(name, arguments, retry=False)
         return self._with_status_lines(name, result)
 
     def _with_status_lines(self, name: str, result: dict[str, Any]) -> dict[str, Any]:
@@ -522,6 +680,53 @@ class Runtime:
         if result.get("is_error") and self.start_error is None:
             extra.append(f"fix: {self.fix()}")
         return {**result, "text": result["text"].rstrip() + "\n" + "\n".join(extra)}
+
+
+def oversized_save(content: Any) -> str | None:
+    """Why *content* is too large for memory_save (see MAX_SAVE_*), or None.
+
+    Non-strings pass through: popoto answers those with its own message.
+    """
+    if not isinstance(content, str):
+        return None
+    if len(content) > MAX_SAVE_CHARS:
+        return (
+            f"memory_save 'content' is {len(content):,} characters; the limit is "
+            f"{MAX_SAVE_CHARS:,}. Save a shorter fact (memory-tools' write_memory keeps "
+            "whole documents). Nothing was saved."
+        )
+    longest = max(map(len, content.split()), default=0)
+    if longest > MAX_SAVE_RUN:
+        return (
+            f"memory_save 'content' has a run of {longest:,} characters without whitespace; "
+            f"the limit is {MAX_SAVE_RUN:,}, because popoto's privacy scan slows down sharply "
+            "on long runs. Leave the blob out or break it up. Nothing was saved."
+        )
+    return None
+
+
+def _privacy_refusal(service: Any, content: Any) -> str | None:
+    """popoto's never-record filter dropped the save on purpose: say so, with its reason code.
+
+    popoto itself answers "Nothing was saved … the backend is unreachable" for it.
+    """
+    memory = getattr(service, "_memory", None)
+    if not getattr(memory, "last_extraction_privacy_dropped", False):
+        return None
+    reason = "unknown"
+    try:
+        from popoto.privacy.never_record import scan_never_record
+
+        reason = scan_never_record(content).reason or reason  # bounded by MAX_SAVE_*
+    except Exception:
+        pass
+    return (
+        f"memory_save refused: popoto's never-record filter took the content for a secret or "
+        f"personal data (reason: {reason}), so nothing was saved. Leave that part out and save "
+        "again. popoto checks for credentials, private keys, tokens, passwords in URLs, card "
+        "numbers (long digit runs that pass the Luhn check), US SSNs, high-entropy strings and "
+        "off-the-record markers."
+    )
 
 
 def _may_hide_an_outage(name: str, result: dict[str, Any]) -> bool:

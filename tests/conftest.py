@@ -8,7 +8,7 @@ import stat
 import sys
 import tempfile
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -93,3 +93,19 @@ def exchange(a: Path, b: Path) -> None:
 def text_of(result: object) -> str:
     """The joined text content of a CallToolResult."""
     return "".join(getattr(block, "text", "") for block in result.content)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Per-user data (popoto-memory's default embedded store) goes to a session temp folder,
+    never the real ~/.local/share; spawned launchers inherit it. Tests that care set their own."""
+    folder = tmp_path_factory.mktemp("xdg-data")
+    saved = os.environ.get("XDG_DATA_HOME")
+    os.environ["XDG_DATA_HOME"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_DATA_HOME", None)
+        else:
+            os.environ["XDG_DATA_HOME"] = saved

