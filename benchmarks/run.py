@@ -114,7 +114,12 @@ def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[
     memory_only.write_text(
         f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-start'}}}\n"
     )
-    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING", "DPTTOOLS_FS_ROOTS": str(workdir)}
+    env = {
+        **os.environ,
+        "FASTMCP_LOG_LEVEL": "WARNING",
+        "DPTTOOLS_FS_ROOTS": str(workdir),
+        "XDG_DATA_HOME": str(workdir / "xdg-data"),  # a private store, not the user's
+    }
     launcher = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config"]
     commands = {
         "trivial": [PY, str(trivial)],

@@ -35,6 +35,14 @@ Quick start:
 
 Client setup (Claude Code):
   claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml
+
+Other verbs (each has --help):
+  dpt-launch init [PATH]                        write a commented starter config
+  dpt-launch tools --config F [--json]          the composed tool table, without serving
+  dpt-launch call --config F TOOL ['{"a": 1}']  call one tool and print the result
+  dpt-launch client-config CLIENT --config F [--write]
+                                                the snippet for claude-code, claude-desktop,
+                                                cursor, vscode or codex (--write merges it)
 """
 
 EPILOG = """\
@@ -84,7 +92,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+VERBS = ("tools", "call", "client-config", "init")
+
+
+def run_verb(verb: str, argv: list[str]) -> int:
+    """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form)."""
+    from . import verbs
+
+    args = verbs.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
+    _setup_logging("WARNING")
+    if verb == "client-config":
+        return verbs.client_config(args)
+    if verb == "init":
+        return verbs.init(args)
+    import anyio
+
+    return anyio.run(verbs.tools if verb == "tools" else verbs.call, args)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in VERBS:
+        return run_verb(argv[0], argv[1:])
     args = parse_args(argv)
     try:
         loaded = load_config(args.config)

@@ -1,0 +1,296 @@
+"""``dpt-launch`` verbs besides serving: ``tools``, ``call``, ``client-config`` and ``init``.
+
+Each verb is a function taking its parsed arguments and returning an exit status.
+Results go to stdout (nothing is served, so stdout is free); errors go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError, load_config
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"dpt-launch: error: {message}", file=sys.stderr)
+    return status
+
+
+async def _composed(config: str) -> Any:
+    from .compose import compose
+
+    loaded = load_config(config)
+    with contextlib.redirect_stdout(sys.stderr):
+        return loaded, await compose(loaded)
+
+
+def _tool_rows(composition: Any) -> list[dict[str, Any]]:
+    rows = []
+    for mount in composition.mounts:
+        for tool in mount.tools:
+            hints = tool.annotations
+            rows.append(
+                {
+                    "server": mount.name,
+                    "name": tool.name,
+                    "read_only": bool(hints and hints.read_only_hint),
+                    "destructive": bool(hints and hints.destructive_hint),
+                    "locked": tool.name in mount.locked,
+                    "description": " ".join((tool.description or "").split()),
+                }
+            )
+    return rows
+
+
+async def tools(args: argparse.Namespace) -> int:
+    """The composed tool table, without serving."""
+    from .compose import CompositionError, ServerStartError
+
+    try:
+        _, composition = await _composed(args.config)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except (CompositionError, ServerStartError) as exc:
+        return _fail(f"{args.config}: {exc}", EXIT_USAGE)
+    try:
+        rows = _tool_rows(composition)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+            return EXIT_OK
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.table import Table
+
+        table = Table(title="Tools", title_justify="left")
+        for column in ("server", "tool", "read-only", "destructive", "description"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(
+                escape(row["server"]),
+                escape(row["name"]),
+                "yes" if row["read_only"] else "",
+                "yes" if row["destructive"] else "",
+                escape(row["description"].split(". ")[0]),
+            )
+        Console(highlight=False, width=max(120, Console().width)).print(table)
+        return EXIT_OK
+    finally:
+        await composition.aclose()
+
+
+async def call(args: argparse.Namespace) -> int:
+    """Build, call one tool in-process, print its result; exit 1 when it is an error."""
+    from fastmcp import Client
+
+    from .compose import CompositionError, ServerStartError
+
+    try:
+        arguments = json.loads(args.arguments) if args.arguments else {}
+    except json.JSONDecodeError as exc:
+        return _fail(f"the arguments are not JSON: {exc.msg} at character {exc.pos}", EXIT_USAGE)
+    if not isinstance(arguments, dict):
+        return _fail('the arguments must be a JSON object, e.g. \'{"key": "value"}\'', EXIT_USAGE)
+    try:
+        _, composition = await _composed(args.config)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except (CompositionError, ServerStartError) as exc:
+        return _fail(f"{args.config}: {exc}", EXIT_USAGE)
+    try:
+        known = {row["name"] for row in _tool_rows(composition)}
+        if args.tool not in known:
+            import difflib
+
+            close = difflib.get_close_matches(args.tool, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return _fail(f"no tool {args.tool!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+        import logging
+
+        logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # the result says it once
+        with contextlib.redirect_stdout(sys.stderr):
+            async with Client(composition.root) as client:
+                result = await client.call_tool(args.tool, arguments, raise_on_error=False)
+        if result.structured_content is not None and not result.is_error:
+            print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
+        else:
+            text = "\n".join(getattr(block, "text", "") for block in result.content)
+            print(text, file=sys.stderr if result.is_error else sys.stdout)
+        return EXIT_FAILURE if result.is_error else EXIT_OK
+    finally:
+        await composition.aclose()
+
+
+# -- client-config -------------------------------------------------------------------
+
+
+def _launcher_path() -> str:
+    """This interpreter's ``dpt-launch`` (absolute), else the name on PATH."""
+    candidate = Path(sys.executable).with_name("dpt-launch")
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which("dpt-launch") or "dpt-launch"
+
+
+def client_files(client: str) -> Path | None:
+    """Where a client keeps its MCP servers (None: it is configured by a command)."""
+    home = Path.home()
+    if client == "claude-desktop":
+        if sys.platform == "darwin":
+            return home / "Library/Application Support/Claude/claude_desktop_config.json"
+        return home / ".config/Claude/claude_desktop_config.json"
+    if client == "cursor":
+        return home / ".cursor/mcp.json"
+    if client == "vscode":
+        return Path.cwd() / ".vscode/mcp.json"
+    if client == "codex":
+        return home / ".codex/config.toml"
+    return None
+
+
+def snippet(client: str, name: str, config: Path) -> str:
+    command, args = _launcher_path(), ["--config", str(config)]
+    if client == "claude-code":
+        return f"claude mcp add {name} -- {command} {' '.join(args)}"
+    if client == "codex":
+        quoted = ", ".join(json.dumps(a) for a in args)
+        return f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
+    entry: dict[str, Any] = {"command": command, "args": args}
+    key = "mcpServers"
+    if client == "vscode":
+        entry = {"type": "stdio", **entry}
+        key = "servers"
+    return json.dumps({key: {name: entry}}, indent=2)
+
+
+def write_client_config(client: str, name: str, config: Path) -> Path:
+    """Merge our entry into the client's file: a backup first, other entries untouched."""
+    path = client_files(client)
+    if path is None:
+        raise ValueError(f"{client} is configured by a command: run the line printed above")
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if client == "codex":
+        if f"[mcp_servers.{name}]" in text:
+            raise ValueError(f"{path} already has [mcp_servers.{name}]; remove it first")
+        updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + snippet(
+            client, name, config
+        )
+    else:
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path} does not hold a JSON object")
+        ours = json.loads(snippet(client, name, config))
+        key = next(iter(ours))
+        servers = data.setdefault(key, {})
+        if not isinstance(servers, dict):
+            raise ValueError(f"{path}: '{key}' is not an object")
+        servers[name] = ours[key][name]
+        updated = json.dumps(data, indent=2) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
+        shutil.copy2(path, backup)
+    from ..containment import atomic_write_at
+
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
+    folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        atomic_write_at(folder, path.name, updated.encode("utf-8"), mode=mode)
+    finally:
+        os.close(folder)
+    return path
+
+
+def client_config(args: argparse.Namespace) -> int:
+    config = Path(args.config).expanduser().resolve()
+    if not config.is_file():
+        return _fail(f"{config}: no such config file (write one with: dpt-launch init)", EXIT_USAGE)
+    print(snippet(args.client, args.name, config))
+    if args.write:
+        try:
+            path = write_client_config(args.client, args.name, config)
+        except (ValueError, OSError) as exc:
+            return _fail(str(exc), EXIT_FAILURE)
+        print(f"wrote the '{args.name}' entry into {path}", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- init ------------------------------------------------------------------------------
+
+STARTER = """\
+# dpt-launch config: the MCP servers mounted into one process.
+# Check it:  dpt-launch --config {path} --check
+# Reference: docs/launcher.md of doc-processing-std-tools
+name: doc-processing-std-tools
+transport: stdio            # or: {{type: http, host: 127.0.0.1, port: 8765, path: /mcp}}
+
+servers:
+  memory:
+    server: memory-tools    # memory as plain files; see docs/servers/memory-tools.md
+    settings: {{}}          # memory_dir: ./agent_memory (next to this file)
+
+  filesystem:
+    settings:
+      # roots: the client's workspace roots when it sends them; set them here to pin them.
+      read_only: false
+
+  # popoto-memory:          # needs: pip install 'doc-processing-std-tools[popoto]'
+  #   settings: {{backend: embedded}}
+
+  # github:                 # any MCP server you already use, by command...
+  #   command: npx
+  #   args: [-y, "@modelcontextprotocol/server-github"]
+  #   env: {{GITHUB_TOKEN: "${{GITHUB_TOKEN}}"}}
+  #   namespace: gh
+  # search:                 # ...or by URL
+  #   url: https://mcp.example.com/mcp
+  #   headers: {{Authorization: "Bearer ${{SEARCH_TOKEN}}"}}
+"""
+
+
+def init(args: argparse.Namespace) -> int:
+    path = Path(args.path).expanduser()
+    if path.exists():
+        return _fail(f"{path} exists; pick another path or edit it", EXIT_USAGE)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(STARTER.format(path=path), encoding="utf-8")
+    except OSError as exc:
+        return _fail(f"cannot write {path}: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {path}; check it with: dpt-launch --config {path} --check", file=sys.stderr)
+    return EXIT_OK
+
+
+def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog=f"dpt-launch {verb}")
+    if verb in ("tools", "call", "client-config"):
+        parser.add_argument("-c", "--config", default=default_config, help="the YAML config")
+    if verb == "tools":
+        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    elif verb == "call":
+        parser.add_argument("tool", help="the tool's name, as `dpt-launch tools` lists it")
+        parser.add_argument("arguments", nargs="?", help="its arguments as a JSON object")
+    elif verb == "client-config":
+        parser.add_argument("client", choices=CLIENTS)
+        parser.add_argument("--name", default="dpt", help="the server's name in the client")
+        parser.add_argument(
+            "--write",
+            action="store_true",
+            help="merge the entry into the client's config file (a backup is kept)",
+        )
+    elif verb == "init":
+        parser.add_argument("path", nargs="?", default="tools.yaml")
+    return parser.parse_args(argv)

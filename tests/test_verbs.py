@@ -1,0 +1,136 @@
+"""``dpt-launch init | tools | call | client-config``, run as users run them (a real process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import launcher_command
+
+
+def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*launcher_command(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
+
+
+def test_init_writes_a_config_that_checks_and_never_overwrites(tmp_path: Path) -> None:
+    made = run("init", "tools.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    check = run("--config", "tools.yaml", "--check", cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "write_memory" in check.stdout
+    again = run("init", "tools.yaml", cwd=tmp_path)
+    assert again.returncode == 2 and "exists" in again.stderr
+
+
+def write_memory_config(tmp_path: Path) -> Path:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    )
+    return config
+
+
+def test_tools_lists_the_composed_table_as_json(tmp_path: Path) -> None:
+    config = write_memory_config(tmp_path)
+    listed = run("tools", "--config", str(config), "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = {row["name"]: row for row in json.loads(listed.stdout)}
+    assert rows["read_memory"]["read_only"] and not rows["read_memory"]["locked"]
+    assert rows["write_memory"]["locked"] and rows["write_memory"]["server"] == "memory-tools"
+
+
+def test_call_prints_results_and_exits_1_on_a_tool_error(tmp_path: Path) -> None:
+    config = str(write_memory_config(tmp_path))
+    ok = run("call", "--config", config, "write_memory", '{"key": "k", "value": "v"}', cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    got = run("call", "--config", config, "read_memory", '{"key": "k"}', cwd=tmp_path)
+    assert got.returncode == 0 and "v" in got.stdout
+    missing = run("call", "--config", config, "read_memory", '{"key": "nope"}', cwd=tmp_path)
+    assert (
+        missing.returncode == 1 and "nope" in missing.stderr and "Traceback" not in missing.stderr
+    )
+    bad = run("call", "--config", config, "read_memory", "{not json", cwd=tmp_path)
+    assert bad.returncode == 2 and "not JSON" in bad.stderr
+    typo = run("call", "--config", config, "read_memroy", "{}", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean 'read_memory'?" in typo.stderr
+
+
+def test_client_config_prints_each_client_s_snippet(tmp_path: Path) -> None:
+    config = write_memory_config(tmp_path)
+    for client, marker in [
+        ("claude-code", "claude mcp add dpt -- "),
+        ("claude-desktop", '"mcpServers"'),
+        ("cursor", '"mcpServers"'),
+        ("vscode", '"type": "stdio"'),
+        ("codex", "[mcp_servers.dpt]"),
+    ]:
+        shown = run("client-config", client, "--config", "tools.yaml", cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        assert marker in shown.stdout and str(config) in shown.stdout  # absolute path
+        assert "dpt-launch" in shown.stdout
+
+
+def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) -> None:
+    config = write_memory_config(tmp_path)
+    home = tmp_path / "home"
+    target = home / ".cursor" / "mcp.json"
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}, "keep": 1}))
+    wrote = run(
+        "client-config",
+        "cursor",
+        "--config",
+        str(config),
+        "--write",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert wrote.returncode == 0, wrote.stderr
+    data = json.loads(target.read_text())
+    assert data["keep"] == 1 and data["mcpServers"]["other"] == {"command": "x"}
+    assert data["mcpServers"]["dpt"]["args"] == ["--config", str(config)]
+    assert len(list(target.parent.glob("mcp.json.bak-*"))) == 1
+    codex = run(
+        "client-config",
+        "codex",
+        "--config",
+        str(config),
+        "--write",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert codex.returncode == 0, codex.stderr
+    assert "[mcp_servers.dpt]" in (home / ".codex" / "config.toml").read_text()
+    twice = run(
+        "client-config",
+        "codex",
+        "--config",
+        str(config),
+        "--write",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert twice.returncode == 1 and "already has" in twice.stderr
+    broken = home / ".config" / "Claude" / "claude_desktop_config.json"
+    broken.parent.mkdir(parents=True)
+    broken.write_text("{oops")
+    refused = run(
+        "client-config",
+        "claude-desktop",
+        "--config",
+        str(config),
+        "--write",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    assert refused.returncode == 1 and "not valid JSON" in refused.stderr
+    assert broken.read_text() == "{oops"  # a refused write changes nothing
