@@ -38,6 +38,27 @@ async def nap(seconds: float) -> str:
     return "rested"
 
 
+@server.tool(annotations={"readOnlyHint": True})
+async def nap_and_mark(seconds: float, marker: str) -> str:
+    """Sleep; if the call is cancelled (MCP cancellation), leave a marker file saying so."""
+    try:
+        await anyio.sleep(seconds)
+    except BaseException:
+        Path(marker).write_text("cancelled")
+        raise
+    return "rested"
+
+
+@server.prompt
+def greeting(name: str) -> str:
+    return f"Say hello to {name}."
+
+
+@server.resource("note://today")
+def today() -> str:
+    return "a note from the external server"
+
+
 @server.tool
 def delete_everything() -> str:
     return "deleted"

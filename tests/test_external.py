@@ -231,3 +231,30 @@ async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
                     break
                 await anyio.sleep(0.25)
         assert int(text_of(result)) != pid
+
+
+async def test_prompts_and_resources_are_mounted_namespaced(write_config, tmp_path: Path) -> None:
+    config = write_config("servers:\n" + external_entry("ext", tmp_path / "c", "    namespace: ext\n"))
+    async with launched(config) as session:
+        prompts = {p.name for p in (await session.list_prompts()).prompts}
+        assert "ext_greeting" in prompts
+        rendered = await session.get_prompt("ext_greeting", {"name": "Ada"})
+        assert "Ada" in rendered.messages[0].content.text
+        uris = {str(r.uri) for r in (await session.list_resources()).resources}
+        assert "note://ext/today" in uris
+        read = await session.read_resource("note://ext/today")
+        assert read.contents[0].text == "a note from the external server"
+
+
+async def test_a_timed_out_call_is_cancelled_at_the_server(write_config, tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled"
+    config = write_config(
+        "servers:\n" + external_entry("ext", tmp_path / "c", "    timeout: 0.5\n")
+    )
+    async with launched(config) as session:
+        result = await session.call_tool("nap_and_mark", {"seconds": 30, "marker": str(marker)})
+        assert result.is_error
+        with anyio.fail_after(10):
+            while not marker.exists():
+                await anyio.sleep(0.1)
+    assert marker.read_text() == "cancelled"
