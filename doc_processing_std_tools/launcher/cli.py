@@ -84,6 +84,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="log level on stderr (default: the config's log_level, WARNING)",
     )
     parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="reload the config when the file changes (SIGHUP always reloads it)",
+    )
+    parser.add_argument(
         "--strict",
         action="store_true",
         help="stop (exit 1) when any server cannot start, not only those marked required",
@@ -163,6 +168,7 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
         return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
     except ServerStartError as exc:
         return _fail(f"{loaded.path}: {exc}", EXIT_FAILURE)
+    composition.watch = args.watch
     try:
         return await _report_or_serve(args, loaded, transport, composition)
     finally:

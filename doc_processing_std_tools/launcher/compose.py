@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import re
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -21,7 +21,9 @@ from ..servers import ServerLoadError, ServerSource, resolve_module, resolve_reg
 from .config import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 
 if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
     from fastmcp import FastMCP
+    from fastmcp.server.providers import Provider
     from fastmcp.tools import Tool
 
     from .external import Supervisor
@@ -52,6 +54,7 @@ class Mount:
     settings: Any
     server: FastMCP
     supervisor: Supervisor | None = None  # external servers: its session's keeper
+    provider: Provider | None = None  # what was added to the root (set by mount_into)
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
 
@@ -70,16 +73,20 @@ class Mount:
         return hook(self.settings)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Composition:
-    """The composed server, ready to serve: tools listed, names checked, locking decided."""
+    """The composed server, ready to serve: tools listed, names checked, locking decided.
+
+    ``reload.apply`` may later swap mounts in place; everything else is fixed.
+    """
 
     root: FastMCP
-    mounts: tuple[Mount, ...]
-    skipped: tuple[
-        tuple[str, str], ...
-    ]  # (mount name, why): a missing extra, an unreachable server
-    sessions: AsyncExitStack = field(default_factory=AsyncExitStack)  # external servers' sessions
+    mounts: list[Mount]
+    skipped: list[tuple[str, str]]  # (mount name, why): a missing extra, an unreachable server
+    loaded: LoadedConfig
+    sessions: AsyncExitStack  # external servers' sessions and other per-mount tasks
+    group: TaskGroup  # where those tasks run
+    watch: bool = False  # reload when the config file changes (dpt-launch --watch)
 
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
@@ -161,56 +168,73 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     :class:`CompositionError` for tools that cannot be served together and
     :class:`ServerStartError` for a required server that cannot start.
     """
+    import anyio
     from fastmcp import FastMCP
 
     from .. import __version__
-    from .seams import mounted_provider
+    from .sessions import SessionRegistry
 
     sessions = AsyncExitStack()
     try:
-        built, skipped = await _build_servers(loaded, sessions, strict=strict)
+        # Per-mount tasks (external sessions) live as long as the composition.
+        group = await sessions.enter_async_context(anyio.create_task_group())
+        sessions.callback(group.cancel_scope.cancel)
+        built, skipped = await build_servers(loaded, group, sessions, strict=strict)
         config = loaded.config
         root = FastMCP(
             config.name,
             instructions=merge_instructions(config.instructions, built),
             version=__version__,
+            middleware=[SessionRegistry()],
         )
-        mounts: list[Mount] = []
-        for mount in built:
-            entry = mount.entry
-            provider = mounted_provider(
-                mount.server,
-                label=mount.name,
-                namespace=entry.namespace,
-                admits=entry.tools.admits,
-                needs_lock=lambda tool, policy=entry.lock: needs_lock(policy, tool),
-                timeout=entry.timeout,
-                unavailable=mount.supervisor.unavailable if mount.supervisor else None,
-                call_failed=mount.supervisor.call_failed if mount.supervisor else None,
-            )
-            root.add_provider(provider)
-            tools = tuple(await provider.list_tools())
-            locked = frozenset(t.name for t in tools if needs_lock(entry.lock, t))
-            mounts.append(replace(mount, tools=tools, locked=locked))
-        _refuse_bad_names(mounts)
+        mounts = [await mount_into(root, mount) for mount in built]
+        refuse_bad_names(mounts)
     except BaseException:
         await sessions.aclose()
         raise
-    return Composition(root, tuple(mounts), tuple(skipped), sessions)
+    return Composition(root, mounts, skipped, loaded, sessions, group)
 
 
-async def _build_servers(
-    loaded: LoadedConfig, sessions: AsyncExitStack, *, strict: bool
+async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
+    """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it."""
+    from .seams import mounted_provider
+
+    entry = mount.entry
+    provider = mounted_provider(
+        mount.server,
+        label=mount.name,
+        namespace=entry.namespace,
+        admits=entry.tools.admits,
+        needs_lock=lambda tool, policy=entry.lock: needs_lock(policy, tool),
+        timeout=entry.timeout,
+        unavailable=mount.supervisor.unavailable if mount.supervisor else None,
+        call_failed=mount.supervisor.call_failed if mount.supervisor else None,
+    )
+    if add:
+        root.add_provider(provider)
+    tools = tuple(await provider.list_tools())
+    locked = frozenset(t.name for t in tools if needs_lock(entry.lock, t))
+    return replace(mount, provider=provider, tools=tools, locked=locked)
+
+
+async def build_servers(
+    loaded: LoadedConfig,
+    group: TaskGroup,
+    sessions: AsyncExitStack,
+    *,
+    strict: bool,
+    only: set[str] | None = None,
 ) -> tuple[list[Mount], list[tuple[str, str]]]:
-    """Validate settings and build every enabled server (nothing is mounted yet)."""
-    import anyio
+    """Validate settings and build every enabled server (or those named in *only*).
 
+    External servers' supervisors run in *group*; they start concurrently.
+    """
     from .external import ExternalStartError, Supervisor
 
     found, skipped = resolve_sources(loaded)
-    # External servers start concurrently, in tasks that live as long as the composition.
-    group = await sessions.enter_async_context(anyio.create_task_group())
-    sessions.callback(group.cancel_scope.cancel)
+    if only is not None:
+        found = [item for item in found if item[0] in only]
+        skipped = [item for item in skipped if item[0] in only]
     supervisors: dict[str, Supervisor] = {}
     for name, entry, _source in found:
         if entry.external:
@@ -226,6 +250,8 @@ async def _build_servers(
                 await supervisor.wait_started()
             except ExternalStartError as exc:
                 if entry.required or strict:
+                    for started in supervisors.values():
+                        started.stop()
                     raise ServerStartError(f"servers.{name}: {exc}") from None
                 log.warning("servers.%s not mounted: %s", name, exc)
                 skipped.append((name, str(exc)))
@@ -274,7 +300,7 @@ def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
     return "\n\n".join(parts)
 
 
-def _refuse_bad_names(mounts: list[Mount]) -> None:
+def refuse_bad_names(mounts: list[Mount]) -> None:
     """Two servers exposing one name would leave the second unreachable; clients reject odd names.
 
     fastmcp 4 logs a warning and lets the first provider win; here it is an error.

@@ -89,6 +89,7 @@ class Supervisor:
         self._client: Client | None = None
         self._changed = anyio.Event()
         self._lost = anyio.Event()
+        self._scope = anyio.CancelScope()
 
     @property
     def what(self) -> str:
@@ -136,8 +137,19 @@ class Supervisor:
         self._changed.set()
         self._changed = anyio.Event()
 
+    def stop(self) -> None:
+        """End the session for good (the server was removed from the config)."""
+        self._scope.cancel()
+
     async def run(self) -> None:
-        """Open the session, keep it, reopen it when it dies. Never raises."""
+        """Open the session, keep it, reopen it when it dies, until stopped. Never raises."""
+        with self._scope:
+            await self._keep()
+        if self.state == "starting":
+            self.last_error = "stopped before it started"
+            self._set("failed")
+
+    async def _keep(self) -> None:
         delay = FIRST_BACKOFF
         while True:
             try:

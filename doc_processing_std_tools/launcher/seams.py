@@ -178,3 +178,8 @@ def _guarded_tool_class() -> Any:
 
     _GUARDED_TOOL = GuardedTool
     return GuardedTool
+
+
+def remove_provider(server: FastMCP, provider: Provider) -> None:
+    """Unmount *provider* (``FastMCP.providers`` is a plain list; fastmcp has no remove call)."""
+    server.providers.remove(provider)

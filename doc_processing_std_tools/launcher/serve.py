@@ -43,8 +43,11 @@ async def serve(
     """
     root = composition.root
     tool_count = composition.tool_count
+    from .reload import watch
+
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
+        group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
         if transport.type == "http":
             # Bound before serving, so the log names the real port (port 0 picks a free one).
             listener = listener or bind(transport.host, transport.port)

@@ -1,0 +1,146 @@
+"""Reload: re-read the config on SIGHUP (or when ``--watch`` sees it change), apply only what changed.
+
+An unchanged entry keeps its server instance and its child process; a removed
+one is closed; a new or changed one is started. The new set is validated in
+full first (the YAML, every setting, every tool name): a config that fails, or
+would collide, changes nothing, and the launcher keeps serving the old one.
+Connected clients are then told that the tool, prompt and resource lists changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+import anyio
+
+from .compose import (
+    Composition,
+    CompositionError,
+    ServerStartError,
+    build_servers,
+    merge_instructions,
+    mount_into,
+    refuse_bad_names,
+)
+from .config import ConfigError, load_config
+
+log = logging.getLogger("dpt-launch")
+
+WATCH_INTERVAL = 1.0  # seconds between looks at the config file's mtime
+
+
+class ReloadError(Exception):
+    """The new config was refused; the old composition keeps serving."""
+
+
+async def apply(composition: Composition, path: Path | None = None) -> str:
+    """Re-read the config and swap in what changed; returns a one-line summary."""
+    from .seams import remove_provider
+    from .sessions import registry_of
+
+    path = path or composition.loaded.path
+    try:
+        loaded = load_config(path)
+    except ConfigError as exc:
+        raise ReloadError(str(exc)) from None
+    old = {mount.name: mount for mount in composition.mounts}
+    wanted = {name: e for name, e in loaded.config.servers.items() if e.enabled}
+    kept = {name for name, entry in wanted.items() if name in old and old[name].entry == entry}
+    started = set(wanted) - kept
+    removed = set(old) - kept
+
+    stack = AsyncExitStack()  # undoes what this reload started if it is refused
+    built: list = []
+    try:
+        built, skipped = await build_servers(
+            loaded, composition.group, stack, strict=False, only=started
+        )
+        fresh = {m.name: await mount_into(composition.root, m, add=False) for m in built}
+        for mount in built:
+            if mount.supervisor is None and mount.server is not None:
+                await _start_lifespan(composition, stack, fresh[mount.name])
+        ordered = [old[n] if n in kept else fresh[n] for n in wanted if n in kept or n in fresh]
+        refuse_bad_names(ordered)
+    except (ConfigError, CompositionError, ServerStartError) as exc:
+        for mount in built:
+            if mount.supervisor is not None:
+                mount.supervisor.stop()
+        await stack.aclose()
+        raise ReloadError(str(exc)) from None
+
+    root = composition.root
+    for name in removed:
+        mount = old[name]
+        if mount.provider is not None:
+            remove_provider(root, mount.provider)
+        if mount.supervisor is not None:
+            mount.supervisor.stop()
+    for name in started:
+        if name in fresh and fresh[name].provider is not None:
+            root.add_provider(fresh[name].provider)
+    composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
+    composition.mounts = ordered
+    composition.skipped = skipped
+    composition.loaded = loaded
+    root.instructions = merge_instructions(loaded.config.instructions, ordered)
+    registry = registry_of(root)
+    told = await registry.notify_lists_changed() if registry else 0
+    return (
+        f"reloaded {path}: {len(kept)} kept, {len(fresh)} started, {len(removed)} removed"
+        + (f", {len(skipped)} not mounted" if skipped else "")
+        + f"; {told} client(s) told"
+    )
+
+
+async def _start_lifespan(composition: Composition, stack: AsyncExitStack, mount: object) -> None:
+    """Run a newly added in-process server's lifespan in a task of its own until it is removed."""
+    provider = mount.provider  # type: ignore[attr-defined]
+    stop = anyio.Event()
+    stack.callback(stop.set)
+
+    async def keep(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        async with provider.lifespan():
+            task_status.started()
+            await stop.wait()
+
+    await composition.group.start(keep)
+
+
+async def _reload_once(composition: Composition) -> None:
+    try:
+        log.warning("%s", await apply(composition))
+    except ReloadError as exc:
+        log.error("reload refused, still serving the previous config: %s", exc)
+
+
+async def watch(composition: Composition) -> None:
+    """Reload on SIGHUP, and when the config file's mtime changes if ``composition.watch``."""
+    async with anyio.create_task_group() as group:
+        group.start_soon(_on_sighup, composition)
+        if composition.watch:
+            group.start_soon(_on_change, composition)
+
+
+async def _on_sighup(composition: Composition) -> None:
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            await _reload_once(composition)
+
+
+async def _on_change(composition: Composition) -> None:
+    def stamp() -> float | None:
+        try:
+            return composition.loaded.path.stat().st_mtime
+        except OSError:
+            return None
+
+    last = stamp()
+    while True:
+        await anyio.sleep(WATCH_INTERVAL)
+        now = stamp()
+        if now is not None and now != last:
+            last = now
+            await _reload_once(composition)
