@@ -571,7 +571,7 @@ async def test_move_file(client: Client, world: dict[str, Path]) -> None:
 def test_describe_rows(world: dict[str, Path]) -> None:
     rows = dict(fsmod.describe(Settings(roots=[world["root"]], read_only=True)))
     assert rows == {
-        "roots": str(world["root"]),
+        "roots": f"{world['root']} (setting)",
         "mode": "read-only",
         "limits": "read 5242880 bytes, list 10000 entries",
     }
@@ -621,9 +621,14 @@ def test_settings_roots(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch)
     assert settings.max_read_bytes == 5 * 1024 * 1024 and settings.max_entries == 10_000
     monkeypatch.setenv(fsmod.ROOTS_ENV, f"{world['root']}{os.pathsep}{world['root2']}")
     assert Settings().roots == [world["root"], world["root2"]]
+    assert fsmod.fixed_roots(Settings())[:2] == ("variable", [world["root"], world["root2"]])
     monkeypatch.delenv(fsmod.ROOTS_ENV)
     monkeypatch.chdir(world["root2"])
-    assert Settings().roots == [world["root2"]]
+    # The working directory is not a setting: it is chosen when the server is built,
+    # after the client's roots.
+    assert Settings().roots == []
+    assert fsmod.fixed_roots(Settings()) == ("working directory", [world["root2"]], None)
+    assert fsmod.fixed_roots(Settings(roots=[world["root"]]))[0] == "setting"
     with pytest.raises(ValidationError) as info:
         Settings.model_validate({"roots": ["missing"]}, context={"base_dir": world["base"]})
     assert "roots" in str(info.value) and "does not exist" in str(info.value)

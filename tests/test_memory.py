@@ -118,7 +118,10 @@ def test_settings_config_value_resolves_against_base_dir(tmp_path: Path):
 
 def test_describe_for_check(tmp_path: Path):
     rows = memory.describe(Settings(memory_dir=tmp_path / "m"))
-    assert rows == [("memory_dir", f"{tmp_path / 'm'} (created on first use)")]
+    assert rows == [
+        ("memory_dir", f"{tmp_path / 'm'} (created on first use)"),
+        ("memory from", "setting"),
+    ]
     assert not (tmp_path / "m").exists()
     assert "(exists)" in memory.describe(Settings(memory_dir=tmp_path))[0][1]
 
