@@ -270,8 +270,14 @@ def current_client_roots() -> list[Path] | None:
 
     try:
         context = get_context()
+        session = context.session
     except RuntimeError:
         return None
+    if not _client_declares_roots(session):
+        return None  # no hop to the event loop for clients without roots
+    state = _connection_state(session)
+    if state is not None and state.get(_WATCHED) and _CACHE in state:
+        return list(state[_CACHE])
     try:
         return anyio.from_thread.run(client_roots, context)
     except RuntimeError as exc:

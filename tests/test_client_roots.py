@@ -351,3 +351,20 @@ async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> Non
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
+
+
+async def test_roots_that_cannot_be_listed_do_not_fall_back_to_the_working_directory(
+    world: dict[str, Path],
+) -> None:
+    import mcp_types as types
+
+    async def broken(context: Any) -> Any:
+        return types.ErrorData(code=-32603, message="roots are unavailable")
+
+    # started in a project folder, which would be the last resort: a client whose
+    # roots fail must get an error, not the working directory
+    async with launched(
+        world["config"], env=_env(world), cwd=world["b"], list_roots_callback=broken
+    ) as session:
+        text = await refused(session, "read_text_file", path="b.txt")
+        assert "did not list them" in text and "roots are unavailable" in text
