@@ -10,6 +10,11 @@ The tool logic lives in :class:`FileSystem` (plain Python, raises
 :class:`FileSystemError` with the user-facing message); :func:`create_server`
 only wires it to FastMCP.
 
+Roots, in this order: the ``roots`` setting; ``$DPTTOOLS_FS_ROOTS``; the client's
+MCP roots (per session, see :mod:`~doc_processing_std_tools.workspace`); the
+working directory, only when it looks like a project. With none of them the
+tools stay listed and refuse every path with the fix.
+
 Run it alone over stdio: ``python -m doc_processing_std_tools.filesystem [ROOT ...]``.
 """
 
@@ -25,6 +30,8 @@ import os
 import re
 import stat
 import sys
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from datetime import UTC, datetime
@@ -32,9 +39,9 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from . import locking
+from . import locking, workspace
 from .containment import ContainmentError, Entry, FileTooLarge, Jail
 from .settings import ServerSettings, resolve_path
 from .text import sendable
@@ -47,6 +54,7 @@ __all__ = [
     "EditOperation",
     "FileSystem",
     "FileSystemError",
+    "SessionFileSystems",
     "Settings",
     "create_server",
 ]
@@ -82,10 +90,13 @@ _MEDIA_TYPES = {
 
 
 def _default_roots() -> list[str]:
-    """From the environment, relative to the working directory (as for DPTTOOLS_MEMORY_DIR)."""
+    """From the environment, relative to the working directory (as for DPTTOOLS_MEMORY_DIR).
+
+    Empty when unset: the client's roots, then the working directory, are chosen
+    when the server is built (:func:`fixed_roots`), never here.
+    """
     value = os.environ.get(ROOTS_ENV, "")
-    roots = [os.path.abspath(os.path.expanduser(p)) for p in value.split(os.pathsep) if p.strip()]
-    return roots or [os.getcwd()]
+    return [os.path.abspath(os.path.expanduser(p)) for p in value.split(os.pathsep) if p.strip()]
 
 
 class Settings(ServerSettings):
@@ -94,10 +105,11 @@ class Settings(ServerSettings):
     roots: list[Path] = Field(
         default_factory=_default_roots,
         validate_default=True,
-        min_length=1,
         description=(
             f"Folders the tools may use (relative ones against the config file's folder). "
-            f"Default: ${ROOTS_ENV} ({os.pathsep}-separated), else the working directory."
+            f"Default: ${ROOTS_ENV} ({os.pathsep}-separated), else the client's MCP roots, "
+            "else the working directory when it is a project folder (never /, your home "
+            "folder, a system or cache folder)."
         ),
     )
     read_only: bool = Field(False, description="Register only the tools that do not write.")
@@ -128,6 +140,118 @@ class Settings(ServerSettings):
                 raise ValueError(f"root {str(path)!r} {problem}")
             resolved.append(path)
         return resolved
+
+    @model_validator(mode="after")
+    def _roots_not_empty(self) -> Settings:
+        if "roots" in self.model_fields_set and not self.roots:
+            raise ValueError(
+                f"roots must list at least one folder; leave it out to use ${ROOTS_ENV} "
+                "or the client's roots"
+            )
+        return self
+
+
+# -- where the roots come from ----------------------------------------------------
+
+
+def fixed_roots(settings: Settings) -> tuple[str, list[Path], str | None]:
+    """(source, roots, why the working directory is not used), known before any client.
+
+    The source is ``setting``, ``variable``, ``working directory`` (used only when
+    the client sends no roots) or ``none``.
+    """
+    if settings.roots:
+        source = "setting" if "roots" in settings.model_fields_set else "variable"
+        return source, list(settings.roots), None
+    cwd = Path(os.getcwd())
+    reason = workspace.unsuitable_reason(cwd)
+    if reason is None:
+        return "working directory", [cwd], None
+    return "none", [], f"the working directory {cwd} is not used: {reason}"
+
+
+def no_roots_message(why: str | None) -> str:
+    """The one-line fix shown whenever no folder is allowed."""
+    return (
+        "No folder is allowed: set 'roots' in the filesystem settings of the dpt-launch "
+        f"config or ${ROOTS_ENV}, or use a client that sends MCP roots"
+        + (f" ({why})" if why else "")
+    )
+
+
+class SessionFileSystems:
+    """The :class:`FileSystem` for the tool call running now.
+
+    Fixed roots (setting, variable) give one instance. Otherwise each call takes the
+    calling session's client roots (one jail per distinct root set, cached), else
+    the project-like working directory, else refuses with :func:`no_roots_message`.
+    Tool methods are looked up per call: ``systems.read_text_file(...)``.
+    """
+
+    MAX_CACHED = 32
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.source, roots, self.why = fixed_roots(settings)
+        try:
+            jail = Jail(roots) if roots else None
+        except OSError as exc:
+            raise ValueError(
+                f"filesystem setting 'roots': {exc.filename} does not exist or is not a folder"
+            ) from None
+        self.fixed = (
+            FileSystem(jail, settings) if jail and self.source != "working directory" else None
+        )
+        self.fallback = FileSystem(jail, settings) if jail and self.fixed is None else None
+        self._by_roots: OrderedDict[tuple[Path, ...], FileSystem] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def _for(self, roots: list[Path]) -> FileSystem:
+        key = tuple(roots)
+        with self._lock:
+            found = self._by_roots.get(key)
+            if found is not None:
+                self._by_roots.move_to_end(key)
+                return found
+        try:
+            fs = FileSystem(Jail(roots), self.settings)
+        except OSError as exc:
+            raise FileSystemError(f"The client's root {exc.filename} is not a folder") from None
+        with self._lock:
+            self._by_roots[key] = fs
+            while len(self._by_roots) > self.MAX_CACHED:
+                self._by_roots.popitem(last=False)
+        return fs
+
+    def current(self) -> FileSystem | None:
+        if self.fixed is not None:
+            return self.fixed
+        try:
+            roots = workspace.current_client_roots()
+        except workspace.ClientRootsError as exc:
+            raise FileSystemError(str(exc)) from None
+        return self._for(roots) if roots else self.fallback
+
+    def require(self) -> FileSystem:
+        fs = self.current()
+        if fs is None:
+            raise FileSystemError(no_roots_message(self.why))
+        return fs
+
+    def list_allowed_directories(self) -> str:
+        fs = self.current()
+        if fs is None:
+            return "No directory is allowed yet.\n" + no_roots_message(self.why)
+        return fs.list_allowed_directories()
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args: Any) -> Any:
+            return getattr(self.require(), name)(*args)
+
+        return method
 
 
 # -- tool logic -----------------------------------------------------------------
@@ -727,21 +851,8 @@ def create_server(settings: Settings) -> FastMCP:
     from fastmcp.exceptions import ToolError
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
-    try:
-        jail = Jail(settings.roots)
-    except OSError as exc:
-        raise ValueError(
-            f"filesystem setting 'roots': {exc.filename} does not exist or is not a folder"
-        ) from None
-    fs = FileSystem(jail, settings)
-    roots = ", ".join(str(root) for root in jail.roots)
-    mcp = FastMCP(
-        SERVER_NAME,
-        instructions=(
-            f"Read{'' if settings.read_only else ', write'} and search files inside these "
-            f"allowed directories only: {roots}. Relative paths are taken from the first one."
-        ),
-    )
+    fs: Any = SessionFileSystems(settings)
+    mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))
 
     def call(fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -883,7 +994,7 @@ def create_server(settings: Settings) -> FastMCP:
         "Subdirectories within these allowed directories are also accessible.",
     )
     def list_allowed_directories() -> str:
-        return fs.list_allowed_directories()
+        return call(fs.list_allowed_directories)
 
     if settings.read_only:
         return mcp
@@ -965,12 +1076,59 @@ def create_server(settings: Settings) -> FastMCP:
     return mcp
 
 
+def _instructions(systems: SessionFileSystems) -> str:
+    verbs = "Read" if systems.settings.read_only else "Read, write"
+    fixed = systems.fixed or systems.fallback
+    if systems.fixed is not None:
+        where = "these allowed directories only: " + ", ".join(map(str, fixed.jail.roots))  # type: ignore[union-attr]
+    elif fixed is not None:
+        where = (
+            "the allowed directories only: the folders your client shares as MCP roots, "
+            f"else {fixed.jail.roots[0]}"
+        )
+    else:
+        where = (
+            "the allowed directories only: the folders your client shares as MCP roots "
+            "(none are allowed until it does)"
+        )
+    return (
+        f"{verbs} and search files inside {where}. Call list_allowed_directories to see "
+        "them. Relative paths are taken from the first one."
+    )
+
+
+def _roots_row(settings: Settings) -> str:
+    source, roots, why = fixed_roots(settings)
+    joined = ", ".join(str(root) for root in roots)
+    if source == "setting":
+        return f"{joined} (setting)"
+    if source == "variable":
+        return f"{joined} (variable ${ROOTS_ENV})"
+    if source == "working directory":
+        return f"the client's roots when it sends them, else the working directory {joined}"
+    return f"none yet: the client's roots when it sends them ({why})"
+
+
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """Rows for ``dpt-launch --check``."""
+    """Rows for ``dpt-launch --check``: where the roots come from, mode and limits."""
     return [
-        ("roots", ", ".join(str(root) for root in settings.roots)),
+        ("roots", _roots_row(settings)),
         ("mode", "read-only" if settings.read_only else "read-write"),
         ("limits", f"read {settings.max_read_bytes} bytes, list {settings.max_entries} entries"),
+    ]
+
+
+def check(settings: Settings) -> list[tuple[str, str]]:
+    """(level, message) problems for ``dpt-launch --check``: a WARN when no root is known yet."""
+    source, _roots, why = fixed_roots(settings)
+    if source != "none":
+        return []
+    return [
+        (
+            "WARN",
+            f"filesystem: no root yet; {why}; the client's roots will be used if it sends "
+            f"them (or set 'roots' or ${ROOTS_ENV})",
+        )
     ]
 
 
@@ -979,21 +1137,22 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
 
 def __getattr__(name: str) -> Any:
     if name == "filesystem_server":
-        server = create_server(Settings())
+        server = workspace.watch_client_roots(create_server(Settings()))
         globals()[name] = server
         return server
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Serve over stdio; roots from the arguments, else ``$DPTTOOLS_FS_ROOTS``, else the cwd."""
+    """Serve over stdio; roots from the arguments, else ``$DPTTOOLS_FS_ROOTS``, else the
+    client's roots, else the working directory when it is a project folder."""
     import logging
 
     logging.basicConfig(stream=sys.stderr, level=logging.INFO)
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         settings = Settings(roots=args) if args else Settings()  # type: ignore[arg-type]
-        server = create_server(settings)
+        server = workspace.watch_client_roots(create_server(settings))
     except ValueError as exc:
         print(f"filesystem: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -41,9 +41,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
-from . import locking
+from . import locking, workspace
 from .containment import ContainmentError, Jail
 from .settings import ServerSettings, resolve_path
 from .text import sendable
@@ -69,9 +69,30 @@ RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
 # -- settings -------------------------------------------------------------------
 
 
+MEMORY_FOLDER_NAME = "agent_memory"
+# Where the memory folder came from (Settings.source).
+FROM_SETTING = "setting"
+FROM_VARIABLE = "variable"
+FROM_CWD = "working directory"
+FROM_USER_DATA = "client's first root, else per-user data folder"
+
+
+def user_memory_dir() -> Path:
+    """``<per-user data folder>/agent_memory``, used when the working directory is no project."""
+    return workspace.user_data_dir() / MEMORY_FOLDER_NAME
+
+
 def _default_memory_dir() -> Path:
-    raw = os.environ.get(ENV_MEMORY_DIR) or DEFAULT_MEMORY_DIR
-    return resolve_path(raw, None)  # against the working directory, when first built
+    """$DPTTOOLS_MEMORY_DIR, else ./agent_memory when the working directory is a writable
+    project folder, else the per-user folder (a client root may replace it per session)."""
+    raw = os.environ.get(ENV_MEMORY_DIR)
+    if raw:
+        return resolve_path(raw, None)  # against the working directory, when first built
+    cwd = Path(os.getcwd())
+    candidate = resolve_path(DEFAULT_MEMORY_DIR, None)
+    if workspace.unsuitable_reason(cwd) is None and workspace.writable_reason(candidate) is None:
+        return candidate
+    return user_memory_dir()
 
 
 class Settings(ServerSettings):
@@ -84,6 +105,28 @@ class Settings(ServerSettings):
             f"else {DEFAULT_MEMORY_DIR}; relative paths resolve against the config file's folder."
         ),
     )
+
+    _source: str = PrivateAttr(default=FROM_SETTING)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if "memory_dir" in self.model_fields_set:
+            self._source = FROM_SETTING
+        elif os.environ.get(ENV_MEMORY_DIR):
+            self._source = FROM_VARIABLE
+        elif self.memory_dir == user_memory_dir():
+            self._source = FROM_USER_DATA
+        else:
+            self._source = FROM_CWD
+
+    @property
+    def source(self) -> str:
+        """Where memory_dir came from: setting, variable, working directory, or (when
+        FROM_USER_DATA) the client's first root per session, else the per-user folder."""
+        return self._source
+
+    @property
+    def follows_client_roots(self) -> bool:
+        return self._source == FROM_USER_DATA
 
     @field_validator("memory_dir", mode="before")
     @classmethod
@@ -105,7 +148,26 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
     """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
     path = settings.memory_dir
     state = "exists" if path.is_dir() else "created on first use"
-    return [("memory_dir", f"{path} ({state})")]
+    if settings.follows_client_roots:
+        where = (
+            f"<client's first root>/{MEMORY_FOLDER_NAME} when the client sends roots, "
+            f"else {path} ({state})"
+        )
+    else:
+        where = f"{path} ({state})"
+    return [("memory_dir", where), ("memory from", settings.source)]
+
+
+def check(settings: Settings) -> list[tuple[str, str]]:
+    """(level, message) problems for ``dpt-launch --check`` and start-up (nothing created)."""
+    why = workspace.writable_reason(settings.memory_dir)
+    if why is None:
+        return []
+    return [("FAIL", f"memory-tools: the memory folder {why}; {_fix()}")]
+
+
+def _fix() -> str:
+    return f"set ${ENV_MEMORY_DIR} or the memory_dir setting to a writable folder"
 
 
 # -- the store ------------------------------------------------------------------
@@ -609,6 +671,64 @@ class MemoryStore:
         return f"Successfully renamed {old_display} to {new_display}"
 
 
+class SessionStores:
+    """The :class:`MemoryStore` for the tool call running now.
+
+    A memory folder from the setting, the variable or the working directory is used
+    for every call. Otherwise each session uses ``<its client's first root>/agent_memory``
+    when the client sends roots, else the per-user folder. Store methods are looked
+    up per call: ``stores.write(...)``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.default = MemoryStore(settings.memory_dir)
+        self._stores: dict[Path, MemoryStore] = {}
+        self._lock = threading.Lock()
+
+    def current(self) -> MemoryStore:
+        if not self.settings.follows_client_roots:
+            return self.default
+        try:
+            roots = workspace.current_client_roots()
+        except workspace.ClientRootsError as exc:
+            raise MemoryStoreError(str(exc)) from None
+        if not roots:
+            return self.default
+        folder = roots[0] / MEMORY_FOLDER_NAME
+        why = workspace.writable_reason(folder)
+        if why is not None:
+            raise MemoryStoreError(
+                f"The memory folder (agent_memory in the client's first root) {why}; {_fix()}"
+            )
+        with self._lock:
+            store = self._stores.get(folder)
+            if store is None:
+                store = self._stores[folder] = MemoryStore(folder)
+        return store
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args: Any) -> Any:
+            return getattr(self.current(), name)(*args)
+
+        return method
+
+
+def instructions(settings: Settings) -> str:
+    """The server instructions, ending with where the memory lives."""
+    if settings.follows_client_roots:
+        where = (
+            f"The memory folder is {MEMORY_FOLDER_NAME} in the first folder your client shares "
+            f"as an MCP root, else {settings.memory_dir}."
+        )
+    else:
+        where = f"The memory folder is {settings.memory_dir}."
+    return f"{INSTRUCTIONS}\n{where}"
+
+
 # -- the MCP server -------------------------------------------------------------
 
 INSTRUCTIONS = """\
@@ -655,8 +775,8 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     from fastmcp.exceptions import ToolError
 
     settings = settings if settings is not None else Settings()
-    store = MemoryStore(settings.memory_dir)
-    server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS)
+    store: Any = SessionStores(settings)
+    server = FastMCP(SERVER_NAME, instructions=instructions(settings))
 
     READ = _annotations(read_only=True, destructive=False, idempotent=True)
 
@@ -817,7 +937,7 @@ def __getattr__(name: str) -> Any:
         with _server_lock:
             server = globals().get("memory_server")
             if server is None:
-                server = create_server()
+                server = workspace.watch_client_roots(create_server())
                 globals()["memory_server"] = server
         return server
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -828,5 +948,5 @@ if __name__ == "__main__":
     import sys
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    memory_server = create_server()
+    memory_server = workspace.watch_client_roots(create_server())
     memory_server.run(show_banner=False)

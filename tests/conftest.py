@@ -37,9 +37,14 @@ def write_config(tmp_path: Path):
 
 @asynccontextmanager
 async def launched(
-    config: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None
+    config: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    list_roots_callback: object = None,
 ) -> AsyncIterator[object]:
-    """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``."""
+    """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
+    (declaring MCP roots when *list_roots_callback* is given)."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -53,7 +58,7 @@ async def launched(
     with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
+            ClientSession(read, write, list_roots_callback=list_roots_callback) as session,  # type: ignore[arg-type]
         ):
             await session.initialize()
             yield session

@@ -571,7 +571,7 @@ async def test_move_file(client: Client, world: dict[str, Path]) -> None:
 def test_describe_rows(world: dict[str, Path]) -> None:
     rows = dict(fsmod.describe(Settings(roots=[world["root"]], read_only=True)))
     assert rows == {
-        "roots": str(world["root"]),
+        "roots": f"{world['root']} (setting)",
         "mode": "read-only",
         "limits": "read 5242880 bytes, list 10000 entries",
     }
@@ -615,9 +615,14 @@ def test_settings_roots(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch)
     assert settings.max_read_bytes == 5 * 1024 * 1024 and settings.max_entries == 10_000
     monkeypatch.setenv(fsmod.ROOTS_ENV, f"{world['root']}{os.pathsep}{world['root2']}")
     assert Settings().roots == [world["root"], world["root2"]]
+    assert fsmod.fixed_roots(Settings())[:2] == ("variable", [world["root"], world["root2"]])
     monkeypatch.delenv(fsmod.ROOTS_ENV)
     monkeypatch.chdir(world["root2"])
-    assert Settings().roots == [world["root2"]]
+    # The working directory is not a setting: it is chosen when the server is built,
+    # after the client's roots.
+    assert Settings().roots == []
+    assert fsmod.fixed_roots(Settings()) == ("working directory", [world["root2"]], None)
+    assert fsmod.fixed_roots(Settings(roots=[world["root"]]))[0] == "setting"
     with pytest.raises(ValidationError) as info:
         Settings.model_validate({"roots": ["missing"]}, context={"base_dir": world["base"]})
     assert "roots" in str(info.value) and "does not exist" in str(info.value)
@@ -629,6 +634,55 @@ def test_settings_roots(world: dict[str, Path], monkeypatch: pytest.MonkeyPatch)
         Settings(roots=[world["root"]], unknown=1)
     with pytest.raises(ValueError, match="roots"):
         create_server(Settings.model_construct(roots=[world["base"] / "gone"]))
+
+
+def test_check_and_describe_say_where_roots_come_from(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(fsmod.ROOTS_ENV, raising=False)
+    monkeypatch.chdir("/")
+    [(level, message)] = fsmod.check(Settings())
+    assert level == "WARN" and "no root yet" in message and "filesystem root" in message
+    assert "the client's roots will be used if it sends them" in message
+    assert dict(fsmod.describe(Settings()))["roots"].startswith("none yet")
+    monkeypatch.chdir(world["root"])
+    assert fsmod.check(Settings()) == []
+    assert dict(fsmod.describe(Settings()))["roots"] == (
+        f"the client's roots when it sends them, else the working directory {world['root']}"
+    )
+    monkeypatch.setenv(fsmod.ROOTS_ENV, str(world["root2"]))
+    assert (
+        dict(fsmod.describe(Settings()))["roots"]
+        == f"{world['root2']} (variable $DPTTOOLS_FS_ROOTS)"
+    )
+    assert fsmod.check(Settings(roots=[world["root"]])) == []
+
+
+async def test_no_roots_from_the_filesystem_root(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # fastmcp's in-memory client sends no roots: nothing is allowed, every path refused
+    monkeypatch.delenv(fsmod.ROOTS_ENV, raising=False)
+    monkeypatch.chdir("/")
+    server = create_server(Settings())
+    assert "none are allowed until it does" in (server.instructions or "")
+    async with Client(server) as c:
+        listing = await ok(c, "list_allowed_directories")
+        assert listing.startswith("No directory is allowed yet.")
+        fix = listing.splitlines()[-1]
+        assert await fails(c, "read_text_file", path="/etc/hostname") == fix
+        assert await fails(c, "write_file", path="x.txt", content="x") == fix
+    assert not Path("/x.txt").exists()
+
+
+async def test_a_project_working_directory_is_the_last_resort(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(fsmod.ROOTS_ENV, raising=False)
+    monkeypatch.chdir(world["root"])
+    async with Client(create_server(Settings())) as c:
+        assert str(world["root"]) in await ok(c, "list_allowed_directories")
+        assert await ok(c, "read_text_file", path="a.txt", head=1) == "alpha"
 
 
 async def test_relative_tool_paths_use_the_first_root(world: dict[str, Path]) -> None:

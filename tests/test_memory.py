@@ -103,6 +103,38 @@ def test_settings_default_from_env_and_cwd(monkeypatch, tmp_path: Path):
     assert Settings().memory_dir == tmp_path / "rel" / "mem"
 
 
+@pytest.mark.parametrize("where", ["root", "home"])
+def test_settings_default_outside_a_project(monkeypatch, tmp_path: Path, where: str):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.delenv("DPTTOOLS_MEMORY_DIR", raising=False)
+    monkeypatch.chdir("/" if where == "root" else home)
+    settings = Settings()
+    assert settings.memory_dir == tmp_path / "data" / "doc-processing-std-tools" / "agent_memory"
+    assert settings.follows_client_roots
+    assert "client's first root" in dict(memory.describe(settings))["memory_dir"]
+    assert f"else {settings.memory_dir}" in memory.instructions(settings)
+    assert memory.check(settings) == []
+    assert not (tmp_path / "data").exists() and not (home / "agent_memory").exists()
+    monkeypatch.setenv("DPTTOOLS_MEMORY_DIR", str(tmp_path / "mem"))
+    assert Settings().source == "variable" and not Settings().follows_client_roots
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DPTTOOLS_MEMORY_DIR")
+    assert Settings().source == "working directory"
+    assert Settings(memory_dir=tmp_path / "x").source == "setting"
+
+
+def test_check_fails_on_an_unusable_memory_folder(tmp_path: Path):
+    (tmp_path / "afile").write_text("x")
+    [(level, message)] = memory.check(Settings(memory_dir=tmp_path / "afile" / "mem"))
+    assert level == "FAIL"
+    assert "is not a folder" in message and "DPTTOOLS_MEMORY_DIR" in message
+    assert memory.check(Settings(memory_dir=tmp_path / "new" / "mem")) == []
+    assert not (tmp_path / "new").exists()
+
+
 def test_settings_config_value_resolves_against_base_dir(tmp_path: Path):
     config_dir = tmp_path / "conf"
     settings = Settings.model_validate({"memory_dir": "m"}, context={"base_dir": config_dir})
@@ -118,7 +150,10 @@ def test_settings_config_value_resolves_against_base_dir(tmp_path: Path):
 
 def test_describe_for_check(tmp_path: Path):
     rows = memory.describe(Settings(memory_dir=tmp_path / "m"))
-    assert rows == [("memory_dir", f"{tmp_path / 'm'} (created on first use)")]
+    assert rows == [
+        ("memory_dir", f"{tmp_path / 'm'} (created on first use)"),
+        ("memory from", "setting"),
+    ]
     assert not (tmp_path / "m").exists()
     assert "(exists)" in memory.describe(Settings(memory_dir=tmp_path))[0][1]
 
