@@ -42,6 +42,7 @@ async def launched(
     env: dict[str, str] | None = None,
     cwd: Path | None = None,
     list_roots_callback: object = None,
+    message_handler: object = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
     (declaring MCP roots when *list_roots_callback* is given)."""
@@ -58,7 +59,12 @@ async def launched(
     with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
         async with (
             stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write, list_roots_callback=list_roots_callback) as session,  # type: ignore[arg-type]
+            ClientSession(
+                read,
+                write,
+                list_roots_callback=list_roots_callback,  # type: ignore[arg-type]
+                message_handler=message_handler,  # type: ignore[arg-type]
+            ) as session,
         ):
             await session.initialize()
             yield session

@@ -234,7 +234,9 @@ async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
 
 
 async def test_prompts_and_resources_are_mounted_namespaced(write_config, tmp_path: Path) -> None:
-    config = write_config("servers:\n" + external_entry("ext", tmp_path / "c", "    namespace: ext\n"))
+    config = write_config(
+        "servers:\n" + external_entry("ext", tmp_path / "c", "    namespace: ext\n")
+    )
     async with launched(config) as session:
         prompts = {p.name for p in (await session.list_prompts()).prompts}
         assert "ext_greeting" in prompts

@@ -172,6 +172,7 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     from fastmcp import FastMCP
 
     from .. import __version__
+    from ..workspace import watch_client_roots
     from .sessions import SessionRegistry
 
     sessions = AsyncExitStack()
@@ -187,6 +188,9 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
             version=__version__,
             middleware=[SessionRegistry()],
         )
+        # Per-session cache of the client's MCP roots, dropped on roots/list_changed: only
+        # the served root sees notifications.
+        watch_client_roots(root)
         mounts = [await mount_into(root, mount) for mount in built]
         refuse_bad_names(mounts)
     except BaseException:

@@ -1,0 +1,112 @@
+"""Reload on SIGHUP through a real ``dpt-launch`` over stdio: only what changed changes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+from conftest import launched, text_of
+
+TESTS = Path(__file__).resolve().parent
+EXTERNAL = TESTS / "external_server.py"
+
+
+def external(name: str, counter: Path) -> str:
+    return (
+        f"  {name}:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {counter}]\n"
+        f"    namespace: {name}\n"
+    )
+
+
+def launcher_pid(config: Path) -> int:
+    """The dpt-launch process serving *config* (a child of this test process)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == os.getpid() and str(config).encode() in cmdline:
+            return int(entry)
+    raise AssertionError(f"no dpt-launch serving {config}")
+
+
+async def tool_names(session) -> set[str]:
+    return {tool.name for tool in (await session.list_tools()).tools}
+
+
+async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
+    write_config, tmp_path: Path
+) -> None:
+    memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    config = write_config("servers:\n" + memory + external("one", tmp_path / "c1"))
+    notices: list[str] = []
+
+    async def on_message(message) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if method:
+            notices.append(method)
+
+    async with launched(config, message_handler=on_message) as session:
+        before = await tool_names(session)
+        assert "one_bump" in before and "write_memory" in before
+        pid_one = int(text_of(await session.call_tool("one_whoami", {})))
+
+        config.write_text(
+            "servers:\n"
+            + memory
+            + external("one", tmp_path / "c1")
+            + external("two", tmp_path / "c2")
+        )
+        os.kill(launcher_pid(config), signal.SIGHUP)
+        with anyio.fail_after(30):
+            while "two_bump" not in await tool_names(session):
+                await anyio.sleep(0.2)
+        assert await tool_names(session) == before | {
+            "two_bump",
+            "two_whoami",
+            "two_nap",
+            "two_nap_and_mark",
+            "two_delete_everything",
+        }
+        assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one  # kept
+        assert int(text_of(await session.call_tool("two_whoami", {}))) != pid_one
+        assert "notifications/tools/list_changed" in notices
+
+        # A broken config changes nothing: same tools, same child, still serving.
+        config.write_text("servers:\n  memory-tools: {settings: {memory_dirr: x}}\n")
+        os.kill(launcher_pid(config), signal.SIGHUP)
+        await anyio.sleep(1.5)
+        assert "two_bump" in await tool_names(session)
+        assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one
+
+        # Removing a server closes it; the rest keeps working.
+        config.write_text("servers:\n" + memory + external("one", tmp_path / "c1"))
+        os.kill(launcher_pid(config), signal.SIGHUP)
+        with anyio.fail_after(30):
+            while "two_bump" in await tool_names(session):
+                await anyio.sleep(0.2)
+        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one
+
+
+async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_path: Path) -> None:
+    memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    config = write_config("servers:\n" + memory)
+    async with launched(config) as session:
+        before = await tool_names(session)
+        clash = (
+            f"  mem2:\n    command: {sys.executable}\n"
+            "    args: [-m, doc_processing_std_tools.memory]\n"
+        )
+        config.write_text("servers:\n" + memory + clash)
+        os.kill(launcher_pid(config), signal.SIGHUP)
+        await anyio.sleep(3)
+        assert await tool_names(session) == before
+        await session.call_tool("write_memory", {"key": "k", "value": "v"})
