@@ -5,7 +5,9 @@
    trivial one-tool FastMCP server started the same way (target ratio <= 1.10), plus
    the shipped ``configs/tools.yaml`` (all three servers, embedded redis-server).
 3. ``write_memory`` + ``read_memory`` calls/s through ``dpt-launch`` vs memory-tools
-   run alone (``python -m doc_processing_std_tools.memory``) (target ratio >= 0.90).
+   run alone (``python -m doc_processing_std_tools.memory``) (target ratio >= 0.90), and
+   the same with memory-tools mounted as an external stdio server (``command:``) vs a
+   direct connection to it (target ratio >= 0.90).
 4. ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
 5. popoto-memory figures (``benchmarks/popoto_bench.py``) when the extra is installed.
 
@@ -171,11 +173,19 @@ async def calls_per_second(
     return rates
 
 
-async def bench_calls(rounds: int, calls: int, workdir: Path) -> dict[str, float]:
-    config = workdir / "calls.yaml"
-    config.write_text(
-        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
-    )
+async def bench_calls(
+    rounds: int, calls: int, workdir: Path, *, external: bool = False
+) -> dict[str, float]:
+    """memory-tools through dpt-launch (in-process, or as an external stdio server) vs alone."""
+    config = workdir / ("calls-external.yaml" if external else "calls.yaml")
+    if external:  # the child inherits DPTTOOLS_MEMORY_DIR from the launcher's environment
+        config.write_text(
+            f"servers:\n  memory:\n    command: {PY}\n    args: [-m, doc_processing_std_tools.memory]\n"
+        )
+    else:
+        config.write_text(
+            f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
+        )
     commands = {
         "launcher": [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
         "alone": [PY, "-m", "doc_processing_std_tools.memory"],
@@ -287,6 +297,16 @@ def main() -> None:
         print_row("through dpt-launch", f"{calls['launcher']:.0f} calls/s")
         print_row(
             "ratio launcher / alone (target >= 0.90)", f"{calls['launcher'] / calls['alone']:.2f}x"
+        )
+        ext = anyio.run(
+            lambda: bench_calls(rounds, 200 if args.quick else 400, workdir, external=True)
+        )
+        print_row("memory-tools as an external stdio server (command:)", "")
+        print_row("  connected directly", f"{ext['alone']:.0f} calls/s")
+        print_row("  through dpt-launch (proxied)", f"{ext['launcher']:.0f} calls/s")
+        print_row(
+            "  ratio launcher / direct (target >= 0.90)",
+            f"{ext['launcher'] / ext['alone']:.2f}x",
         )
 
         print("4. search_memory over 10,000 keys vs grep -rFil (median)")
