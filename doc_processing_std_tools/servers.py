@@ -59,9 +59,12 @@ class ServerLoadError(Exception):
     dependency; the launcher then skips that server and serves the others.
     """
 
-    def __init__(self, message: str, *, extra: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, extra: str | None = None, config_error: bool = False
+    ) -> None:
         super().__init__(message)
         self.extra = extra
+        self.config_error = config_error  # the config names something wrong: not a start failure
 
 
 def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
@@ -151,7 +154,8 @@ def resolve_registered(name: str) -> ServerSource:
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ServerLoadError(
         f"unknown server {name!r}{hint} (registered servers: {', '.join(names)}; "
-        "or use 'module: package.module:attribute')"
+        "or use 'module: package.module:attribute')",
+        config_error=True,
     )
 
 
@@ -184,7 +188,9 @@ def resolve_module(
         try:
             target: Any = getattr(module, attr)
         except AttributeError:
-            raise ServerLoadError(f"{module_name!r} has no attribute {attr!r} ({label})") from None
+            raise ServerLoadError(
+                f"{module_name!r} has no attribute {attr!r} ({label})", config_error=True
+            ) from None
         except Exception as exc:  # a lazy module attribute may fail to build
             raise ServerLoadError(f"loading {spec!r} for {label} failed: {exc}") from None
         if inspect.ismodule(target):
@@ -195,7 +201,8 @@ def resolve_module(
     if not hasattr(module, "create_server"):
         raise ServerLoadError(
             f"{module_name!r} is not a server module (it has no create_server); "
-            f"use 'module: {module_name}:<attribute>' to name a server object or factory"
+            f"use 'module: {module_name}:<attribute>' to name a server object or factory",
+            config_error=True,
         )
     return ServerSource(
         label=label,

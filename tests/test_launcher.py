@@ -759,9 +759,31 @@ def test_a_module_next_to_the_config_is_importable_and_errors_say_where_it_looke
     assert status == 0, err
     assert "note" in out and "OK: 1 tool from 1 server," in out
     missing = write_config("servers:\n  notes:\n    module: no_such_notes\n", name="bad.yaml")
-    status, _, err = run_main(["--config", str(missing), "--check"], capsys)
-    assert status == 2
-    assert f"the config file's folder {tmp_path}" in err
+    status, out, err = run_main(["--config", str(missing), "--check"], capsys)
+    assert status == 1  # skipped: --check says it will not serve
+    assert "FAIL" in out and "the config file's folder" in out.replace("\n", " ")
+
+
+def test_a_server_that_fails_to_build_is_skipped_unless_required(
+    write_config, capsys, tmp_path: Path
+) -> None:
+    (tmp_path / "broken_server.py").write_text(
+        "def make():\n    raise RuntimeError('the database is down')\n"
+    )
+    memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    path = write_config("servers:\n" + memory + "  broken:\n    module: broken_server:make\n")
+    status, out, err = run_main(["--config", str(path), "--check"], capsys)
+    assert status == 1
+    assert "FAIL" in out and "the database is down" in out
+    assert "write_memory" in out
+    for flags, text in (([], "    required: true\n"), (["--strict"], "")):
+        strict = write_config(
+            "servers:\n" + memory + "  broken:\n    module: broken_server:make\n" + text,
+            name="strict.yaml",
+        )
+        status, _, err = run_main(["--config", str(strict), "--check", *flags], capsys)
+        assert status == 1
+        assert "servers.broken: cannot build broken_server:make: RuntimeError" in err
 
 
 def test_an_unknown_server_name_suggests_the_closest(write_config, capsys) -> None:

@@ -135,8 +135,8 @@ def resolve_sources(
             else:
                 source = resolve_registered(entry.server or name)
         except ServerLoadError as exc:
-            if exc.extra:
-                skipped.append((name, str(exc)))
+            if exc.extra or (entry.module and not exc.config_error):
+                skipped.append((name, str(exc)))  # build_servers decides: skip, or stop
                 continue
             key = "module" if entry.module else ("server" if entry.server else "")
             loc: tuple[str, ...] = ("servers", name, key) if key else ("servers", name)
@@ -253,11 +253,6 @@ async def build_servers(
             try:
                 await supervisor.wait_started()
             except ExternalStartError as exc:
-                if entry.required or strict:
-                    for started in supervisors.values():
-                        started.stop()
-                    raise ServerStartError(f"servers.{name}: {exc}") from None
-                log.warning("servers.%s not mounted: %s", name, exc)
                 skipped.append((name, str(exc)))
                 continue
             mounts.append(Mount(name, source, entry, None, supervisor.proxy(), supervisor))
@@ -283,11 +278,21 @@ async def build_servers(
                 skipped.append((name, str(exc)))
                 continue
             raise loaded.error(("servers", name), str(exc)) from None
-        except Exception as exc:  # whatever a server's factory raises is reported, not traced
+        except TypeError as exc:  # a factory refusing its settings is a config error
             raise loaded.error(
                 ("servers", name), f"cannot build {source.label}: {type(exc).__name__}: {exc}"
             ) from None
+        except Exception as exc:  # whatever else a factory raises is reported, not traced
+            skipped.append((name, f"cannot build {source.label}: {type(exc).__name__}: {exc}"))
+            continue
         mounts.append(Mount(name, source, entry, settings, server))
+    for name, why in skipped:
+        entry = loaded.config.servers[name]
+        if entry.required or strict:
+            for mount in mounts:
+                if mount.supervisor is not None:
+                    mount.supervisor.stop()
+            raise ServerStartError(f"servers.{name}: {why}")
     return mounts, skipped
 
 
