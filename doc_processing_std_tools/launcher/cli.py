@@ -160,7 +160,7 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
     try:
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _progress(loaded):
             composition = await compose(loaded, strict=args.strict)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
@@ -206,6 +206,17 @@ async def _report_or_serve(
             return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_FAILURE)
     await serve(composition, transport, listener)
     return EXIT_OK
+
+
+def _progress(loaded: LoadedConfig) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on a terminal's stderr while external servers start (they can take seconds)."""
+    external = [n for n, e in loaded.config.servers.items() if e.enabled and e.external]
+    if not external or not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    names = ", ".join(external)
+    return Console(stderr=True).status(f"starting external servers: {names}")
 
 
 def _first_leaf(exc: BaseException) -> BaseException:
