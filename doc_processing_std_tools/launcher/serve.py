@@ -1,4 +1,4 @@
-"""Serve a composition over stdio or streamable HTTP until EOF, SIGINT or SIGTERM.
+"""Serve a composition over stdio or streamable HTTP (launcher/http.py) until EOF, SIGINT or SIGTERM.
 
 Why stdio is not simply ``FastMCP.run_stdio_async``: the SDK reads stdin in an
 AnyIO worker thread that cannot be interrupted, so on SIGTERM the server would
@@ -36,34 +36,31 @@ log = logging.getLogger("dpt-launch")
 async def serve(
     composition: Composition, transport: TransportConfig, listener: socket.socket | None = None
 ) -> None:
-    """Check the tools, then serve; a signal cancels serving so every lifespan exits cleanly.
+    """Check the tools, then serve until the client leaves or a signal arrives.
 
-    For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given).
+    For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given);
+    a signal drains in-flight calls (``shutdown_grace``). For stdio, a signal cancels
+    serving so every lifespan exits cleanly.
     """
     await check_tools(composition)
     root = composition.root
     tool_count = sum(len(m.tools) for m in composition.mounts)
+    if transport.type == "http":
+        from .http import serve_http, use_json_logs
+
+        if transport.log_format == "json":
+            use_json_logs()
+        # Bound before serving, so the log names the real port (port 0 picks a free one).
+        listener = listener or bind(transport.host, transport.port)
+        port = listener.getsockname()[1]
+        host = f"[{transport.host}]" if ":" in transport.host else transport.host
+        log.warning("serving %d tools on http://%s:%d%s", tool_count, host, port, transport.path)
+        await serve_http(composition, transport, listener)  # stops itself on SIGTERM/SIGINT
+        return
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
-        if transport.type == "http":
-            # Bound before serving, so the log names the real port (port 0 picks a free one).
-            listener = listener or bind(transport.host, transport.port)
-            port = listener.getsockname()[1]
-            host = f"[{transport.host}]" if ":" in transport.host else transport.host
-            log.warning(
-                "serving %d tools on http://%s:%d%s", tool_count, host, port, transport.path
-            )
-            await root.run_http_async(
-                show_banner=False,
-                host=transport.host,
-                port=port,
-                path=transport.path,
-                stateless_http=transport.stateless,
-                sockets=[listener],
-            )
-        else:
-            log.info("serving %d tools over stdio", tool_count)
-            await run_stdio(root)
+        log.info("serving %d tools over stdio", tool_count)
+        await run_stdio(root)
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
 
 
