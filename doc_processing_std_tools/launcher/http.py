@@ -112,8 +112,10 @@ def quiet_signal_server(config: Any) -> Any:
 async def _stop_on_signal(server: Any, requests: InFlight, grace: float) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
-            if server.should_exit:  # a second signal: stop now
-                server.force_exit = True
+            if server.should_exit:
+                # A second signal (or the same one sent to the whole process group):
+                # stop waiting for calls, but still shut down in order. (uvicorn's
+                # force_exit would skip the lifespan shutdown and print a traceback.)
                 requests.cancel_all()
                 continue
             log.info(
