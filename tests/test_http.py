@@ -722,3 +722,30 @@ async def test_a_call_past_the_grace_period_is_cut_and_the_exit_is_still_clean(t
         assert time.monotonic() - started < 10
         err = launched.stderr()
     assert "Traceback" not in err
+
+
+def test_accepted_connections_get_tcp_nodelay() -> None:
+    """Without it every reply written as headers-then-body waited ~40 ms for a delayed ACK."""
+    import asyncio
+
+    from doc_processing_std_tools.launcher.serve import bind
+
+    async def accepted_nodelay() -> int:
+        flags: list[int] = []
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                flags.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        listener = bind("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname())
+            while not flags:
+                await asyncio.sleep(0.01)
+            writer.close()
+        return flags[0]
+
+    assert asyncio.run(accepted_nodelay()) != 0
