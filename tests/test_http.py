@@ -749,3 +749,32 @@ def test_accepted_connections_get_tcp_nodelay() -> None:
         return flags[0]
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_sigterm_over_http_stops_every_lifespan(tmp_path) -> None:
+    marker = tmp_path / "marker"
+    config = f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    with http_launcher(tmp_path, config) as launched:
+        assert marker.read_text() == "started"
+        assert launched.stop(signal.SIGTERM) == 0
+    assert marker.read_text() == "stopped"
+    assert "Traceback" not in launched.stderr()
+
+
+def test_a_lifespan_failing_at_start_over_http_is_one_line_and_exit_1(tmp_path) -> None:
+    path = tmp_path / "tools.yaml"
+    marker = tmp_path / "missing-folder" / "marker"
+    path.write_text(
+        f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    )
+    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+    )
+    assert done.returncode == 1
+    assert "a server failed: FileNotFoundError" in done.stderr
+    assert "Traceback" not in done.stderr
