@@ -778,3 +778,48 @@ def test_a_lifespan_failing_at_start_over_http_is_one_line_and_exit_1(tmp_path) 
     assert done.returncode == 1
     assert "a server failed: FileNotFoundError" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+ROOTS_SERVER = '''
+from fastmcp import Context, FastMCP
+
+mcp = FastMCP("asks")
+
+
+@mcp.tool
+async def client_roots(ctx: Context) -> str:
+    """Ask the client for its roots on this call's own stream."""
+    import mcp_types as types
+    from mcp.shared.message import ServerMessageMetadata
+
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_context.request_id)
+    result = await ctx.session.send_request(
+        types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
+    )
+    return ",".join(str(root.uri) for root in result.roots)
+'''
+
+
+async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None:
+    """Replies go out as JSON, yet a call that sends a request first keeps its SSE stream."""
+    import mcp_types as types
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    (tmp_path / "asks.py").write_text(ROOTS_SERVER)
+    config = "servers:\n  asks:\n    module: asks:mcp\n"
+    pythonpath = os.pathsep.join([str(tmp_path), str(TESTS), os.environ.get("PYTHONPATH", "")])
+
+    async def list_roots(_context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/project", name="p")])
+
+    with http_launcher(tmp_path, config, env={"PYTHONPATH": pythonpath}) as launched:
+        with anyio.fail_after(30):
+            async with (
+                streamable_http_client(launched.url) as (read, write, *_),
+                ClientSession(read, write, list_roots_callback=list_roots) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool("client_roots", {})
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == "file:///srv/project"

@@ -98,7 +98,7 @@ class TransportConfig(_Strict):
     stateless: bool = False
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
-    json_response: bool = True  # replies as one JSON body: no 1 MiB SSE event limit in clients
+    json_response: bool = False  # True: SDK JSON mode, no back-channel during calls
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)

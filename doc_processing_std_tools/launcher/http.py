@@ -6,11 +6,12 @@ Most pieces come from the libraries (each named where it is used):
   and Origin (403) headers: DNS-rebinding protection;
 - fastmcp's ``TokenVerifier`` + ``RequireAuthMiddleware`` do bearer tokens (401 with
   ``WWW-Authenticate: Bearer``); our verifier compares in constant time;
-- the mcp SDK's ``StreamableHTTPSessionManager`` caps request bodies (413), expires
-  idle sessions and answers with JSON bodies (no SSE event-size limit in clients);
+- the mcp SDK's ``StreamableHTTPSessionManager`` caps request bodies (413) and expires
+  idle sessions;
 - uvicorn caps connections (503) and closes idle keep-alive connections.
 
-Written here because the libraries fall short: a 400 for a missing Host header (the
+Written here because the libraries fall short: replies as one JSON body while keeping
+the SSE back-channel (:class:`SingleReplyAsJson`), a 400 for a missing Host header (the
 guard answers 421), a timeout for clients that trickle their request headers (uvicorn
 waits for ever), ``/health`` and ``/ready``, one access line per request, and a drain
 on SIGTERM/SIGINT that lets in-flight calls finish and then closes open streams
@@ -225,7 +226,9 @@ def build_app(
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
-    mcp_endpoint = StreamableHTTPASGIApp(sessions)  # an ASGI object: Starlette passes it raw
+    mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)  # type: ignore[assignment]
+    if not transport.json_response:
+        mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
     verifier = static_bearer_tokens(transport.tokens) if transport.tokens else None
 
     def protected(endpoint: ASGIApp) -> ASGIApp:
@@ -353,6 +356,109 @@ class RequireHostHeader:
             await _plain(send, 400, "Bad Request: missing Host header")
             return
         await self.app(scope, receive, send)
+
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_SSE_ONLY_HEADERS = {b"content-type", b"cache-control", b"connection", b"x-accel-buffering"}
+
+
+class SingleReplyAsJson:
+    """Turns a POST's SSE stream into one JSON body when the reply is its only message.
+
+    Clients limit one SSE event (the official ``mcp`` client: 1 MiB), so a big reply
+    sent as an event never arrives; as ``application/json`` (which every client
+    accepts on a POST) it does. A call that first sends something else (progress,
+    a log message, a request such as ``roots/list``) keeps its SSE stream, so the
+    back-channel works as before. The SDK's ``json_response`` mode would drop that
+    back-channel for every call, hence this middleware.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        held: Message | None = None  # the SSE response start, not sent yet
+        raw = bytearray()  # the body so far, while undecided
+        parsed = 0  # bytes of *raw* already read as events
+        mode = "undecided"  # then "sse" (pass through) or "json" (reply sent)
+
+        async def pass_through() -> None:
+            nonlocal mode
+            mode = "sse"
+            await send(held)  # type: ignore[arg-type]
+            await send({"type": "http.response.body", "body": bytes(raw), "more_body": True})
+
+        async def intercept(message: Message) -> None:
+            nonlocal held, parsed, mode
+            if mode == "sse":
+                await send(message)
+                return
+            if mode == "json":
+                return  # the rest of the stream (its end) is already answered
+            if message["type"] == "http.response.start":
+                headers = dict(message.get("headers", []))
+                if headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+                    held = message
+                else:
+                    mode = "sse"
+                    await send(message)
+                return
+            if held is None:  # pragma: no cover - body before start
+                await send(message)
+                return
+            raw.extend(message.get("body", b""))
+            while match := _EVENT_END.search(raw, parsed):
+                event, parsed = bytes(raw[parsed : match.start()]), match.end()
+                data = _sse_data(event)
+                if data is None:
+                    continue  # a comment or a priming event: nothing for the client yet
+                if _is_reply(data):
+                    mode = "json"
+                    headers = [
+                        (k, v)
+                        for k, v in held.get("headers", [])
+                        if k.lower() not in _SSE_ONLY_HEADERS
+                    ]
+                    headers += [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(data)).encode()),
+                    ]
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": held["status"],
+                            "headers": headers,
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": data, "more_body": False})
+                else:
+                    await pass_through()
+                return
+            if not message.get("more_body", False):
+                await pass_through()
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        await self.app(scope, receive, intercept)
+
+
+def _sse_data(event: bytes) -> bytes | None:
+    """The data of one SSE event, or None when it has none."""
+    lines = [line for line in re.split(rb"\r\n|\n|\r", event) if line.startswith(b"data:")]
+    if not lines:
+        return None
+    return b"\n".join(line[6:] if line.startswith(b"data: ") else line[5:] for line in lines)
+
+
+def _is_reply(data: bytes) -> bool:
+    """True for a JSON-RPC response or error (not a request or a notification)."""
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "id" in message and "method" not in message
 
 
 class InFlight:
