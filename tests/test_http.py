@@ -520,34 +520,39 @@ def _ready(composition) -> tuple[int, dict]:
     return sent[0]["status"], json.loads(sent[1]["body"])
 
 
-def test_ready_is_503_only_when_a_required_server_is_not_up(write_config) -> None:
-    from doc_processing_std_tools.launcher.compose import build
-    from doc_processing_std_tools.launcher.config import load_config
+def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
+    """How /ready sums up states. (Live states come from the supervisor: stand-ins here.)"""
 
-    path = write_config(
-        "servers:\n  a:\n    module: sample_servers:echo_server\n"
-        "  b:\n    module: sample_servers:make_counter\n"
+    def mount(name: str, state: str, required: bool) -> SimpleNamespace:
+        return SimpleNamespace(name=name, state=state, entry=SimpleNamespace(required=required))
+
+    composition = SimpleNamespace(
+        mounts=[mount("a", "up", False), mount("b", "up", True)],
+        skipped=[("c", "needs the popoto extra")],
     )
-    composition = build(load_config(path))
-    composition.skipped.append(("c", "needs the popoto extra"))
     status, body = _ready(composition)
     assert status == 200
-    assert body["servers"]["c"] == {
-        "state": "skipped",
-        "required": False,
-        "reason": "needs the popoto extra",
+    assert body == {
+        "status": "ready",
+        "servers": {
+            "a": {"state": "up", "required": False},
+            "b": {"state": "up", "required": True},
+            "c": {"state": "skipped", "required": False, "reason": "needs the popoto extra"},
+        },
     }
-
-    # The supervisor (a later issue) sets states and `required`; stand-ins for both here.
-    first, second = composition.mounts
-    first.state = "failed"  # type: ignore[attr-defined]
+    composition.mounts[0].state = "failed"
     assert _ready(composition)[0] == 200  # not required
-    second.entry = SimpleNamespace(required=True)  # type: ignore[assignment]
-    second.state = "restarting"  # type: ignore[attr-defined]
-    status, body = _ready(composition)
-    assert status == 503
-    assert body["status"] == "not ready"
-    assert body["servers"]["b"] == {"state": "restarting", "required": True}
+    for state in ("starting", "restarting", "failed"):
+        composition.mounts[1].state = state
+        status, body = _ready(composition)
+        assert status == 503
+        assert body["status"] == "not ready"
+        assert body["servers"]["b"] == {"state": state, "required": True}
+    composition.mounts[1].state = "up"
+    composition.loaded = SimpleNamespace(  # a required server that was skipped
+        config=SimpleNamespace(servers={"c": SimpleNamespace(required=True)})
+    )
+    assert _ready(composition)[0] == 503
 
 
 # -- slow clients, idle sessions -------------------------------------------------------

@@ -306,14 +306,18 @@ class Readiness:
         self.composition = composition
 
     def states(self) -> dict[str, dict[str, Any]]:
+        """Each server's state; ``state`` and ``required`` are read where they exist."""
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.composition.mounts:
             servers[mount.name] = {
                 "state": getattr(mount, "state", "up"),
                 "required": bool(getattr(mount.entry, "required", False)),
             }
+        loaded = getattr(self.composition, "loaded", None)
+        entries = loaded.config.servers if loaded is not None else {}
         for name, why in self.composition.skipped:
-            servers[name] = {"state": "skipped", "required": False, "reason": why}
+            required = bool(getattr(entries.get(name), "required", False))
+            servers[name] = {"state": "skipped", "required": required, "reason": why}
         return servers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
