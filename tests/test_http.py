@@ -565,6 +565,7 @@ LIMITED = """\
       header_timeout: 1
       idle_timeout: 1
       session_idle_timeout: 1
+      max_sessions: 3
     servers:
       echo:
         module: sample_servers:echo_server
@@ -641,6 +642,21 @@ def test_an_abandoned_session_expires(limited) -> None:
     assert rpc(port, "tools/list", session=session).status == 200
     time.sleep(2.5)  # abandoned: no request for longer than session_idle_timeout (1 s)
     assert rpc(port, "tools/list", session=session).status == 404
+
+
+def test_sessions_beyond_max_sessions_get_503_until_one_ends(limited) -> None:
+    port = limited.port
+    time.sleep(1.5)  # sessions of earlier tests have expired (session_idle_timeout: 1)
+    sessions = [open_session(port) for _ in range(3)]
+    params = {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    assert rpc(port, "initialize", params).status == 503
+    headers = {"Mcp-Session-Id": sessions[0], "MCP-Protocol-Version": PROTOCOL}
+    assert request(port, "DELETE", "/mcp", headers=headers).status == 200
+    open_session(port)
 
 
 # -- shutdown ----------------------------------------------------------------------------

@@ -46,6 +46,7 @@ DEFAULT_MAX_CONNECTIONS = 1000  # open HTTP connections (503 beyond)
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a client has to send a request's headers
 DEFAULT_IDLE_TIMEOUT = 5.0  # seconds a keep-alive connection may sit idle
 DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
+DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
 DEFAULT_SHUTDOWN_GRACE = 10.0  # seconds in-flight calls get on SIGTERM/SIGINT
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
 
@@ -104,6 +105,7 @@ class TransportConfig(_Strict):
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
     idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
     session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
+    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
     shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
     log_format: Literal["text", "json"] = "text"
 

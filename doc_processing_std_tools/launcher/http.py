@@ -6,8 +6,8 @@ Most pieces come from the libraries (each named where it is used):
   and Origin (403) headers: DNS-rebinding protection;
 - fastmcp's ``TokenVerifier`` + ``RequireAuthMiddleware`` do bearer tokens (401 with
   ``WWW-Authenticate: Bearer``); our verifier compares in constant time;
-- the mcp SDK's ``StreamableHTTPSessionManager`` caps request bodies (413) and expires
-  idle sessions;
+- the mcp SDK's ``StreamableHTTPSessionManager`` caps request bodies (413) and open
+  sessions (503), and expires idle sessions;
 - uvicorn caps connections (503) and closes idle keep-alive connections.
 
 Written here because the libraries fall short: replies as one JSON body while keeping
@@ -221,6 +221,7 @@ def build_app(
         json_response=transport.json_response,
         stateless=transport.stateless,
         session_idle_timeout=transport.session_idle_timeout,
+        max_sessions=transport.max_sessions,
         max_request_body_size=transport.max_body_bytes,
         # The Host/Origin guard below covers every route, so the SDK's own is off.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
