@@ -578,9 +578,12 @@ def limited() -> Iterator[Launched]:
         yield launched
 
 
-def _trickle(port: int, stop: threading.Event, closed: list[bool]) -> None:
+def _trickle(
+    port: int, stop: threading.Event, connected: threading.Semaphore, closed: list[bool]
+) -> None:
     """A slowloris client: request headers one byte every 0.1 s, never finished."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
+        connected.release()
         sock.settimeout(0.1)
         header = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 10_000
         for byte in header:
@@ -602,13 +605,16 @@ def test_trickling_clients_are_cut_off_and_a_legit_client_is_served(limited) -> 
     port = limited.port
     stop = threading.Event()
     closed: list[bool] = []
+    connected = threading.Semaphore(0)
     tricklers = [
-        threading.Thread(target=_trickle, args=(port, stop, closed), daemon=True) for _ in range(6)
+        threading.Thread(target=_trickle, args=(port, stop, connected, closed), daemon=True)
+        for _ in range(6)
     ]
     for thread in tricklers:
         thread.start()
     try:
-        time.sleep(0.3)  # all six are connected and trickling
+        for _ in tricklers:  # all six are connected (accepted before the request below)
+            assert connected.acquire(timeout=10)
         busy = request(port, "GET", "/health")
         assert busy.status == 503  # over max_connections: a clear refusal, not a hang
         for thread in tricklers:
