@@ -518,7 +518,7 @@ async def test_http_transport_binds_loopback_and_logs_the_real_port(write_config
     try:
         assert proc.stderr
         line = proc.stderr.readline()  # the first log line names the URL; the port is bound by then
-        match = re.search(r"serving 1 tools on (http://127\.0\.0\.1:(\d+)/mcp)", line)
+        match = re.search(r"serving 1 tools? on (http://127\.0\.0\.1:(\d+)/mcp)", line)
         assert match, line
         url, port = match.group(1), int(match.group(2))
         assert port != 0

@@ -94,3 +94,8 @@ async def test_the_server_calls_a_tool_through_its_private_run() -> None:
     finally:
         type(tool)._run = original
     assert calls == ["ping"]
+
+
+def test_additional_http_routes_is_a_list_of_routes() -> None:
+    routes = seams.additional_http_routes(FastMCP("x"))
+    assert isinstance(routes, list)

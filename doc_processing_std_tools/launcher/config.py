@@ -25,12 +25,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 DEFAULT_NAME = "doc-processing-std-tools"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 DEFAULT_HTTP_PATH = "/mcp"
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # HTTP request body cap (413 beyond)
+DEFAULT_MAX_CONNECTIONS = 1000  # open HTTP connections (503 beyond)
+DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a client has to send a request's headers
+DEFAULT_IDLE_TIMEOUT = 5.0  # seconds a keep-alive connection may sit idle
+DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
+DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
+DEFAULT_SHUTDOWN_GRACE = 10.0  # seconds in-flight calls get on SIGTERM/SIGINT
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
 
 
@@ -42,14 +59,55 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class AuthConfig(_Strict):
+    """Bearer tokens an HTTP client must send (``Authorization: Bearer <token>``).
+
+    ``auth: none`` (stored as ``token: null``) turns authentication off explicitly.
+    """
+
+    token: list[SecretStr] | None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _none_means_off(cls, value: Any) -> Any:
+        return {"token": None} if isinstance(value, str) and value.lower() == "none" else value
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str | SecretStr) else value
+
+    @field_validator("token")
+    @classmethod
+    def _not_empty(cls, value: list[SecretStr] | None) -> list[SecretStr] | None:
+        if value is not None and not value:
+            raise ValueError("give at least one token, or write auth: none")
+        if value and any(not token.get_secret_value().strip() for token in value):
+            raise ValueError("a token is empty; set the variable it comes from, e.g. DPT_TOKEN")
+        return value
+
+
 class TransportConfig(_Strict):
-    """How the composed server talks to its client."""
+    """How the composed server talks to its client. HTTP defaults: docs/launcher.md."""
 
     type: Literal["stdio", "http"] = "stdio"
+    # Before ``host``: the host check reads it.
+    auth: AuthConfig | None = None
     host: str = DEFAULT_HOST
     port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     path: str = DEFAULT_HTTP_PATH
     stateless: bool = False
+    allowed_hosts: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+    json_response: bool = False  # True: SDK JSON mode, no back-channel during calls
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
+    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
+    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
+    idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
+    session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
+    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
+    shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
+    log_format: Literal["text", "json"] = "text"
 
     @field_validator("path")
     @classmethod
@@ -57,6 +115,45 @@ class TransportConfig(_Strict):
         if not value.startswith("/"):
             raise ValueError("must start with '/', e.g. /mcp")
         return value
+
+    @field_validator("host")
+    @classmethod
+    def _no_open_bind_without_auth(cls, value: str, info: ValidationInfo) -> str:
+        open_bind = info.data.get("type") == "http" and info.data.get("auth") is None
+        if open_bind and not is_loopback_host(value):
+            raise PydanticCustomError(
+                "insecure_bind",
+                f"serving HTTP on {value} without auth exposes every tool to the network; "
+                "set a token (transport.auth.token, e.g. from $DPT_TOKEN), or write "
+                "transport.auth: none to accept the risk",
+            )
+        return value
+
+    @property
+    def tokens(self) -> list[str]:
+        """The accepted bearer tokens; empty when auth is off."""
+        if self.auth is None or self.auth.token is None:
+            return []
+        return [token.get_secret_value() for token in self.auth.token]
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when *host* names only loopback addresses (unresolvable names: bind reports them)."""
+    import ipaddress
+    import socket
+
+    name = host.strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return True  # cannot be bound either; the bind error names it
+    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
 
 
 class ToolFilter(_Strict):

@@ -28,6 +28,11 @@ def low_level_server(server: FastMCP) -> Server[Any, Any]:
     return server._mcp_server
 
 
+def additional_http_routes(server: FastMCP) -> list[Any]:
+    """Routes the server's own components add to its HTTP app (``_get_additional_http_routes``)."""
+    return list(server._get_additional_http_routes())
+
+
 def mounted_provider(
     server: FastMCP,
     *,

@@ -1,4 +1,4 @@
-"""Serve a composition over stdio or streamable HTTP until EOF, SIGINT or SIGTERM.
+"""Serve a composition over stdio or streamable HTTP (launcher/http.py) until EOF, SIGINT or SIGTERM.
 
 Why stdio is not simply ``FastMCP.run_stdio_async``: the SDK reads stdin in an
 AnyIO worker thread that cannot be interrupted, so on SIGTERM the server would
@@ -37,43 +37,57 @@ log = logging.getLogger("dpt-launch")
 async def serve(
     composition: Composition, transport: TransportConfig, listener: socket.socket | None = None
 ) -> None:
-    """Serve until the client leaves; a signal cancels serving so every lifespan exits cleanly.
+    """Serve until the client leaves or a signal arrives.
 
-    For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given).
+    For HTTP, *listener* is the socket :func:`bind` opened (bound here when not given);
+    a signal drains in-flight calls (``shutdown_grace``). For stdio, a signal cancels
+    serving so every lifespan exits cleanly.
     """
     root = composition.root
-    tool_count = composition.tool_count
     from .reload import watch
 
+    count = composition.tool_count
+    tools = f"{count} tool" if count == 1 else f"{count} tools"
+    if transport.type == "http":
+        from .http import serve_http, use_json_logs
+
+        if transport.log_format == "json":
+            use_json_logs()
+        # Bound before serving, so the line names the real port (port 0 picks a free one).
+        listener = listener or bind(transport.host, transport.port)
+        port = listener.getsockname()[1]
+        host = f"[{transport.host}]" if ":" in transport.host else transport.host
+        _announce(f"serving {tools} on http://{host}:{port}{transport.path}", transport)
+        async with anyio.create_task_group() as group:
+            group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
+            await serve_http(composition, transport, listener)  # stops itself on SIGTERM/SIGINT
+            group.cancel_scope.cancel()
+        return
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, group.cancel_scope)
         group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
-        if transport.type == "http":
-            # Bound before serving, so the log names the real port (port 0 picks a free one).
-            listener = listener or bind(transport.host, transport.port)
-            port = listener.getsockname()[1]
-            host = f"[{transport.host}]" if ":" in transport.host else transport.host
-            log.warning(
-                "serving %d tools on http://%s:%d%s", tool_count, host, port, transport.path
-            )
-            await root.run_http_async(
-                show_banner=False,
-                host=transport.host,
-                port=port,
-                path=transport.path,
-                stateless_http=transport.stateless,
-                sockets=[listener],
-            )
-        else:
-            log.info("serving %d tools over stdio", tool_count)
-            await run_stdio(root)
+        log.info("serving %s over stdio", tools)
+        await run_stdio(root)
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
 
 
+def _announce(line: str, transport: TransportConfig) -> None:
+    """The one line a person starting an HTTP daemon wants to see: not a warning, always shown."""
+    if transport.log_format == "json":
+        log.warning(line)
+    else:
+        print(f"dpt-launch: {line}", file=sys.stderr, flush=True)
+
+
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on *host*:*port*."""
+    """A listening TCP socket on *host*:*port*.
+
+    The protocol is named (IPPROTO_TCP) so that asyncio sets TCP_NODELAY on accepted
+    connections: with proto 0 it does not, and every reply written in two parts
+    (headers, then body) waited ~40 ms for the client's delayed ACK.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, port))

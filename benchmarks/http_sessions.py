@@ -1,0 +1,127 @@
+"""RSS of ``dpt-launch`` over HTTP while clients open sessions and abandon them.
+
+Starts ``dpt-launch --transport http --port 0`` (one echo tool) with
+``transport.session_idle_timeout`` set to ``--idle-timeout`` seconds, then opens
+``--sessions`` MCP sessions over raw HTTP (``initialize`` + ``notifications/initialized``,
+never closed) and prints the server's RSS at every thousand, and once more after the
+idle timeout has passed. With a short timeout RSS stays flat; with ``--idle-timeout
+3600`` (the default setting) it grows until sessions expire.
+
+Run: ``python benchmarks/http_sessions.py [--sessions 5000] [--idle-timeout 5]``
+(Linux: RSS comes from /proc). Not run in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PROTOCOL = "2025-11-25"
+CONFIG = """\
+transport:
+  type: http
+  session_idle_timeout: {idle}
+servers:
+  echo:
+    module: bench_echo:mcp
+"""
+ECHO = """\
+from fastmcp import FastMCP
+mcp = FastMCP("echo")
+@mcp.tool
+def echo(text: str) -> str:
+    return text
+"""
+
+
+def rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def post(conn: http.client.HTTPConnection, message: dict, session: str | None = None) -> str | None:
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL,
+    }
+    if session:
+        headers["Mcp-Session-Id"] = session
+    conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
+    response = conn.getresponse()
+    response.read()
+    if response.status >= 300:
+        raise RuntimeError(f"HTTP {response.status}")
+    return response.getheader("mcp-session-id")
+
+
+def open_abandoned_session(conn: http.client.HTTPConnection) -> None:
+    params = {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "b", "version": "1"},
+    }
+    session = post(conn, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=5000)
+    parser.add_argument("--idle-timeout", type=float, default=5.0)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        (folder / "bench_echo.py").write_text(ECHO)
+        config = folder / "tools.yaml"
+        config.write_text(CONFIG.format(idle=args.idle_timeout))
+        errlog = folder / "stderr.log"
+        command = [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
+        command += ["--config", str(config), "--transport", "http", "--port", "0"]
+        with errlog.open("wb") as err:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                env={**os.environ, "PYTHONPATH": str(folder)},
+            )
+        try:
+            port = 0
+            while not port:
+                if proc.poll() is not None:
+                    sys.exit(errlog.read_text())
+                found = re.search(r"on http://127\.0\.0\.1:(\d+)", errlog.read_text())
+                port = int(found.group(1)) if found else 0
+                time.sleep(0.05)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            time.sleep(1)
+            print(f"session_idle_timeout={args.idle_timeout:g}s")
+            print(f"{'sessions':>8}  {'RSS MiB':>8}  {'elapsed s':>9}")
+            start = time.monotonic()
+            print(f"{0:>8}  {rss_mib(proc.pid):8.1f}  {0:9.1f}")
+            for opened in range(1, args.sessions + 1):
+                open_abandoned_session(conn)
+                if opened % 1000 == 0:
+                    print(f"{opened:>8}  {rss_mib(proc.pid):8.1f}  {time.monotonic() - start:9.1f}")
+            if args.idle_timeout < 60:
+                time.sleep(args.idle_timeout + 2)
+                print(f"{'+idle':>8}  {rss_mib(proc.pid):8.1f}  {time.monotonic() - start:9.1f}")
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

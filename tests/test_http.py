@@ -1,0 +1,852 @@
+"""The HTTP transport: Host/Origin guard, tokens, /health and /ready, limits, big replies,
+session expiry, graceful shutdown and the access log. Real ``dpt-launch`` processes on
+127.0.0.1, raw HTTP (stdlib ``http.client``) and the official clients."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import anyio
+import pytest
+from conftest import launcher_command, text_of
+
+from doc_processing_std_tools.launcher.cli import main
+
+TESTS = Path(__file__).resolve().parent
+PROTOCOL = "2025-11-25"
+TOKENS = ("first-token-3f9a", "second-token-77c1")
+SERVING_LINE = re.compile(r'serving \d+ tools? on (http://127\.0\.0\.1:(\d+)[^\s"]*)')
+
+
+# -- a launcher on a free port ---------------------------------------------------
+
+
+@dataclass
+class Launched:
+    proc: subprocess.Popen[bytes]
+    port: int
+    url: str  # the MCP endpoint
+    errlog: Path
+
+    def stderr(self) -> str:
+        return self.errlog.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout=timeout)
+
+
+@contextmanager
+def http_launcher(
+    folder: Path, config: str, env: dict[str, str] | None = None
+) -> Iterator[Launched]:
+    """``dpt-launch --transport http --port 0`` on *config*; the port comes from its log line."""
+    path = folder / "tools.yaml"
+    path.write_text(textwrap.dedent(config), encoding="utf-8")
+    errlog = folder / "stderr.log"
+    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    with errlog.open("wb") as err:
+        proc = subprocess.Popen(
+            [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env={**os.environ, "PYTHONPATH": pythonpath, **(env or {})},
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            found = re.search(SERVING_LINE, errlog.read_text())
+            if found:
+                break
+            assert proc.poll() is None, errlog.read_text()
+            assert time.monotonic() < deadline, errlog.read_text()
+            time.sleep(0.05)
+        port = int(found.group(2))
+        _wait_until_serving(port)
+        yield Launched(proc, port, found.group(1), errlog)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_until_serving(port: int) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if request(port, "GET", "/health").status == 200:
+                return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "the launcher never answered /health"
+        time.sleep(0.05)
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    host: str | None = "default",
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    timeout: float = 30,
+) -> Reply:
+    """One raw HTTP request with full control over the Host header (None: no Host at all)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        if host is not None:
+            conn.putheader("Host", f"127.0.0.1:{port}" if host == "default" else host)
+        for name, value in (headers or {}).items():
+            conn.putheader(name, value)
+        if body is not None:
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
+        response = conn.getresponse()
+        return Reply(
+            response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        )
+    finally:
+        conn.close()
+
+
+def rpc(
+    port: int,
+    method: str,
+    params: dict | None = None,
+    *,
+    session: str | None = None,
+    host: str | None = "default",
+    headers: dict[str, str] | None = None,
+    request_id: int | None = 1,
+) -> Reply:
+    """A JSON-RPC message POSTed to /mcp as the official clients do."""
+    message: dict = {"jsonrpc": "2.0", "method": method}
+    if request_id is not None:
+        message["id"] = request_id
+    if params is not None:
+        message["params"] = params
+    all_headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL,
+        **({"Mcp-Session-Id": session} if session else {}),
+        **(headers or {}),
+    }
+    return request(
+        port, "POST", "/mcp", host=host, headers=all_headers, body=json.dumps(message).encode()
+    )
+
+
+def open_session(port: int, headers: dict[str, str] | None = None) -> str:
+    """Initialize an MCP session over raw HTTP; returns its id."""
+    params = {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    reply = rpc(port, "initialize", params, headers=headers)
+    assert reply.status == 200, reply
+    session = reply.headers["mcp-session-id"]
+    done = rpc(port, "notifications/initialized", session=session, headers=headers, request_id=None)
+    assert done.status == 202, done
+    return session
+
+
+# -- Host and Origin ---------------------------------------------------------------
+
+GUARDED = """\
+    transport:
+      type: http
+      allowed_hosts: ["*.corp.example", exact.example]
+      allowed_origins: ["https://app.example"]
+      max_body_bytes: 1048576
+    servers:
+      fs:
+        server: filesystem
+        settings: {{roots: [{root}], max_read_bytes: 6291456}}
+      echo:
+        module: sample_servers:echo_server
+"""
+
+
+@pytest.fixture(scope="module")
+def guarded() -> Iterator[tuple[Launched, Path]]:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        root = folder / "root"
+        root.mkdir()
+        with http_launcher(folder, GUARDED.format(root=root)) as launched:
+            yield launched, root
+
+
+# (Host, Origin, status); "{port}" is the launcher's port. Every case writes its own file.
+HOST_ORIGIN_CASES = [
+    ("127.0.0.1:{port}", None, 200),
+    ("127.0.0.1", None, 200),
+    ("localhost:{port}", None, 200),
+    ("LOCALHOST:{port}", None, 200),
+    ("[::1]:{port}", None, 200),
+    ("tools.corp.example", None, 200),
+    ("exact.example:8080", None, 200),
+    ("127.0.0.1:{port}", "http://127.0.0.1:{port}", 200),
+    ("localhost:{port}", "http://localhost:3000", 200),
+    ("127.0.0.1:{port}", "https://app.example", 200),
+    ("evil.example", None, 421),
+    ("evil.example:{port}", None, 421),
+    ("127.0.0.1.evil.example", None, 421),
+    ("127.0.0.1.evil.example:{port}", None, 421),
+    ("localhost.evil.example:{port}", None, 421),
+    ("corp.example", None, 421),
+    ("sub.exact.example", None, 421),
+    ("", None, 400),
+    ("127.0.0.1:{port}", "http://evil.example", 403),
+    ("127.0.0.1:{port}", "http://127.0.0.1.evil.example:{port}", 403),
+    ("127.0.0.1:{port}", "https://evil.app.example", 403),
+    ("127.0.0.1:{port}", "null", 403),
+    ("evil.example", "http://evil.example", 421),
+    (None, None, 400),
+]
+
+
+@pytest.mark.parametrize(("host", "origin", "status"), HOST_ORIGIN_CASES)
+def test_host_and_origin_are_checked_before_any_tool_runs(guarded, host, origin, status) -> None:
+    launched, root = guarded
+    port = launched.port
+    session = open_session(port)  # a real session: a refused request would otherwise write
+    target = root / f"case-{abs(hash((host, origin)))}.txt"
+    headers = {"Origin": origin.format(port=port)} if origin else {}
+    reply = rpc(
+        port,
+        "tools/call",
+        {"name": "write_file", "arguments": {"path": str(target), "content": "written"}},
+        session=session,
+        host=host.format(port=port) if host is not None else None,
+        headers=headers,
+    )
+    assert reply.status == status, reply
+    if status == 200:
+        assert target.read_text() == "written"
+    else:
+        assert not target.exists()
+
+
+def test_refused_requests_leave_existing_files_untouched(guarded) -> None:
+    launched, root = guarded
+    target = root / "keep.txt"
+    target.write_text("original")
+    session = open_session(launched.port)
+    for host, origin in [("evil.example", None), ("127.0.0.1", "http://evil.example")]:
+        reply = rpc(
+            launched.port,
+            "tools/call",
+            {"name": "write_file", "arguments": {"path": str(target), "content": "hijacked"}},
+            session=session,
+            host=host,
+            headers={"Origin": origin} if origin else {},
+        )
+        assert reply.status in (403, 421)
+    assert target.read_text() == "original"
+
+
+def test_health_and_ready_without_auth(guarded) -> None:
+    launched, _ = guarded
+    health = request(launched.port, "GET", "/health")
+    assert (health.status, health.json()) == (200, {"status": "ok"})
+    ready = request(launched.port, "GET", "/ready")
+    assert ready.status == 200
+    assert ready.json() == {
+        "status": "ready",
+        "servers": {
+            "fs": {"state": "up", "required": False},
+            "echo": {"state": "up", "required": False},
+        },
+    }
+
+
+# -- body cap ----------------------------------------------------------------------
+
+
+def test_a_body_over_max_body_bytes_gets_413_and_writes_nothing(guarded) -> None:
+    launched, root = guarded
+    session = open_session(launched.port)
+    small, large = root / "small.txt", root / "large.txt"
+    ok = rpc(
+        launched.port,
+        "tools/call",
+        {"name": "write_file", "arguments": {"path": str(small), "content": "x" * 500_000}},
+        session=session,
+    )
+    assert ok.status == 200
+    assert small.stat().st_size == 500_000
+    refused = rpc(
+        launched.port,
+        "tools/call",
+        {"name": "write_file", "arguments": {"path": str(large), "content": "x" * 1_100_000}},
+        session=session,
+    )
+    assert refused.status == 413
+    assert not large.exists()
+
+
+# -- big replies -------------------------------------------------------------------
+
+FIVE_MIB = 5 * 1024 * 1024
+
+
+async def test_a_5_mib_reply_reaches_the_official_mcp_client(guarded) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    launched, root = guarded
+    big = root / "big-mcp.txt"
+    big.write_text("0123456789abcdef" * (FIVE_MIB // 16))
+    with anyio.fail_after(60):
+        async with (
+            streamable_http_client(launched.url) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            result = await session.call_tool("read_text_file", {"path": str(big)})
+    assert not result.is_error, text_of(result)[:300]
+    assert len(text_of(result)) == FIVE_MIB
+
+
+async def test_a_5_mib_reply_reaches_fastmcp_client(guarded) -> None:
+    from fastmcp import Client
+
+    launched, root = guarded
+    big = root / "big-fastmcp.txt"
+    big.write_text("fedcba9876543210" * (FIVE_MIB // 16))
+    with anyio.fail_after(60):
+        async with Client(launched.url) as client:
+            result = await client.call_tool("read_text_file", {"path": str(big)})
+    assert len(text_of(result)) == FIVE_MIB
+
+
+# -- tokens --------------------------------------------------------------------------
+
+AUTHED = """\
+    log_level: DEBUG
+    transport:
+      type: http
+      auth: {token: ["${DPT_TOKEN}", "${DPT_TOKEN_2}"]}
+      log_format: json
+    servers:
+      echo:
+        module: sample_servers:echo_server
+"""
+
+
+@pytest.fixture(scope="module")
+def authed() -> Iterator[Launched]:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        http_launcher(
+            Path(tmp), AUTHED, env={"DPT_TOKEN": TOKENS[0], "DPT_TOKEN_2": TOKENS[1]}
+        ) as launched,
+    ):
+        yield launched
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, 401),
+        (bearer("wrong-token"), 401),
+        (bearer(TOKENS[0][:-1]), 401),
+        ({"Authorization": f"Basic {TOKENS[0]}"}, 401),
+        (bearer(TOKENS[0]), 200),
+        (bearer(TOKENS[1]), 200),
+    ],
+)
+def test_tokens_per_route(authed, headers, expected) -> None:
+    port = authed.port
+    health = request(port, "GET", "/health", headers=headers)
+    assert (health.status, health.json()) == (200, {"status": "ok"})  # never needs a token
+
+    ready = request(port, "GET", "/ready", headers=headers)
+    assert ready.status == expected
+    init = rpc(
+        port,
+        "initialize",
+        {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+        headers=headers,
+    )
+    assert init.status == expected
+    if expected == 401:
+        for reply in (ready, init):
+            assert reply.headers["www-authenticate"].startswith("Bearer")
+        assert b"echo" not in ready.body
+    else:
+        assert ready.json()["status"] == "ready"
+        assert "mcp-session-id" in init.headers
+
+
+async def test_the_official_client_calls_with_a_token_and_nothing_leaks_into_logs(authed) -> None:
+    from fastmcp import Client
+
+    secret_argument = "argument-text-that-must-not-be-logged"
+    assert request(authed.port, "GET", "/ready", headers=bearer("wrong")).status == 401
+    open_session(authed.port, headers=bearer(TOKENS[0]))
+    with anyio.fail_after(30):
+        async with Client(authed.url, auth=TOKENS[1]) as client:
+            result = await client.call_tool("echo", {"text": secret_argument})
+    assert text_of(result) == secret_argument
+    time.sleep(0.2)  # the access line is written once the response is sent
+    log = authed.stderr()
+    for token in TOKENS:
+        assert token not in log
+    assert secret_argument not in log
+    access = [json.loads(line) for line in log.splitlines() if '"dpt-launch.access"' in line]
+    calls = [entry for entry in access if entry.get("mcp_method") == "tools/call"]
+    assert calls, log[-2000:]
+    assert calls[-1]["tool"] == "echo"
+    assert calls[-1]["status"] == 200
+    assert calls[-1]["method"] == "POST" and calls[-1]["path"] == "/mcp"
+    assert calls[-1]["duration_ms"] >= 0
+    assert "session" in calls[-1]  # None here: fastmcp's modern-era client keeps no session
+    opened = [e for e in access if e["mcp_method"] == "initialize" and e["status"] == 200]
+    assert opened and all(entry["session"] for entry in opened)  # the id the server handed out
+    assert any(entry["status"] == 401 for entry in access)
+
+
+def test_a_non_loopback_bind_without_auth_refuses_to_start(write_config, capsys) -> None:
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    status = main(["--config", str(path), "--transport", "http", "--host", "0.0.0.0"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert len(err.strip().splitlines()) == 1
+    assert "without auth" in err and "auth: none" in err and "token" in err
+
+
+def test_a_non_loopback_host_in_the_config_names_file_and_line(write_config, capsys) -> None:
+    path = write_config(
+        "transport:\n  type: http\n  host: 0.0.0.0\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
+    )
+    assert main(["--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:3: transport.host: serving HTTP on 0.0.0.0 without auth" in err
+
+
+@pytest.mark.parametrize("auth", ["none", "{token: some-token}"])
+def test_auth_none_or_a_token_allows_a_non_loopback_host(write_config, capsys, auth) -> None:
+    path = write_config(
+        f"transport:\n  type: http\n  host: 0.0.0.0\n  auth: {auth}\n"
+        "servers:\n  echo:\n    module: sample_servers:echo_server\n"
+    )
+    assert main(["--config", str(path), "--check"]) == 0, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("transport", "expected"),
+    [
+        ("{type: http, auth: {token: ''}}", "transport.auth.token: Value error, a token is empty"),
+        (
+            "{type: http, auth: {token: []}}",
+            "transport.auth.token: Value error, give at least one token, or write auth: none",
+        ),
+        (
+            "{type: http, max_body: 5}",
+            "transport.max_body: unknown key; did you mean 'max_body_bytes'?",
+        ),
+        ("{type: http, shutdown_grace: -1}", "transport.shutdown_grace: Input should be greater"),
+    ],
+)
+def test_bad_transport_keys_give_one_line(write_config, capsys, transport, expected) -> None:
+    path = write_config(f"transport: {transport}\nservers:\n  echo: {{}}\n")
+    assert main(["--config", str(path), "--check"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: {expected}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+# -- /ready states -------------------------------------------------------------------
+
+
+def _ready(composition) -> tuple[int, dict]:
+    from doc_processing_std_tools.launcher.http import Readiness
+
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": "/ready", "headers": []}
+    anyio.run(Readiness(composition), scope, receive, send)
+    return sent[0]["status"], json.loads(sent[1]["body"])
+
+
+def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
+    """How /ready sums up states. (Live states come from the supervisor: stand-ins here.)"""
+
+    def mount(name: str, state: str, required: bool) -> SimpleNamespace:
+        return SimpleNamespace(name=name, state=state, entry=SimpleNamespace(required=required))
+
+    composition = SimpleNamespace(
+        mounts=[mount("a", "up", False), mount("b", "up", True)],
+        skipped=[("c", "needs the popoto extra")],
+    )
+    status, body = _ready(composition)
+    assert status == 200
+    assert body == {
+        "status": "ready",
+        "servers": {
+            "a": {"state": "up", "required": False},
+            "b": {"state": "up", "required": True},
+            "c": {"state": "skipped", "required": False, "reason": "needs the popoto extra"},
+        },
+    }
+    composition.mounts[0].state = "failed"
+    assert _ready(composition)[0] == 200  # not required
+    for state in ("starting", "restarting", "failed"):
+        composition.mounts[1].state = state
+        status, body = _ready(composition)
+        assert status == 503
+        assert body["status"] == "not ready"
+        assert body["servers"]["b"] == {"state": state, "required": True}
+    composition.mounts[1].state = "up"
+    composition.loaded = SimpleNamespace(  # a required server that was skipped
+        config=SimpleNamespace(servers={"c": SimpleNamespace(required=True)})
+    )
+    assert _ready(composition)[0] == 503
+
+
+# -- slow clients, idle sessions -------------------------------------------------------
+
+LIMITED = """\
+    log_level: INFO
+    transport:
+      type: http
+      max_connections: 4
+      header_timeout: 1
+      idle_timeout: 1
+      session_idle_timeout: 1
+      max_sessions: 3
+    servers:
+      echo:
+        module: sample_servers:echo_server
+"""
+
+
+@pytest.fixture(scope="module")
+def limited() -> Iterator[Launched]:
+    with tempfile.TemporaryDirectory() as tmp, http_launcher(Path(tmp), LIMITED) as launched:
+        yield launched
+
+
+def _trickle(
+    port: int, stop: threading.Event, connected: threading.Semaphore, closed: list[bool]
+) -> None:
+    """A slowloris client: request headers one byte every 0.1 s, never finished."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        connected.release()
+        sock.settimeout(0.1)
+        header = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 10_000
+        for byte in header:
+            if stop.is_set():
+                return
+            try:
+                sock.sendall(bytes([byte]))
+                if sock.recv(1) == b"":
+                    break  # the server closed the connection
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            time.sleep(0.1)
+        closed.append(True)
+
+
+def test_trickling_clients_are_cut_off_and_a_legit_client_is_served(limited) -> None:
+    port = limited.port
+    stop = threading.Event()
+    closed: list[bool] = []
+    connected = threading.Semaphore(0)
+    tricklers = [
+        threading.Thread(target=_trickle, args=(port, stop, connected, closed), daemon=True)
+        for _ in range(6)
+    ]
+    for thread in tricklers:
+        thread.start()
+    try:
+        for _ in tricklers:  # all six are connected (accepted before the request below)
+            assert connected.acquire(timeout=10)
+        busy = request(port, "GET", "/health")
+        assert busy.status == 503  # over max_connections: a clear refusal, not a hang
+        for thread in tricklers:
+            thread.join(timeout=10)
+        assert len(closed) == 6  # the server closed every trickling connection
+        assert request(port, "GET", "/health").status == 200
+        session = open_session(port)
+        reply = rpc(
+            port, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, session=session
+        )
+        assert reply.status == 200 and b"hi" in reply.body
+    finally:
+        stop.set()
+    assert "closed a connection that sent no request headers within 1s" in limited.stderr()
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_limit(limited) -> None:
+    limits = Path(f"/proc/{limited.proc.pid}/limits")
+    if not limits.exists():
+        pytest.skip("needs /proc (Linux)")
+    line = next(
+        line for line in limits.read_text().splitlines() if line.startswith("Max open files")
+    )
+    soft, hard = line.split()[3:5]
+    assert soft == hard
+
+
+def test_an_abandoned_session_expires(limited) -> None:
+    port = limited.port
+    session = open_session(port)
+    assert rpc(port, "tools/list", session=session).status == 200
+    time.sleep(2.5)  # abandoned: no request for longer than session_idle_timeout (1 s)
+    assert rpc(port, "tools/list", session=session).status == 404
+
+
+def test_sessions_beyond_max_sessions_get_503_until_one_ends(limited) -> None:
+    port = limited.port
+    time.sleep(1.5)  # sessions of earlier tests have expired (session_idle_timeout: 1)
+    sessions = [open_session(port) for _ in range(3)]
+    params = {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"},
+    }
+    assert rpc(port, "initialize", params).status == 503
+    headers = {"Mcp-Session-Id": sessions[0], "MCP-Protocol-Version": PROTOCOL}
+    assert request(port, "DELETE", "/mcp", headers=headers).status == 200
+    open_session(port)
+
+
+# -- shutdown ----------------------------------------------------------------------------
+
+SLOW = """\
+    transport:
+      type: http
+      shutdown_grace: {grace}
+    servers:
+      counter:
+        module: sample_servers:make_counter
+"""
+
+
+def _open_get_stream(port: int, session: str) -> http.client.HTTPResponse:
+    """The long-lived GET stream the official clients keep open for server messages."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request(
+        "GET",
+        "/mcp",
+        headers={
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": session,
+            "MCP-Protocol-Version": PROTOCOL,
+        },
+    )
+    response = conn.getresponse()
+    assert response.status == 200
+    return response
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_path, sig) -> None:
+    with http_launcher(tmp_path, SLOW.format(grace=10)) as launched:
+        port = launched.port
+        session = await anyio.to_thread.run_sync(open_session, port)
+        stream = await anyio.to_thread.run_sync(_open_get_stream, port, session)
+        replies: list[Reply] = []
+
+        def slow_call() -> None:
+            call = {"name": "bump", "arguments": {"delay": 1.5}}
+            replies.append(rpc(port, "tools/call", call, session=session))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(anyio.to_thread.run_sync, slow_call)
+            await anyio.sleep(0.5)
+            signalled = time.monotonic()
+            launched.proc.send_signal(sig)
+        assert replies[0].status == 200
+        assert '"isError":false' in replies[0].body.decode()
+        assert await anyio.to_thread.run_sync(launched.proc.wait, 15) == 0
+        # The open GET stream did not hold the exit up to the grace period (10 s).
+        assert time.monotonic() - signalled < 6
+        assert stream.read() == b""  # ended cleanly, not reset
+        err = launched.stderr()
+    assert "Traceback" not in err
+    assert " ERROR " not in err
+
+
+async def test_a_call_past_the_grace_period_is_cut_and_the_exit_is_still_clean(tmp_path) -> None:
+    with http_launcher(tmp_path, SLOW.format(grace=0.5)) as launched:
+        session = await anyio.to_thread.run_sync(open_session, launched.port)
+        started = time.monotonic()
+
+        def slow_call() -> Reply:
+            return rpc(
+                launched.port,
+                "tools/call",
+                {"name": "bump", "arguments": {"delay": 30}},
+                session=session,
+            )
+
+        async with anyio.create_task_group() as group:
+            replies: list[Reply] = []
+
+            async def call() -> None:
+                replies.append(await anyio.to_thread.run_sync(slow_call))
+
+            group.start_soon(call)
+            await anyio.sleep(0.5)
+            launched.proc.send_signal(signal.SIGTERM)
+        assert replies[0].status == 503
+        assert launched.proc.wait(timeout=15) == 0
+        assert time.monotonic() - started < 10
+        err = launched.stderr()
+    assert "Traceback" not in err
+
+
+def test_accepted_connections_get_tcp_nodelay() -> None:
+    """Without it every reply written as headers-then-body waited ~40 ms for a delayed ACK."""
+    import asyncio
+
+    from doc_processing_std_tools.launcher.serve import bind
+
+    async def accepted_nodelay() -> int:
+        flags: list[int] = []
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                sock = transport.get_extra_info("socket")
+                flags.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        listener = bind("127.0.0.1", 0)
+        server = await asyncio.get_running_loop().create_server(Probe, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection(*listener.getsockname())
+            while not flags:
+                await asyncio.sleep(0.01)
+            writer.close()
+        return flags[0]
+
+    assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_sigterm_over_http_stops_every_lifespan(tmp_path) -> None:
+    marker = tmp_path / "marker"
+    config = f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    with http_launcher(tmp_path, config) as launched:
+        assert marker.read_text() == "started"
+        assert launched.stop(signal.SIGTERM) == 0
+    assert marker.read_text() == "stopped"
+    assert "Traceback" not in launched.stderr()
+
+
+def test_a_lifespan_failing_at_start_over_http_is_one_line_and_exit_1(tmp_path) -> None:
+    path = tmp_path / "tools.yaml"
+    marker = tmp_path / "missing-folder" / "marker"
+    path.write_text(
+        f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    )
+    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+    )
+    assert done.returncode == 1
+    assert "a server failed: FileNotFoundError" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+ROOTS_SERVER = '''
+from fastmcp import Context, FastMCP
+
+mcp = FastMCP("asks")
+
+
+@mcp.tool
+async def client_roots(ctx: Context) -> str:
+    """Ask the client for its roots on this call's own stream."""
+    import mcp_types as types
+    from mcp.shared.message import ServerMessageMetadata
+
+    metadata = ServerMessageMetadata(related_request_id=ctx.request_context.request_id)
+    result = await ctx.session.send_request(
+        types.ListRootsRequest(), types.ListRootsResult, metadata=metadata
+    )
+    return ",".join(str(root.uri) for root in result.roots)
+'''
+
+
+async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None:
+    """Replies go out as JSON, yet a call that sends a request first keeps its SSE stream."""
+    import mcp_types as types
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    (tmp_path / "asks.py").write_text(ROOTS_SERVER)
+    config = "servers:\n  asks:\n    module: asks:mcp\n"
+    pythonpath = os.pathsep.join([str(tmp_path), str(TESTS), os.environ.get("PYTHONPATH", "")])
+
+    async def list_roots(_context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///srv/project", name="p")])
+
+    with http_launcher(tmp_path, config, env={"PYTHONPATH": pythonpath}) as launched:
+        with anyio.fail_after(30):
+            async with (
+                streamable_http_client(launched.url) as (read, write, *_),
+                ClientSession(read, write, list_roots_callback=list_roots) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool("client_roots", {})
+        assert not result.is_error, text_of(result)
+        assert text_of(result) == "file:///srv/project"
