@@ -529,6 +529,9 @@ def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
     composition = SimpleNamespace(
         mounts=[mount("a", "up", False), mount("b", "up", True)],
         skipped=[("c", "needs the popoto extra")],
+        loaded=SimpleNamespace(
+            config=SimpleNamespace(servers={"c": SimpleNamespace(required=False, external=False)})
+        ),
     )
     status, body = _ready(composition)
     assert status == 200
@@ -550,7 +553,7 @@ def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
         assert body["servers"]["b"] == {"state": state, "required": True}
     composition.mounts[1].state = "up"
     composition.loaded = SimpleNamespace(  # a required server that was skipped
-        config=SimpleNamespace(servers={"c": SimpleNamespace(required=True)})
+        config=SimpleNamespace(servers={"c": SimpleNamespace(required=True, external=False)})
     )
     assert _ready(composition)[0] == 503
 
@@ -850,3 +853,53 @@ async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None
                 result = await session.call_tool("client_roots", {})
         assert not result.is_error, text_of(result)
         assert text_of(result) == "file:///srv/project"
+
+
+def test_ready_reports_live_states_of_external_servers(tmp_path: Path) -> None:
+    """A failed optional server is reported; a required one that restarts makes /ready 503."""
+    import sys
+
+    external = TESTS / "external_server.py"
+    config = f"""\
+        servers:
+          memory-tools:
+            settings: {{memory_dir: {tmp_path / "m"}}}
+          ghost:
+            command: /no/such/mcp-server
+          ext:
+            command: {sys.executable}
+            args: [{external}, {tmp_path / "count"}]
+            required: true
+        """
+    with http_launcher(tmp_path, config) as launched:
+        ready = request(launched.port, "GET", "/ready")
+        assert ready.status == 200, ready.body
+        servers = ready.json()["servers"]
+        assert servers["ext"]["state"] == "up" and servers["ext"]["required"]
+        assert servers["ghost"]["state"] == "failed"
+        assert servers["memory-tools"]["state"] == "up"
+        child = next(
+            int(pid)
+            for pid in os.listdir("/proc")
+            if pid.isdigit() and str(tmp_path / "count").encode() in _cmdline(pid)
+        )
+        os.kill(child, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while request(launched.port, "GET", "/ready").status != 503:
+            assert time.monotonic() < deadline, "the restart never showed in /ready"
+            time.sleep(0.1)
+        assert request(launched.port, "GET", "/ready").json()["servers"]["ext"]["state"] in (
+            "restarting",
+            "up",
+        )
+        deadline = time.monotonic() + 40
+        while request(launched.port, "GET", "/ready").status != 200:
+            assert time.monotonic() < deadline, "the server never came back"
+            time.sleep(0.25)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

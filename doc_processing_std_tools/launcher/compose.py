@@ -58,6 +58,11 @@ class Mount:
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
 
+    @property
+    def state(self) -> str:
+        """``up``, or an external server's ``starting`` / ``restarting`` / ``failed``."""
+        return self.supervisor.state if self.supervisor is not None else "up"
+
     def describe(self) -> list[tuple[str, str]]:
         """Rows for ``--check``: the server module's own ``describe(settings)``, if any."""
         return list(self._module_hook("describe"))

@@ -308,18 +308,16 @@ class Readiness:
         self.composition = composition
 
     def states(self) -> dict[str, dict[str, Any]]:
-        """Each server's state; ``state`` and ``required`` are read where they exist."""
+        """Each server's state: mounted ones live; a skipped external one ``failed``, others ``skipped``."""
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.composition.mounts:
-            servers[mount.name] = {
-                "state": getattr(mount, "state", "up"),
-                "required": bool(getattr(mount.entry, "required", False)),
-            }
-        loaded = getattr(self.composition, "loaded", None)
-        entries = loaded.config.servers if loaded is not None else {}
+            servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
+        entries = self.composition.loaded.config.servers
         for name, why in self.composition.skipped:
-            required = bool(getattr(entries.get(name), "required", False))
-            servers[name] = {"state": "skipped", "required": required, "reason": why}
+            entry = entries.get(name)
+            state = "failed" if entry is not None and entry.external else "skipped"
+            required = bool(entry and entry.required)
+            servers[name] = {"state": state, "required": required, "reason": why}
         return servers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
