@@ -43,6 +43,8 @@ Other verbs (each has --help):
   dpt-launch client-config CLIENT --config F [--write]
                                                 the snippet for claude-code, claude-desktop,
                                                 cursor, vscode or codex (--write merges it)
+  dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
+                                                (client-config CLIENT --url URL prints it)
 """
 
 EPILOG = """\
@@ -97,13 +99,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-VERBS = ("tools", "call", "client-config", "init")
+VERBS = ("tools", "call", "client-config", "init", "connect")
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
     """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form)."""
     from . import verbs
 
+    if verb == "connect":
+        from . import connect
+
+        args = connect.parse(argv)
+        _setup_logging("WARNING")
+        return connect.connect(args)
     args = verbs.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
     _setup_logging("WARNING")
     if verb == "client-config":

@@ -158,8 +158,17 @@ def client_files(client: str) -> Path | None:
     return None
 
 
-def snippet(client: str, name: str, config: Path) -> str:
+def snippet(
+    client: str,
+    name: str,
+    config: Path | None,
+    url: str | None = None,
+    token_env: str | None = None,
+) -> str:
+    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form."""
     command, args = _launcher_path(), ["--config", str(config)]
+    if url is not None:
+        args = ["connect", url, *(["--token-env", token_env] if token_env else [])]
     if client == "claude-code":
         return f"claude mcp add {name} -- {command} {' '.join(args)}"
     if client == "codex":
@@ -173,7 +182,13 @@ def snippet(client: str, name: str, config: Path) -> str:
     return json.dumps({key: {name: entry}}, indent=2)
 
 
-def write_client_config(client: str, name: str, config: Path) -> Path:
+def write_client_config(
+    client: str,
+    name: str,
+    config: Path | None,
+    url: str | None = None,
+    token_env: str | None = None,
+) -> Path:
     """Merge our entry into the client's file: a backup first, other entries untouched."""
     path = client_files(client)
     if path is None:
@@ -183,7 +198,7 @@ def write_client_config(client: str, name: str, config: Path) -> Path:
         if f"[mcp_servers.{name}]" in text:
             raise ValueError(f"{path} already has [mcp_servers.{name}]; remove it first")
         updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + snippet(
-            client, name, config
+            client, name, config, url, token_env
         )
     else:
         try:
@@ -192,7 +207,7 @@ def write_client_config(client: str, name: str, config: Path) -> Path:
             raise ValueError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path} does not hold a JSON object")
-        ours = json.loads(snippet(client, name, config))
+        ours = json.loads(snippet(client, name, config, url, token_env))
         key = next(iter(ours))
         servers = data.setdefault(key, {})
         if not isinstance(servers, dict):
@@ -215,13 +230,22 @@ def write_client_config(client: str, name: str, config: Path) -> Path:
 
 
 def client_config(args: argparse.Namespace) -> int:
-    config = Path(args.config).expanduser().resolve()
-    if not config.is_file():
-        return _fail(f"{config}: no such config file (write one with: dpt-launch init)", EXIT_USAGE)
-    print(snippet(args.client, args.name, config))
+    config: Path | None = None
+    if args.url is not None:
+        if not args.url.startswith(("http://", "https://")):
+            return _fail(f"--url {args.url!r}: give the daemon's http(s) URL", EXIT_USAGE)
+    else:
+        config = Path(args.config).expanduser().resolve()
+        if not config.is_file():
+            return _fail(
+                f"{config}: no such config file (write one with: dpt-launch init)", EXIT_USAGE
+            )
+    if args.token_env and args.url is None:
+        return _fail("--token-env goes with --url (the daemon's token)", EXIT_USAGE)
+    print(snippet(args.client, args.name, config, args.url, args.token_env))
     if args.write:
         try:
-            path = write_client_config(args.client, args.name, config)
+            path = write_client_config(args.client, args.name, config, args.url, args.token_env)
         except (ValueError, OSError) as exc:
             return _fail(str(exc), EXIT_FAILURE)
         print(f"wrote the '{args.name}' entry into {path}", file=sys.stderr)
@@ -286,6 +310,13 @@ def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace
     elif verb == "client-config":
         parser.add_argument("client", choices=CLIENTS)
         parser.add_argument("--name", default="dpt", help="the server's name in the client")
+        parser.add_argument(
+            "--url",
+            help="a running daemon's URL: the snippet runs `dpt-launch connect URL` (no --config)",
+        )
+        parser.add_argument(
+            "--token-env", metavar="VAR", help="with --url: the variable holding the daemon's token"
+        )
         parser.add_argument(
             "--write",
             action="store_true",

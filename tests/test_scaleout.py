@@ -1,0 +1,216 @@
+"""Scale-out: two stateless launchers on one config, every request of one client alternating.
+
+The launchers share what docs/scaling.md says must be shared: one memory folder
+(the flock guarantee), one filesystem root and, when popoto and a redis-server
+are available, one Redis for popoto-memory.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from conftest import launcher_command
+from redis_helpers import REDIS_SERVER, running_redis
+
+SPAWN_TIMEOUT = 60
+HAVE_POPOTO = importlib.util.find_spec("popoto") is not None and REDIS_SERVER is not None
+
+
+def start_launcher(config: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*launcher_command(), "--config", str(config), "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            cwd=config.parent,
+        )
+    deadline = time.monotonic() + SPAWN_TIMEOUT
+    while time.monotonic() < deadline:
+        match = re.search(rb"serving \d+ tools on (http://\S+/mcp)", log.read_bytes())
+        if match:
+            return proc, match.group(1).decode()
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError(f"launcher did not start: {log.read_text()}")
+
+
+@pytest.fixture
+def two_launchers(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
+    """Two stateless launchers on one config (ports of their own), and the shared folder."""
+    shared = tmp_path / "shared"
+    (shared / "root").mkdir(parents=True)
+    with running_redis(tmp_path) if HAVE_POPOTO else _nothing() as redis_port:
+        popoto = (
+            "  popoto-memory:\n"
+            "    namespace: pm\n"
+            "    settings:\n"
+            "      backend: redis\n"
+            f"      url: redis://127.0.0.1:{redis_port}/1\n"
+            "      agent_id: scaleout\n"
+            if HAVE_POPOTO
+            else ""
+        )
+        config = tmp_path / "tools.yaml"
+        config.write_text(
+            "transport: {type: http, stateless: true}\n"
+            "servers:\n"
+            "  memory:\n"
+            "    server: memory-tools\n"
+            f"    settings: {{memory_dir: {json.dumps(str(shared / 'memory'))}}}\n"
+            "  filesystem:\n"
+            f"    settings: {{roots: [{json.dumps(str(shared / 'root'))}]}}\n" + popoto,
+            encoding="utf-8",
+        )
+        procs: list[subprocess.Popen[bytes]] = []
+        urls: list[str] = []
+        try:
+            for n in (1, 2):
+                proc, url = start_launcher(config, tmp_path / f"launcher{n}.log")
+                procs.append(proc)
+                urls.append(url)
+            assert urls[0] != urls[1]
+            yield urls, shared
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class RoundRobinClient:
+    """One MCP client whose every HTTP request goes to the next launcher in turn."""
+
+    def __init__(self, http: Any, urls: list[str]) -> None:
+        self.http = http
+        self.turn = itertools.cycle(urls)
+        self.ids = itertools.count(1)
+        self.served_by: dict[str, int] = dict.fromkeys(urls, 0)
+
+    async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        url = next(self.turn)
+        self.served_by[url] += 1
+        request = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+        response = await self.http.post(
+            url,
+            json=request,
+            headers={
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2025-11-25",
+            },
+        )
+        assert response.status_code == 200, response.text
+        if response.headers["content-type"].startswith("text/event-stream"):
+            payloads = [
+                json.loads(line[5:])
+                for line in response.text.splitlines()
+                if line.startswith("data:")
+            ]
+            reply = next(p for p in payloads if p.get("id") == request["id"])
+        else:
+            reply = response.json()
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    async def call(self, tool: str, arguments: dict[str, Any]) -> str:
+        result = await self.rpc("tools/call", {"name": tool, "arguments": arguments})
+        text = "".join(block.get("text", "") for block in result["content"])
+        assert not result.get("isError"), f"{tool}: {text}"
+        return text
+
+
+async def test_two_stateless_launchers_serve_one_client_alternately(two_launchers) -> None:
+    import httpx2
+
+    urls, shared = two_launchers
+    async with httpx2.AsyncClient(timeout=60) as http:
+        client = RoundRobinClient(http, urls)
+        init = await client.rpc(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "round-robin", "version": "0"},
+            },
+        )
+        assert init["serverInfo"]["name"]
+        await client.call("memory_create", {"path": "log.md", "file_text": ""})
+
+        # 100 mixed calls in a fixed cycle; consecutive calls always hit different launchers,
+        # so every read or edit checks a write the other launcher made.
+        calls = 0
+        step = 0
+        while calls < 100:
+            name = f"n{step}"
+            await client.call(
+                "memory_create", {"path": f"notes/{name}.md", "file_text": f"note {step}\n"}
+            )
+            await client.call(
+                "memory_str_replace",
+                {
+                    "path": f"notes/{name}.md",
+                    "old_str": f"note {step}",
+                    "new_str": f"edited {step}",
+                },
+            )
+            assert f"edited {step}" in await client.call(
+                "memory_view", {"path": f"notes/{name}.md"}
+            )
+            await client.call("write_file", {"path": f"{name}.txt", "content": f"file {step}"})
+            assert await client.call("read_text_file", {"path": f"{name}.txt"}) == f"file {step}"
+            await client.call(
+                "memory_insert", {"path": "log.md", "insert_line": 0, "insert_text": f"step {step}"}
+            )
+            calls += 6
+            if HAVE_POPOTO:
+                fact = f"Scale-out fact number {step} is zebra{step}."
+                await client.call("pm_memory_save", {"content": fact})
+                found = await client.call("pm_memory_search", {"query": f"zebra{step}"})
+                assert fact in found
+                calls += 2
+            step += 1
+
+        # Overlapping writes through both launchers at once: the flock across processes holds.
+        async def insert(number: int) -> None:
+            await client.call(
+                "memory_insert",
+                {"path": "log.md", "insert_line": 0, "insert_text": f"burst {number}"},
+            )
+
+        with anyio.fail_after(120):
+            async with anyio.create_task_group() as group:
+                for number in range(40):
+                    group.start_soon(insert, number)
+        calls += 40
+
+    assert calls >= 100
+    assert min(client.served_by.values()) >= calls // 2 - 1  # both really served
+    for n in range(step):  # no lost write
+        assert (shared / "memory" / "notes" / f"n{n}.md").read_text() == f"edited {n}\n"
+        assert (shared / "root" / f"n{n}.txt").read_text() == f"file {n}"
+    lines = (shared / "memory" / "log.md").read_text().splitlines()
+    expected = [f"step {n}" for n in range(step)] + [f"burst {n}" for n in range(40)]
+    assert sorted(lines) == sorted(expected)
