@@ -1126,7 +1126,7 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     return [
         (
             "WARN",
-            f"filesystem: no root yet; {why}; the client's roots will be used if it sends "
+            f"no root yet; {why}; the client's roots will be used if it sends "
             f"them (or set 'roots' or ${ROOTS_ENV})",
         )
     ]
