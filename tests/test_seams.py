@@ -99,3 +99,23 @@ async def test_the_server_calls_a_tool_through_its_private_run() -> None:
 def test_additional_http_routes_is_a_list_of_routes() -> None:
     routes = seams.additional_http_routes(FastMCP("x"))
     assert isinstance(routes, list)
+
+
+def test_only_servers_with_fastmcp_defaults_are_served_through_their_providers() -> None:
+    from contextlib import asynccontextmanager
+
+    from fastmcp.server.middleware import Middleware
+
+    assert seams.behaves_as_default(FastMCP("plain"))
+    assert not seams.behaves_as_default(FastMCP("masked", mask_error_details=True))
+    assert not seams.behaves_as_default(FastMCP("strict", strict_input_validation=True))
+    assert not seams.behaves_as_default(FastMCP("mw", middleware=[Middleware()]))
+
+    @asynccontextmanager
+    async def lifespan(server):
+        yield {}
+
+    assert not seams.behaves_as_default(FastMCP("life", lifespan=lifespan))
+    hidden = FastMCP("hidden")
+    hidden.disable(names={"x"})
+    assert not seams.behaves_as_default(hidden)

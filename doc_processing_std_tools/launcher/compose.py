@@ -177,7 +177,6 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     from fastmcp import FastMCP
 
     from .. import __version__
-    from ..workspace import watch_client_roots
     from .sessions import SessionRegistry
 
     sessions = AsyncExitStack()
@@ -191,11 +190,10 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
             config.name,
             instructions=merge_instructions(config.instructions, built),
             version=__version__,
+            # Sessions to notify on reload, and the per-session cache of the client's MCP
+            # roots (dropped on roots/list_changed): only the served root sees notifications.
             middleware=[SessionRegistry()],
         )
-        # Per-session cache of the client's MCP roots, dropped on roots/list_changed: only
-        # the served root sees notifications.
-        watch_client_roots(root)
         mounts = [await mount_into(root, mount) for mount in built]
         refuse_bad_names(mounts)
     except BaseException:

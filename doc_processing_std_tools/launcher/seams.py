@@ -33,6 +33,34 @@ def additional_http_routes(server: FastMCP) -> list[Any]:
     return list(server._get_additional_http_routes())
 
 
+def behaves_as_default(server: FastMCP) -> bool:
+    """True when nothing about *server* differs from a fresh ``FastMCP()`` but its components.
+
+    Then serving its providers from the root is indistinguishable from serving the
+    server itself: no lifespan, transforms, middleware (beyond fastmcp's default),
+    auth, error masking or any other setting of its own.
+    """
+    from fastmcp import FastMCP
+    from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
+    from fastmcp.server.server import default_lifespan
+
+    if (
+        getattr(server, "_lifespan", None) is not default_lifespan
+        or server.transforms
+        or server.auth is not None
+        or not all(type(m) is DereferenceRefsMiddleware for m in server.middleware)
+        or type(server) is not FastMCP
+    ):
+        return False
+    probe = vars(FastMCP("probe"))
+    scalar = (bool, int, float, str, type(None))
+    return all(
+        value == probe.get(key)
+        for key, value in vars(server).items()
+        if isinstance(value, scalar) and key in probe
+    )
+
+
 def mounted_provider(
     server: FastMCP,
     *,
@@ -46,8 +74,9 @@ def mounted_provider(
 ) -> Provider:
     """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
-    The server is mounted whole (its middleware, error masking and lifespan all
-    apply, exactly as when it runs alone). Only tools whose own name *admits*
+    A server with settings of its own is mounted whole (its middleware, error
+    masking and lifespan all apply, exactly as when it runs alone); one with none
+    has its providers served directly (:func:`behaves_as_default`). Only tools whose own name *admits*
     are exposed. Every call must finish within *timeout* seconds, and tools for
     which *needs_lock* is true hold :data:`locking.PROCESS_LOCK` while they run.
     The rules wrap the tool objects, so a tool the server adds after start
@@ -55,11 +84,19 @@ def mounted_provider(
     reason (an external server restarting), the last tools seen stay listed and
     calls to them fail with that reason.
     """
+    from fastmcp.server.providers.aggregate import AggregateProvider
     from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
     from fastmcp.server.transforms import Namespace
 
     rules = _rules_transform(label, admits, needs_lock, timeout, unavailable, call_failed)
-    provider: Provider = FastMCPProvider(server).wrap_transform(rules)
+    # A server with every setting at fastmcp's defaults behaves the same when its providers
+    # are grafted onto the root: one dispatch layer fewer (per-call cost, benchmarks/run.py).
+    inner: Provider = (
+        AggregateProvider(list(server.providers))
+        if behaves_as_default(server)
+        else FastMCPProvider(server)
+    )
+    provider: Provider = inner.wrap_transform(rules)
     if namespace:
         provider = provider.wrap_transform(Namespace(namespace))
     return provider

@@ -1,40 +1,50 @@
 """The client sessions connected to the launcher, so a reload can tell each one what changed.
 
-fastmcp sends ``list_changed`` notifications only from inside a request; this
-middleware remembers every session it sees (weakly: a closed session is dropped).
+fastmcp sends ``list_changed`` notifications only from inside a request. The one
+middleware on the composed root remembers every session that completes its
+handshake (at most ``MAX_REMEMBERED``; one that fails to take a notification is
+forgotten) and, being the served server,
+also keeps the per-session cache of the client's MCP roots (``workspace.RootsWatch``).
+One middleware rather than two: each one costs every call a little.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import weakref
+from collections import OrderedDict
 from typing import Any
 
-from fastmcp.server.middleware import Middleware
+from ..workspace import RootsWatch
 
 log = logging.getLogger("dpt-launch")
 
+MAX_REMEMBERED = 10_000  # as many as the HTTP transport keeps alive by default
 
-class SessionRegistry(Middleware):
-    """Remembers the session of every request and notification."""
+
+class SessionRegistry(RootsWatch):  # type: ignore[misc, valid-type]
+    """Remembers each session on ``notifications/initialized``; keeps the roots cache fresh."""
 
     def __init__(self) -> None:
-        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()
+        super().__init__()
+        # keyed by the session's connection: the session object itself may be a per-request view
+        self.sessions: OrderedDict[int, Any] = OrderedDict()
 
-    async def on_message(self, context: Any, call_next: Any) -> Any:
-        ctx = context.fastmcp_context
-        if ctx is not None:
-            with contextlib.suppress(Exception):  # no session in some transports' contexts
-                session = ctx.session
-                if session is not None:
-                    self.sessions.add(session)
-        return await call_next(context)
+    async def on_notification(self, context: Any, call_next: Any) -> Any:
+        if getattr(context, "method", None) == "notifications/initialized":
+            ctx = context.fastmcp_context
+            with contextlib.suppress(Exception):  # some transports' contexts have no session
+                if ctx is not None and ctx.session is not None:
+                    session = ctx.session
+                    self.sessions[id(getattr(session, "_connection", session))] = session
+                    while len(self.sessions) > MAX_REMEMBERED:
+                        self.sessions.popitem(last=False)
+        return await super().on_notification(context, call_next)
 
     async def notify_lists_changed(self) -> int:
         """Tell every known session that tools, prompts and resources changed; returns how many."""
         told = 0
-        for session in list(self.sessions):
+        for key, session in list(self.sessions.items()):
             try:
                 await session.send_tool_list_changed()
                 await session.send_prompt_list_changed()
@@ -42,6 +52,7 @@ class SessionRegistry(Middleware):
                 told += 1
             except Exception as exc:  # a session that closed meanwhile
                 log.debug("could not notify a session: %s", exc)
+                self.sessions.pop(key, None)
         return told
 
 
