@@ -903,3 +903,30 @@ def _cmdline(pid: str) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+async def test_a_5_mib_first_reply_reaches_a_client_that_declares_roots(tmp_path: Path) -> None:
+    """The roots are asked for at tools/list, so the first call's reply is not an SSE event."""
+    import mcp_types as types
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    project = tmp_path / "project"
+    project.mkdir()
+    big = project / "big.txt"
+    big.write_text("0123456789abcdef" * (FIVE_MIB // 16))
+    config = "servers:\n  filesystem:\n    settings: {max_read_bytes: 6000000}\n"
+
+    async def list_roots(_context: object) -> types.ListRootsResult:
+        return types.ListRootsResult(roots=[types.Root(uri=project.as_uri(), name="p")])
+
+    with http_launcher(tmp_path, config) as launched, anyio.fail_after(60):
+        async with (
+            streamable_http_client(launched.url) as (read, write, *_),
+            ClientSession(read, write, list_roots_callback=list_roots) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            result = await session.call_tool("read_text_file", {"path": str(big)})
+    assert not result.is_error, text_of(result)[:300]
+    assert len(text_of(result)) == FIVE_MIB

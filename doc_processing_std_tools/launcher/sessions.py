@@ -41,6 +41,21 @@ class SessionRegistry(RootsWatch):  # type: ignore[misc, valid-type]
                         self.sessions.popitem(last=False)
         return await super().on_notification(context, call_next)
 
+    async def on_list_tools(self, context: Any, call_next: Any) -> Any:
+        """Ask a client that declares roots for them now, in this small reply's stream.
+
+        Over HTTP a call whose stream carried a request to the client must answer as
+        SSE, which the official client caps at 1 MiB per event; with the roots already
+        cached, a session's first big ``read_text_file`` goes out as one JSON body.
+        """
+        from ..workspace import client_roots
+
+        ctx = context.fastmcp_context
+        if ctx is not None:
+            with contextlib.suppress(Exception):  # a client that does not answer: asked later
+                await client_roots(ctx)
+        return await call_next(context)
+
     async def notify_lists_changed(self) -> int:
         """Tell every known session that tools, prompts and resources changed; returns how many."""
         told = 0
