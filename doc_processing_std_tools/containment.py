@@ -114,6 +114,33 @@ def _split(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
+def _lexical_exit(pending: deque[str]) -> int | None:
+    """How many of *pending* to skip when a missing folder is left again by a later ``..``.
+
+    Called at a missing folder: a ``..`` that brings the depth below it back to
+    zero climbs out of it, so the missing folder and everything up to that ``..``
+    can be dropped. ``None`` when the path stays inside the missing folder.
+    """
+    depth = 1
+    for index, part in enumerate(pending):
+        depth += -1 if part == ".." else 1
+        if depth == 0:
+            return index + 1
+    return None
+
+
+def _check_names(dir_fd: int, names: Sequence[str]) -> None:
+    """Refuse, before anything is created, a name the filesystem would refuse as too long."""
+    try:
+        limit = os.fpathconf(dir_fd, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for name in names:
+        if name != ".." and len(os.fsencode(name)) > limit:
+            shown = name if len(name) <= 60 else name[:60] + "..."
+            raise OSError(errno.ENAMETOOLONG, f"File name too long (over {limit} bytes)", shown)
+
+
 class Jail:
     """Path resolution and file operations confined to a set of root folders."""
 
@@ -180,6 +207,7 @@ class Jail:
         follow_last: bool = True,
         create_parents: bool = False,
         dir_mode: int = 0o700,
+        before_create: Callable[[Path], None] | None = None,
     ) -> Iterator[Target]:
         """Walk *path* inside the roots and yield its :class:`Target`.
 
@@ -187,6 +215,14 @@ class Jail:
         the last component is followed too when *follow_last*. Missing folders on
         the way raise FileNotFoundError, or are created (with *dir_mode*, less the
         umask) with *create_parents*. The last component may be missing.
+
+        A missing folder followed later by a ``..`` that climbs back out of it is
+        skipped lexically (nothing below a missing folder can be a symlink), so
+        ``new1/new2/../../x`` neither needs nor creates ``new1``. Before the first
+        folder is created, every remaining name is checked against the name-length
+        limit and *before_create* (if given) is called with the final path, so a
+        call refused there creates nothing; if the caller's block then raises, the
+        folders created here are removed again (refused calls change nothing).
 
         A ``..`` that climbs above a root is allowed only when the rest of the
         path, taken lexically from the root's parent, lands in a root again (a
@@ -210,6 +246,8 @@ class Jail:
             fds.callback(lambda: [os.close(fd) for fd in stack])
             enter_root(root_index)
             links = 0
+            created: list[tuple[int, str]] = []  # (dup of the parent's fd, name), in order
+            fds.callback(lambda: [os.close(fd) for fd, _ in created])
             while pending:
                 part = pending.popleft()
                 if part == "..":
@@ -233,14 +271,28 @@ class Jail:
                 except FileNotFoundError:
                     if last:
                         break
+                    climbed_out = _lexical_exit(pending)
+                    if climbed_out is not None:
+                        for _ in range(climbed_out):
+                            pending.popleft()
+                        continue
                     if not create_parents:
                         raise FileNotFoundError(
                             errno.ENOENT,
                             "No such file or directory",
                             str(self._path_of(root_index, names, part)),
                         ) from None
-                    with suppress(FileExistsError):
+                    if not created:
+                        _check_names(stack[-1], [part, *pending])
+                        if before_create is not None:
+                            planned = os.path.normpath(os.path.join(part, *pending))
+                            before_create(self._path_of(root_index, names, planned))
+                    try:
                         os.mkdir(part, dir_mode, dir_fd=stack[-1])
+                    except FileExistsError:
+                        pass
+                    else:
+                        created.append((os.dup(stack[-1]), part))
                     pending.appendleft(part)
                     continue
                 if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
@@ -283,12 +335,18 @@ class Jail:
                 part = names.pop() if names else None
                 if part is not None:
                     os.close(stack.pop())
-            yield Target(
-                stack[-1],
-                part,
-                self._path_of(root_index, names, *([part] if part else [])),
-                self.roots[root_index],
-            )
+            try:
+                yield Target(
+                    stack[-1],
+                    part,
+                    self._path_of(root_index, names, *([part] if part else [])),
+                    self.roots[root_index],
+                )
+            except BaseException:
+                for parent_fd, name in reversed(created):
+                    with suppress(OSError):  # not empty any more: someone else uses it
+                        os.rmdir(name, dir_fd=parent_fd)
+                raise
 
     def _path_of(self, root_index: int, names: list[str], *more: str) -> Path:
         return self.roots[root_index].joinpath(*names, *more)
@@ -408,17 +466,27 @@ class Jail:
 
     def rename(self, source: str, destination: str, *, create_parents: bool = False) -> Path:
         """Move *source* (a symlink is moved, not followed) to *destination*, never replacing."""
-        with (
-            self.resolve(source, follow_last=False) as src,
-            self.resolve(destination, follow_last=False, create_parents=create_parents) as dst,
-        ):
+        with self.resolve(source, follow_last=False) as src:
             self._refuse_root_change(src, "move")
-            if src.lstat() is None:
+            info = src.lstat()
+            if info is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(src.path))
-            if dst.name is None or dst.lstat() is not None:
-                raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
-            rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
-            return dst.path
+
+            def not_into_itself(planned: Path) -> None:
+                if stat.S_ISDIR(info.st_mode) and src.path in planned.parents:
+                    raise OSError(errno.EINVAL, "Cannot move a folder into itself", str(planned))
+
+            with self.resolve(
+                destination,
+                follow_last=False,
+                create_parents=create_parents,
+                before_create=not_into_itself,
+            ) as dst:
+                if dst.name is None or dst.lstat() is not None:
+                    raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
+                assert src.name is not None  # a root was refused above
+                rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
+                return dst.path
 
     def _refuse_root_change(self, target: Target, action: str) -> None:
         """Roots may be nested (``[/p, /p/sub]``): moving ``sub`` would lose a root."""

@@ -216,19 +216,34 @@ class MemoryStore:
                 raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
             yield jail
 
+    def _own_paths(self) -> list[list[str]]:
+        """The memory directory's absolute path as components, as given and resolved."""
+        given = os.path.abspath(self.memory_dir)
+        spellings = [given, os.path.realpath(given)]
+        return [[p for p in spelling.split("/") if p] for spelling in dict.fromkeys(spellings)]
+
     @staticmethod
     def _abs(jail: Jail, parts: list[str]) -> str:
         """The jail path of *parts* below the root (absolute, so ``~`` is never expanded)."""
         return "/".join([str(jail.roots[0]), *parts]) if parts else str(jail.roots[0])
 
-    @staticmethod
-    def _parse_path(path: str) -> tuple[list[str], str]:
-        """(components, display form) of a memory path; refuses NUL and reserved names."""
+    def _parse_path(self, path: str) -> tuple[list[str], str]:
+        """(components, display form) of a memory path; refuses NUL and reserved names.
+
+        The memory directory's own absolute path, written at the start, names the
+        directory itself, so ``<memory_dir>/../x`` is refused as an escape instead
+        of being created as ``<memory_dir>/<memory_dir path>/x``.
+        """
         if not isinstance(path, str):
             raise MemoryStoreError(f"The path must be a string, got {type(path).__name__}")
         if "\x00" in path:
             raise MemoryStoreError(f"Invalid path {path!r}: paths cannot contain NUL bytes")
         parts = [part for part in path.split("/") if part not in ("", ".")]
+        if path.startswith("/"):
+            for own in self._own_paths():
+                if parts[: len(own)] == own:
+                    parts = parts[len(own) :]
+                    break
         display = "/" + "/".join(parts)
         for part in parts:
             if part.startswith(RESERVED_PREFIX):
