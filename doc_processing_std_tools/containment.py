@@ -30,11 +30,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .text import quote
+
 _MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO swapped in for a file cannot block the open (regular files ignore it).
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TEMP_PREFIX = ".dpt-tmp-"
+# PATH_MAX. A longer path could only be a very deep chain of folders (names are
+# at most 255 bytes); refusing it bounds how deep one call can create.
+MAX_PATH_CHARS = 4096
 
 
 class ContainmentError(PermissionError):
@@ -48,7 +53,7 @@ class ContainmentError(PermissionError):
         allowed = ", ".join(str(r) for r in self.roots)
         super().__init__(
             errno.EACCES,
-            f"Access denied - {kind} outside allowed directories: {path} not in {allowed}",
+            f"Access denied - {kind} outside allowed directories: {quote(path)} not in {allowed}",
         )
 
     def __str__(self) -> str:
@@ -114,6 +119,17 @@ def _split(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
+def _below_root(path: str, parts: list[str]) -> list[str]:
+    """*parts* (a path below a root), refused when longer than MAX_PATH_CHARS."""
+    length = sum(len(part) + 1 for part in parts)
+    if length > MAX_PATH_CHARS:
+        raise ValueError(
+            f"Invalid path {quote(path, 200)}: it is {length:,} characters long below its "
+            f"root; the limit is {MAX_PATH_CHARS:,}"
+        )
+    return parts
+
+
 def _lexical_exit(pending: deque[str]) -> int | None:
     """How many of *pending* to skip when a missing folder is left again by a later ``..``.
 
@@ -176,17 +192,17 @@ class Jail:
         root, compared component by component (``/root-evil`` is not ``/root``).
         """
         if "\x00" in path:
-            raise ValueError(f"Invalid path {path!r}: it contains a NUL byte")
+            raise ValueError(f"Invalid path {quote(repr(path))}: it contains a NUL byte")
         if path == "~" or path.startswith("~/"):
             path = os.path.expanduser(path)
         if not path.startswith("/"):
-            return 0, _split(path)
+            return 0, _below_root(path, _split(path))
         if path.startswith("//"):
             path = "/" + path.lstrip("/")  # POSIX keeps a leading "//"; we do not
         parts = Path(path).parts  # keeps ".." as written; only collapses "//" and "/./"
         for root_parts, index in self._aliases:
             if parts[: len(root_parts)] == root_parts:
-                return index, [p for p in parts[len(root_parts) :] if p != "."]
+                return index, _below_root(path, [p for p in parts[len(root_parts) :] if p != "."])
         raise ContainmentError(path, self.roots)
 
     def display(self, path: str) -> str:

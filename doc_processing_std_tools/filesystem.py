@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from . import locking
 from .containment import ContainmentError, Entry, FileTooLarge, Jail
 from .settings import ServerSettings, resolve_path
-from .text import sendable
+from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -311,7 +311,7 @@ class FileSystem:
             what = exc.strerror or os.strerror(exc.errno or 0) or type(exc).__name__
             if exc.errno == errno.ELOOP:
                 what = "Too many levels of symbolic links (or a symlink where a folder was)"
-            return FileSystemError(f"{what}: {where}")
+            return FileSystemError(f"{what}: {quote(where)}")
         return FileSystemError(f"{type(exc).__name__}: {exc}")
 
     def _guard(self, path: str, fn: Callable[[], Any]) -> Any:
@@ -429,7 +429,7 @@ class FileSystem:
             try:
                 results.append(f"{path}:\n{self.read_text_file(path)}\n")
             except FileSystemError as exc:
-                results.append(f"{path}: Error - {exc}")
+                results.append(f"{quote(path, 200)}: Error - {exc}")
         return "\n---\n".join(results)
 
     def list_directory(self, path: str) -> str:
@@ -646,7 +646,7 @@ def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
             fitted.append(base + extra + line.lstrip())
         lines[i : i + len(old_lines)] = fitted
         return "\n".join(lines)
-    raise FileSystemError(f"Could not find exact match for edit:\n{old}")
+    raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
 
 
 def _indent(line: str) -> str:
@@ -727,6 +727,8 @@ def create_server(settings: Settings) -> FastMCP:
     from fastmcp.exceptions import ToolError
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
+    from .errors import check_arguments
+
     try:
         jail = Jail(settings.roots)
     except OSError as exc:
@@ -747,7 +749,7 @@ def create_server(settings: Settings) -> FastMCP:
         try:
             result = fn(*args)
         except FileSystemError as exc:
-            raise ToolError(sendable(str(exc))) from None
+            raise ToolError(sendable(bounded(str(exc)))) from None
         return sendable(result) if isinstance(result, str) else result
 
     def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:
@@ -886,6 +888,7 @@ def create_server(settings: Settings) -> FastMCP:
         return fs.list_allowed_directories()
 
     if settings.read_only:
+        check_arguments(mcp)
         return mcp
 
     @mcp.tool(
@@ -962,6 +965,7 @@ def create_server(settings: Settings) -> FastMCP:
     ) -> str:
         return call(fs.move_file, source, destination)
 
+    check_arguments(mcp)
     return mcp
 
 

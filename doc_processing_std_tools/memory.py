@@ -46,7 +46,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from . import locking
 from .containment import ContainmentError, Jail
 from .settings import ServerSettings, resolve_path
-from .text import sendable
+from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -62,6 +62,7 @@ MAX_KEY_FILE_BYTES = 200  # the key's file name, ".json" included, in UTF-8
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
+MAX_PATH_CHARS = 4096  # PATH_MAX: longer paths would only make very deep folder chains
 
 # RESERVED_PREFIX covers locking.LOCK_FILE_NAME and containment.TEMP_PREFIX.
 
@@ -237,14 +238,21 @@ class MemoryStore:
         if not isinstance(path, str):
             raise MemoryStoreError(f"The path must be a string, got {type(path).__name__}")
         if "\x00" in path:
-            raise MemoryStoreError(f"Invalid path {path!r}: paths cannot contain NUL bytes")
+            raise MemoryStoreError(
+                f"Invalid path {quote(repr(path))}: paths cannot contain NUL bytes"
+            )
         parts = [part for part in path.split("/") if part not in ("", ".")]
         if path.startswith("/"):
             for own in self._own_paths():
                 if parts[: len(own)] == own:
                     parts = parts[len(own) :]
                     break
-        display = "/" + "/".join(parts)
+        display = quote("/" + "/".join(parts))
+        if len(path) > MAX_PATH_CHARS:
+            raise MemoryStoreError(
+                f"The path {display} is {len(path):,} characters long; the limit is "
+                f"{MAX_PATH_CHARS:,}"
+            )
         for part in parts:
             if part.startswith(RESERVED_PREFIX):
                 raise MemoryStoreError(
@@ -323,17 +331,19 @@ class MemoryStore:
         if key == "":
             raise MemoryStoreError("The key must not be empty")
         if "\x00" in key:
-            raise MemoryStoreError(f"Invalid key {key!r}: keys cannot contain NUL bytes")
+            raise MemoryStoreError(f"Invalid key {quote(repr(key))}: keys cannot contain NUL bytes")
         flat = _flatten_key(key)
         if flat in (".", "..") or flat.startswith("."):
             raise MemoryStoreError(
-                f"Invalid key {key!r}: keys cannot start with '.' (the file would be hidden)"
+                f"Invalid key {quote(repr(key))}: keys cannot start with '.' (the file would be hidden)"
             )
         name = flat + ".json"
         try:
             size = len(name.encode("utf-8"))
         except UnicodeEncodeError:
-            raise MemoryStoreError(f"Invalid key {key!r}: it is not valid Unicode") from None
+            raise MemoryStoreError(
+                f"Invalid key {quote(repr(key))}: it is not valid Unicode"
+            ) from None
         if size > MAX_KEY_FILE_BYTES:
             raise MemoryStoreError(
                 f"Invalid key: its file name {name[:40]!r}... is {size} bytes in UTF-8; the "
@@ -452,18 +462,18 @@ class MemoryStore:
         if view_range is not None:
             if len(view_range) != 2:
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. It should be a list of two "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. It should be a list of two "
                     "integers [start, end] (1-based; end -1 means to the end of the file)."
                 )
             first, last = view_range
             if first < 1 or first > max(len(lines), 1):
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. Its first element `{first}` "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. Its first element `{first}` "
                     f"should be within the range of lines of the file: [1, {len(lines)}]."
                 )
             if last != -1 and last < first:
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. Its second element `{last}` "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. Its second element `{last}` "
                     f"should be -1 (to the end) or at least the first element `{first}`."
                 )
             start = first - 1
@@ -533,7 +543,7 @@ class MemoryStore:
             count = content.count(old_str)
             if count == 0:
                 raise MemoryStoreError(
-                    f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
+                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear verbatim "
                     f"in {display}."
                 )
             if count > 1:
@@ -542,7 +552,7 @@ class MemoryStore:
                     lines.append(content.count("\n", 0, pos) + 1)
                     pos = content.find(old_str, pos + 1)
                 raise MemoryStoreError(
-                    f"No replacement was performed. Multiple occurrences of old_str `{old_str}` "
+                    f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
                     f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
                 )
             pos = content.find(old_str)
@@ -562,7 +572,7 @@ class MemoryStore:
             lines = _split_lines(content)
             if insert_line < 0 or insert_line > len(lines):
                 raise MemoryStoreError(
-                    f"Invalid `insert_line` parameter: {insert_line}. It should be within the "
+                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within the "
                     f"range [0, {len(lines)}]."
                 )
             text = insert_text[:-1] if insert_text.endswith("\n") else insert_text
@@ -669,6 +679,8 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     from fastmcp import FastMCP
     from fastmcp.exceptions import ToolError
 
+    from .errors import check_arguments
+
     settings = settings if settings is not None else Settings()
     store = MemoryStore(settings.memory_dir)
     server = FastMCP(SERVER_NAME, instructions=INSTRUCTIONS)
@@ -679,7 +691,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         try:
             return sendable(method(*args))
         except MemoryStoreError as exc:
-            raise ToolError(sendable(str(exc))) from None
+            raise ToolError(sendable(bounded(str(exc)))) from None
 
     @server.tool(
         output_schema=None,
@@ -821,6 +833,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Rename or move a file or folder inside the memory directory. It fails if the destination already exists or the source does not; missing parent folders of the destination are created."""
         return run(store.rename, old_path, new_path)
 
+    check_arguments(server)
     return server
 
 

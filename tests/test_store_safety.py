@@ -3,6 +3,7 @@ litter, reserved names, and depth, for the memory-tools and filesystem servers."
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 from conftest import snapshot
 from fastmcp import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from doc_processing_std_tools import filesystem, memory
 from doc_processing_std_tools.locking import LOCK_FILE_NAME
@@ -199,3 +202,134 @@ async def test_dotdot_out_of_a_missing_folder_creates_nothing(fs_client: Client,
     assert not is_error, text
     assert (fs_world / "made").is_dir()
     assert not (fs_world / "new1").exists()
+
+
+# -- 2. error texts: bounded, no library URLs, never a traceback -------------------------
+
+HUGE = "x" * (2 * 1024 * 1024)
+HUGE_PATH = "a/" * (1024 * 1024)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+ARG_VALUES = JSON_VALUES | st.sampled_from([HUGE, HUGE_PATH, "\x00", "../" * 50, ".dpt.lock", "/"])
+WRITE_RESULTS_BOUNDED = {
+    "write_memory",
+    "delete_memory",
+    "memory_create",
+    "memory_delete",
+    "memory_rename",
+    "write_file",
+    "create_directory",
+    "move_file",
+}
+REPLY_LIMIT = 8 * 1024
+
+
+def servers_to_fuzz(base: Path) -> dict[str, Any]:
+    (base / "mem").mkdir(parents=True, exist_ok=True)
+    (base / "root").mkdir(exist_ok=True)
+    (base / "root" / "a.txt").write_text("alpha\n")
+    return {
+        "memory": memory.create_server(memory.Settings(memory_dir=base / "mem")),
+        "filesystem": filesystem.create_server(filesystem.Settings(roots=[base / "root"])),
+    }
+
+
+def fuzz_calls(tools: dict[str, dict[str, Any]]) -> st.SearchStrategy:
+    """(tool, arguments): some parameters left out, others of any JSON type, extra names."""
+
+    @st.composite
+    def one(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+        name = draw(st.sampled_from(sorted(tools)))
+        params = sorted(tools[name].get("properties", {}))
+        chosen = draw(st.lists(st.sampled_from(params), unique=True)) if params else []
+        args = {param: draw(ARG_VALUES) for param in chosen}
+        if draw(st.booleans()) and draw(st.booleans()):
+            args[draw(st.sampled_from(["extra", "path2", ""]))] = draw(JSON_VALUES)
+        return name, args
+
+    return st.lists(one(), min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("server_name", ["memory", "filesystem"])
+def test_bad_arguments_fuzz_gets_short_readable_errors(tmp_path: Path, server_name: str) -> None:
+    server = servers_to_fuzz(tmp_path)[server_name]
+
+    async def schemas() -> dict[str, dict[str, Any]]:
+        async with Client(server) as c:
+            return {tool.name: tool.input_schema for tool in await c.list_tools()}
+
+    tools = asyncio.run(schemas())
+    seen_errors: list[str] = []
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(fuzz_calls(tools))
+    def check(calls: list[tuple[str, dict[str, Any]]]) -> None:
+        async def run() -> None:
+            async with Client(server) as c:
+                for name, args in calls:
+                    result = await c.call_tool(name, args, raise_on_error=False)
+                    text = "\n".join(getattr(block, "text", "") for block in result.content)
+                    assert "Traceback" not in text
+                    assert "errors.pydantic.dev" not in text, text
+                    assert "For further information" not in text, text
+                    if result.is_error:
+                        seen_errors.append(text)
+                        assert text.strip(), (name, args)
+                    if result.is_error or name in WRITE_RESULTS_BOUNDED:
+                        assert len(text) <= REPLY_LIMIT, (name, len(text), text[:300])
+
+        asyncio.run(run())
+
+    check()
+    assert seen_errors  # the fuzz did reach the error paths
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expect"),
+    [
+        ("memory_insert", {"path": "x", "insert_line": "x", "insert_text": "y"}, "insert_line"),
+        ("memory_create", {"path": "x"}, "file_text is required (a string)"),
+        ("memory_str_replace", {"path": "exists.md", "old_str": HUGE, "new_str": ""}, "2,097,152"),
+        ("memory_create", {"path": HUGE_PATH, "file_text": "x"}, "limit is 4,096"),
+        ("write_memory", {"key": "\x00" + HUGE, "value": "x"}, "NUL"),
+        ("memory_view", {"path": "/exists.md", "view_range": list(range(10**5))}, "view_range"),
+    ],
+)
+async def test_memory_errors_quote_at_most_a_kilobyte(
+    mem_client: Client, tool: str, args: dict[str, Any], expect: str
+) -> None:
+    is_error, text = await call(mem_client, tool, args)
+    assert is_error, text
+    assert expect in text
+    assert len(text) < 2048, text[:300]
+    assert "pydantic" not in text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expect"),
+    [
+        ("edit_file", {"path": "a.txt", "edits": [{"oldText": HUGE, "newText": ""}]}, "2,097,152"),
+        ("edit_file", {"path": "a.txt", "edits": "s"}, "{oldText, newText} objects"),
+        ("write_file", {"path": HUGE_PATH, "content": "x"}, "limit is 4,096"),
+        ("read_text_file", {"path": "/" + HUGE}, "Access denied"),
+        ("read_multiple_files", {"paths": ["/" + HUGE, "a.txt"]}, "alpha"),
+        ("list_directory_with_sizes", {"path": ".", "sortBy": "zz"}, "'name' or 'size'"),
+        ("read_text_file", {"path": "a.txt", "head": -1}, "greater than or equal to 0"),
+    ],
+)
+async def test_filesystem_errors_quote_at_most_a_kilobyte(
+    fs_client: Client, tool: str, args: dict[str, Any], expect: str
+) -> None:
+    _is_error, text = await call(fs_client, tool, args)
+    assert expect in text
+    assert len(text) < 2048, text[:300]
+    assert "pydantic" not in text
