@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -37,6 +39,11 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO swapped in for a file cannot block the open (regular files ignore it).
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TEMP_PREFIX = ".dpt-tmp-"
+# Names the servers keep for themselves (".dpt.lock", ".dpt-tmp-*"): never listed.
+RESERVED_PREFIX = ".dpt"
+# A temp file no writer holds an flock on is a dead writer's litter once it is this old
+# (the age covers the instant between creating a temp file and locking it).
+STALE_TEMP_SECONDS = 5.0
 # PATH_MAX. A longer path could only be a very deep chain of folders (names are
 # at most 255 bytes); refusing it bounds how deep one call can create.
 MAX_PATH_CHARS = 4096
@@ -171,6 +178,8 @@ class Jail:
             if real not in resolved:
                 resolved.append(real)
         self.roots: tuple[Path, ...] = tuple(resolved)
+        # Listings remove the stale temp files they meet (see remove_if_stale).
+        self.sweep_temps = True
         # The spellings a user may write a root in (as given and fully resolved).
         self._aliases: list[tuple[tuple[str, ...], int]] = []
         for index, root in enumerate(self.roots):
@@ -523,10 +532,15 @@ class Jail:
             with target.open_dir() as fd:
                 yield fd, target.path
 
+    def sweep(self, path: str, *, recursive: bool = False) -> int:
+        """Remove the temp files dead writers left in the folder *path* (see remove_if_stale)."""
+        with self.open_folder(path) as (fd, _folder):
+            return sweep_stale_temps(fd, recursive=recursive)
+
     def scandir(self, path: str) -> list[Entry]:
         """List a folder (sorted by name). Symlinks are reported as such, never followed."""
         with self.open_folder(path) as (fd, folder):
-            return _list_fd(fd, folder)
+            return _list_fd(fd, folder, self.sweep_temps)
 
     def scan_files(
         self, path: str, select: Callable[[str], bool] | None = None
@@ -539,7 +553,7 @@ class Jail:
         resolve symlinks with :meth:`read_bytes` if needed.
         """
         with self.open_folder(path) as (fd, folder):
-            for entry in _list_fd(fd, folder):
+            for entry in _list_fd(fd, folder, self.sweep_temps):
                 if select is not None and not select(entry.name):
                     continue
                 if entry.kind != "file":
@@ -611,9 +625,15 @@ def _read_all(fd: int, size_hint: int) -> bytes:
     return b"".join(chunks)
 
 
-def _list_fd(fd: int, folder: Path) -> list[Entry]:
+def _list_fd(fd: int, folder: Path, sweep: bool = True) -> list[Entry]:
+    """The entries of a folder, without the reserved ``.dpt*`` names (stale temp files
+    met on the way are removed when *sweep*)."""
     entries = []
     for name in sorted(os.listdir(fd)):
+        if name.startswith(RESERVED_PREFIX):
+            if sweep and name.startswith(TEMP_PREFIX):
+                remove_if_stale(fd, name)
+            continue
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -644,6 +664,61 @@ def _walk_fd(
                 os.close(child)
 
 
+def remove_if_stale(dir_fd: int, name: str) -> bool:
+    """Remove the temp file *name* if its writer is gone; whether it was removed.
+
+    A writer holds an exclusive ``flock`` on its temp file from just after creating
+    it until it is renamed into place, so a temp file that can be locked, and is
+    older than :data:`STALE_TEMP_SECONDS`, was left by a writer that died.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < STALE_TEMP_SECONDS:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return False  # renamed into place and replaced meanwhile
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def sweep_stale_temps(dir_fd: int, *, recursive: bool) -> int:
+    """Remove dead writers' temp files in a folder (and, *recursive*, below it; iterative,
+    real folders only). Returns how many were removed."""
+    removed = 0
+    pending = [os.dup(dir_fd)]
+    while pending:
+        fd = pending.pop()
+        try:
+            for name in os.listdir(fd):
+                if name.startswith(TEMP_PREFIX):
+                    removed += remove_if_stale(fd, name)
+                elif recursive:
+                    with suppress(OSError):  # not a folder, a symlink, or gone
+                        pending.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def atomic_write_at(
     dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, exclusive: bool = False
 ) -> None:
@@ -660,15 +735,14 @@ def atomic_write_at(
         dir_fd=dir_fd,
     )
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # Held until the rename: a temp file nobody holds is a dead writer's (remove_if_stale).
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
         if exclusive:
             rename_noreplace(dir_fd, temp, dir_fd, name, name)
         else:
@@ -677,6 +751,8 @@ def atomic_write_at(
         with suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=dir_fd)
         raise
+    finally:
+        os.close(fd)
     with suppress(OSError):  # some filesystems refuse fsync on a folder
         os.fsync(dir_fd)
 

@@ -26,7 +26,7 @@ import re
 import stat
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
@@ -283,6 +283,13 @@ class FileSystem:
     def __init__(self, jail: Jail, settings: Settings) -> None:
         self.jail = jail
         self.settings = settings
+        # Dead writers' temp files are removed from the roots at start and wherever a
+        # listing meets them, unless the server must not write at all.
+        jail.sweep_temps = not settings.read_only
+        if not settings.read_only:
+            for root in jail.roots:
+                with suppress(OSError):
+                    jail.sweep(str(root))
         umask = _umask()
         self.file_mode = 0o666 & ~umask
         self.dir_mode = 0o777

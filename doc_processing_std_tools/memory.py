@@ -37,7 +37,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -189,6 +189,7 @@ class MemoryStore:
 
     def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
         self.memory_dir = Path(memory_dir)
+        self._swept = False  # stale temp files are removed on first use
 
     # -- plumbing -------------------------------------------------------------
 
@@ -196,7 +197,7 @@ class MemoryStore:
         """A jail on the memory directory, creating the directory if it is missing."""
         try:
             os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
-            return Jail([self.memory_dir])
+            jail = Jail([self.memory_dir])
         except (FileExistsError, NotADirectoryError):
             raise MemoryStoreError(
                 f"The memory directory {self.memory_dir} is not a folder"
@@ -205,6 +206,11 @@ class MemoryStore:
             raise MemoryStoreError(
                 f"Cannot use the memory directory {self.memory_dir}: {exc.strerror or exc}"
             ) from None
+        if not self._swept:
+            self._swept = True
+            with suppress(OSError):  # a crash's litter; listings hide what is left anyway
+                jail.sweep(str(jail.roots[0]), recursive=True)
+        return jail
 
     @contextmanager
     def _locked(self) -> Iterator[Jail]:

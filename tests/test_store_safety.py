@@ -4,6 +4,9 @@ litter, reserved names, and depth, for the memory-tools and filesystem servers."
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from doc_processing_std_tools import filesystem, memory
+from doc_processing_std_tools.containment import TEMP_PREFIX, Jail
 from doc_processing_std_tools.locking import LOCK_FILE_NAME
 
 LONG_NAME = "n" * 300  # over NAME_MAX (255 bytes)
@@ -333,3 +337,95 @@ async def test_filesystem_errors_quote_at_most_a_kilobyte(
     assert expect in text
     assert len(text) < 2048, text[:300]
     assert "pydantic" not in text
+
+
+# -- 3. crash litter: dead writers' temp files are removed at start and never shown ----------
+
+WRITER = """
+import os, sys, time
+from doc_processing_std_tools import containment
+os.fsync = lambda fd: (print("writing", flush=True), time.sleep(600))
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+containment.atomic_write_at(fd, "target.txt", b"x" * 1000)
+"""
+
+
+def old(path: Path) -> None:
+    """Make a file look older than STALE_TEMP_SECONDS."""
+    past = path.stat().st_mtime - 3600
+    os.utime(path, (past, past))
+
+
+def temps(base: Path) -> list[str]:
+    return sorted(str(p.relative_to(base)) for p in base.rglob(f"{TEMP_PREFIX}*"))
+
+
+def start_writer(folder: Path) -> subprocess.Popen[str]:
+    """A real writer, stopped inside atomic_write_at with its temp file written and locked."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder)], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    return writer
+
+
+def test_a_temp_file_is_removed_only_once_its_writer_is_dead(tmp_path: Path) -> None:
+    jail = Jail([tmp_path])
+    writer = start_writer(tmp_path)
+    try:
+        (live,) = temps(tmp_path)
+        old(tmp_path / live)
+        assert jail.sweep(str(tmp_path)) == 0  # old, but its writer holds it
+        (tmp_path / f"{TEMP_PREFIX}fresh").write_text("just created, not locked yet")
+        assert jail.sweep(str(tmp_path)) == 0  # too young to judge
+    finally:
+        writer.kill()
+        writer.wait()
+    assert jail.sweep(str(tmp_path)) == 1
+    assert temps(tmp_path) == [f"{TEMP_PREFIX}fresh"]
+    assert not (tmp_path / "target.txt").exists()
+
+
+def make_litter(folder: Path) -> None:
+    """Temp files of dead writers at the top and deeper down (as SIGKILL leaves them)."""
+    for where in (folder, folder / "sub"):
+        where.mkdir(parents=True, exist_ok=True)
+        for i in range(3):
+            path = where / f"{TEMP_PREFIX}{i}dead"
+            path.write_text('{"key": "half", "value": "written')
+            old(path)
+
+
+async def test_memory_litter_is_removed_at_start_and_never_shown(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    make_litter(mem)
+    (mem / "note.json").write_text('{"key": "note", "value": "kept"}')
+    async with Client(memory.create_server(memory.Settings(memory_dir=mem))) as c:
+        keys = await call(c, "list_memory_keys", {})
+        view = await call(c, "memory_view", {"path": "/"})
+        found = await call(c, "search_memory", {"query": "half"})
+    assert keys == (False, '["note"]')
+    assert "dpt" not in view[1] and found == (False, "[]")
+    assert temps(mem) == []
+
+
+async def test_filesystem_litter_is_hidden_everywhere_and_swept(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    make_litter(root)
+    (root / "kept.txt").write_text("kept")
+    async with Client(filesystem.create_server(filesystem.Settings(roots=[root]))) as c:
+        assert temps(root) == [f"sub/{TEMP_PREFIX}{i}dead" for i in range(3)]  # top: at start
+        (root / f"{TEMP_PREFIX}late").write_text("left by a crash after the start")
+        old(root / f"{TEMP_PREFIX}late")
+        replies = [
+            await call(c, "list_directory", {"path": "."}),
+            await call(c, "list_directory_with_sizes", {"path": "."}),
+            await call(c, "directory_tree", {"path": "."}),
+            await call(c, "search_files", {"path": ".", "pattern": "**"}),
+            await call(c, "search_files", {"path": ".", "pattern": "**/.dpt*"}),
+        ]
+    for is_error, text in replies:
+        assert not is_error, text
+        assert "dpt" not in text, text
+    assert "kept.txt" in replies[0][1]
+    assert temps(root) == []  # the listings removed what they met
