@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import shutil
 import stat
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -30,11 +32,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from .text import quote
+
 _MAX_SYMLINKS = 40
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: a FIFO swapped in for a file cannot block the open (regular files ignore it).
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 TEMP_PREFIX = ".dpt-tmp-"
+# Names the servers keep for themselves (".dpt.lock", ".dpt-tmp-*"): never listed.
+RESERVED_PREFIX = ".dpt"
+# A temp file no writer holds an flock on is a dead writer's litter once it is this old
+# (the age covers the instant between creating a temp file and locking it).
+STALE_TEMP_SECONDS = 5.0
+# PATH_MAX. A longer path could only be a very deep chain of folders (names are
+# at most 255 bytes); refusing it bounds how deep one call can create.
+MAX_PATH_CHARS = 4096
 
 
 class ContainmentError(PermissionError):
@@ -48,7 +60,7 @@ class ContainmentError(PermissionError):
         allowed = ", ".join(str(r) for r in self.roots)
         super().__init__(
             errno.EACCES,
-            f"Access denied - {kind} outside allowed directories: {path} not in {allowed}",
+            f"Access denied - {kind} outside allowed directories: {quote(path)} not in {allowed}",
         )
 
     def __str__(self) -> str:
@@ -114,6 +126,44 @@ def _split(path: str) -> list[str]:
     return [part for part in path.split("/") if part not in ("", ".")]
 
 
+def _below_root(path: str, parts: list[str]) -> list[str]:
+    """*parts* (a path below a root), refused when longer than MAX_PATH_CHARS."""
+    length = sum(len(part) + 1 for part in parts)
+    if length > MAX_PATH_CHARS:
+        raise ValueError(
+            f"Invalid path {quote(path, 200)}: it is {length:,} characters long below its "
+            f"root; the limit is {MAX_PATH_CHARS:,}"
+        )
+    return parts
+
+
+def _lexical_exit(pending: deque[str]) -> int | None:
+    """How many of *pending* to skip when a missing folder is left again by a later ``..``.
+
+    Called at a missing folder: a ``..`` that brings the depth below it back to
+    zero climbs out of it, so the missing folder and everything up to that ``..``
+    can be dropped. ``None`` when the path stays inside the missing folder.
+    """
+    depth = 1
+    for index, part in enumerate(pending):
+        depth += -1 if part == ".." else 1
+        if depth == 0:
+            return index + 1
+    return None
+
+
+def _check_names(dir_fd: int, names: Sequence[str]) -> None:
+    """Refuse, before anything is created, a name the filesystem would refuse as too long."""
+    try:
+        limit = os.fpathconf(dir_fd, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    for name in names:
+        if name != ".." and len(os.fsencode(name)) > limit:
+            shown = name if len(name) <= 60 else name[:60] + "..."
+            raise OSError(errno.ENAMETOOLONG, f"File name too long (over {limit} bytes)", shown)
+
+
 class Jail:
     """Path resolution and file operations confined to a set of root folders."""
 
@@ -128,6 +178,8 @@ class Jail:
             if real not in resolved:
                 resolved.append(real)
         self.roots: tuple[Path, ...] = tuple(resolved)
+        # Listings remove the stale temp files they meet (see remove_if_stale).
+        self.sweep_temps = True
         # The spellings a user may write a root in (as given and fully resolved).
         self._aliases: list[tuple[tuple[str, ...], int]] = []
         for index, root in enumerate(self.roots):
@@ -149,17 +201,17 @@ class Jail:
         root, compared component by component (``/root-evil`` is not ``/root``).
         """
         if "\x00" in path:
-            raise ValueError(f"Invalid path {path!r}: it contains a NUL byte")
+            raise ValueError(f"Invalid path {quote(repr(path))}: it contains a NUL byte")
         if path == "~" or path.startswith("~/"):
             path = os.path.expanduser(path)
         if not path.startswith("/"):
-            return 0, _split(path)
+            return 0, _below_root(path, _split(path))
         if path.startswith("//"):
             path = "/" + path.lstrip("/")  # POSIX keeps a leading "//"; we do not
         parts = Path(path).parts  # keeps ".." as written; only collapses "//" and "/./"
         for root_parts, index in self._aliases:
             if parts[: len(root_parts)] == root_parts:
-                return index, [p for p in parts[len(root_parts) :] if p != "."]
+                return index, _below_root(path, [p for p in parts[len(root_parts) :] if p != "."])
         raise ContainmentError(path, self.roots)
 
     def display(self, path: str) -> str:
@@ -180,6 +232,7 @@ class Jail:
         follow_last: bool = True,
         create_parents: bool = False,
         dir_mode: int = 0o700,
+        before_create: Callable[[Path], None] | None = None,
     ) -> Iterator[Target]:
         """Walk *path* inside the roots and yield its :class:`Target`.
 
@@ -187,6 +240,14 @@ class Jail:
         the last component is followed too when *follow_last*. Missing folders on
         the way raise FileNotFoundError, or are created (with *dir_mode*, less the
         umask) with *create_parents*. The last component may be missing.
+
+        A missing folder followed later by a ``..`` that climbs back out of it is
+        skipped lexically (nothing below a missing folder can be a symlink), so
+        ``new1/new2/../../x`` neither needs nor creates ``new1``. Before the first
+        folder is created, every remaining name is checked against the name-length
+        limit and *before_create* (if given) is called with the final path, so a
+        call refused there creates nothing; if the caller's block then raises, the
+        folders created here are removed again (refused calls change nothing).
 
         A ``..`` that climbs above a root is allowed only when the rest of the
         path, taken lexically from the root's parent, lands in a root again (a
@@ -210,6 +271,8 @@ class Jail:
             fds.callback(lambda: [os.close(fd) for fd in stack])
             enter_root(root_index)
             links = 0
+            created: list[tuple[int, str]] = []  # (dup of the parent's fd, name), in order
+            fds.callback(lambda: [os.close(fd) for fd, _ in created])
             while pending:
                 part = pending.popleft()
                 if part == "..":
@@ -233,14 +296,28 @@ class Jail:
                 except FileNotFoundError:
                     if last:
                         break
+                    climbed_out = _lexical_exit(pending)
+                    if climbed_out is not None:
+                        for _ in range(climbed_out):
+                            pending.popleft()
+                        continue
                     if not create_parents:
                         raise FileNotFoundError(
                             errno.ENOENT,
                             "No such file or directory",
                             str(self._path_of(root_index, names, part)),
                         ) from None
-                    with suppress(FileExistsError):
+                    if not created:
+                        _check_names(stack[-1], [part, *pending])
+                        if before_create is not None:
+                            planned = os.path.normpath(os.path.join(part, *pending))
+                            before_create(self._path_of(root_index, names, planned))
+                    try:
                         os.mkdir(part, dir_mode, dir_fd=stack[-1])
+                    except FileExistsError:
+                        pass
+                    else:
+                        created.append((os.dup(stack[-1]), part))
                     pending.appendleft(part)
                     continue
                 if stat.S_ISLNK(info.st_mode) and (follow_last or not last):
@@ -283,12 +360,18 @@ class Jail:
                 part = names.pop() if names else None
                 if part is not None:
                     os.close(stack.pop())
-            yield Target(
-                stack[-1],
-                part,
-                self._path_of(root_index, names, *([part] if part else [])),
-                self.roots[root_index],
-            )
+            try:
+                yield Target(
+                    stack[-1],
+                    part,
+                    self._path_of(root_index, names, *([part] if part else [])),
+                    self.roots[root_index],
+                )
+            except BaseException:
+                for parent_fd, name in reversed(created):
+                    with suppress(OSError):  # not empty any more: someone else uses it
+                        os.rmdir(name, dir_fd=parent_fd)
+                raise
 
     def _path_of(self, root_index: int, names: list[str], *more: str) -> Path:
         return self.roots[root_index].joinpath(*names, *more)
@@ -408,17 +491,27 @@ class Jail:
 
     def rename(self, source: str, destination: str, *, create_parents: bool = False) -> Path:
         """Move *source* (a symlink is moved, not followed) to *destination*, never replacing."""
-        with (
-            self.resolve(source, follow_last=False) as src,
-            self.resolve(destination, follow_last=False, create_parents=create_parents) as dst,
-        ):
+        with self.resolve(source, follow_last=False) as src:
             self._refuse_root_change(src, "move")
-            if src.lstat() is None:
+            info = src.lstat()
+            if info is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(src.path))
-            if dst.name is None or dst.lstat() is not None:
-                raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
-            rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
-            return dst.path
+
+            def not_into_itself(planned: Path) -> None:
+                if stat.S_ISDIR(info.st_mode) and src.path in planned.parents:
+                    raise OSError(errno.EINVAL, "Cannot move a folder into itself", str(planned))
+
+            with self.resolve(
+                destination,
+                follow_last=False,
+                create_parents=create_parents,
+                before_create=not_into_itself,
+            ) as dst:
+                if dst.name is None or dst.lstat() is not None:
+                    raise FileExistsError(errno.EEXIST, "File exists", str(dst.path))
+                assert src.name is not None  # a root was refused above
+                rename_noreplace(src.parent_fd, src.name, dst.parent_fd, dst.name, str(dst.path))
+                return dst.path
 
     def _refuse_root_change(self, target: Target, action: str) -> None:
         """Roots may be nested (``[/p, /p/sub]``): moving ``sub`` would lose a root."""
@@ -439,10 +532,15 @@ class Jail:
             with target.open_dir() as fd:
                 yield fd, target.path
 
+    def sweep(self, path: str, *, recursive: bool = False) -> int:
+        """Remove the temp files dead writers left in the folder *path* (see remove_if_stale)."""
+        with self.open_folder(path) as (fd, _folder):
+            return sweep_stale_temps(fd, recursive=recursive)
+
     def scandir(self, path: str) -> list[Entry]:
         """List a folder (sorted by name). Symlinks are reported as such, never followed."""
         with self.open_folder(path) as (fd, folder):
-            return _list_fd(fd, folder)
+            return _list_fd(fd, folder, self.sweep_temps)
 
     def scan_files(
         self, path: str, select: Callable[[str], bool] | None = None
@@ -455,7 +553,7 @@ class Jail:
         resolve symlinks with :meth:`read_bytes` if needed.
         """
         with self.open_folder(path) as (fd, folder):
-            for entry in _list_fd(fd, folder):
+            for entry in _list_fd(fd, folder, self.sweep_temps):
                 if select is not None and not select(entry.name):
                     continue
                 if entry.kind != "file":
@@ -527,9 +625,15 @@ def _read_all(fd: int, size_hint: int) -> bytes:
     return b"".join(chunks)
 
 
-def _list_fd(fd: int, folder: Path) -> list[Entry]:
+def _list_fd(fd: int, folder: Path, sweep: bool = True) -> list[Entry]:
+    """The entries of a folder, without the reserved ``.dpt*`` names (stale temp files
+    met on the way are removed when *sweep*)."""
     entries = []
     for name in sorted(os.listdir(fd)):
+        if name.startswith(RESERVED_PREFIX):
+            if sweep and name.startswith(TEMP_PREFIX):
+                remove_if_stale(fd, name)
+            continue
         try:
             info = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -560,6 +664,61 @@ def _walk_fd(
                 os.close(child)
 
 
+def remove_if_stale(dir_fd: int, name: str) -> bool:
+    """Remove the temp file *name* if its writer is gone; whether it was removed.
+
+    A writer holds an exclusive ``flock`` on its temp file from just after creating
+    it until it is renamed into place, so a temp file that can be locked, and is
+    older than :data:`STALE_TEMP_SECONDS`, was left by a writer that died.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or time.time() - info.st_mtime < STALE_TEMP_SECONDS:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return False  # a live writer holds it
+        try:
+            now = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except OSError:
+            return False
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            return False  # renamed into place and replaced meanwhile
+        os.unlink(name, dir_fd=dir_fd)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def sweep_stale_temps(dir_fd: int, *, recursive: bool) -> int:
+    """Remove dead writers' temp files in a folder (and, *recursive*, below it; iterative,
+    real folders only). Returns how many were removed."""
+    removed = 0
+    pending = [os.dup(dir_fd)]
+    while pending:
+        fd = pending.pop()
+        try:
+            for name in os.listdir(fd):
+                if name.startswith(TEMP_PREFIX):
+                    removed += remove_if_stale(fd, name)
+                elif recursive:
+                    with suppress(OSError):  # not a folder, a symlink, or gone
+                        pending.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
 def atomic_write_at(
     dir_fd: int, name: str, data: bytes, *, mode: int = 0o600, exclusive: bool = False
 ) -> None:
@@ -576,15 +735,14 @@ def atomic_write_at(
         dir_fd=dir_fd,
     )
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
-            os.fchmod(fd, mode)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        # Held until the rename: a temp file nobody holds is a dead writer's (remove_if_stale).
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
         if exclusive:
             rename_noreplace(dir_fd, temp, dir_fd, name, name)
         else:
@@ -593,6 +751,8 @@ def atomic_write_at(
         with suppress(FileNotFoundError):
             os.unlink(temp, dir_fd=dir_fd)
         raise
+    finally:
+        os.close(fd)
     with suppress(OSError):  # some filesystems refuse fsync on a folder
         os.fsync(dir_fd)
 

@@ -33,7 +33,7 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import UTC, datetime
 from functools import cache, lru_cache
 from pathlib import Path
@@ -44,7 +44,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from . import locking, workspace
 from .containment import ContainmentError, Entry, FileTooLarge, Jail
 from .settings import ServerSettings, resolve_path
-from .text import sendable
+from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -407,6 +407,13 @@ class FileSystem:
     def __init__(self, jail: Jail, settings: Settings) -> None:
         self.jail = jail
         self.settings = settings
+        # Dead writers' temp files are removed from the roots at start and wherever a
+        # listing meets them, unless the server must not write at all.
+        jail.sweep_temps = not settings.read_only
+        if not settings.read_only:
+            for root in jail.roots:
+                with suppress(OSError):
+                    jail.sweep(str(root))
         umask = _umask()
         self.file_mode = 0o666 & ~umask
         self.dir_mode = 0o777
@@ -435,7 +442,7 @@ class FileSystem:
             what = exc.strerror or os.strerror(exc.errno or 0) or type(exc).__name__
             if exc.errno == errno.ELOOP:
                 what = "Too many levels of symbolic links (or a symlink where a folder was)"
-            return FileSystemError(f"{what}: {where}")
+            return FileSystemError(f"{what}: {quote(where)}")
         return FileSystemError(f"{type(exc).__name__}: {exc}")
 
     def _guard(self, path: str, fn: Callable[[], Any]) -> Any:
@@ -553,7 +560,7 @@ class FileSystem:
             try:
                 results.append(f"{path}:\n{self.read_text_file(path)}\n")
             except FileSystemError as exc:
-                results.append(f"{path}: Error - {exc}")
+                results.append(f"{quote(path, 200)}: Error - {exc}")
         return "\n---\n".join(results)
 
     def list_directory(self, path: str) -> str:
@@ -770,7 +777,7 @@ def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
             fitted.append(base + extra + line.lstrip())
         lines[i : i + len(old_lines)] = fitted
         return "\n".join(lines)
-    raise FileSystemError(f"Could not find exact match for edit:\n{old}")
+    raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
 
 
 def _indent(line: str) -> str:
@@ -851,6 +858,8 @@ def create_server(settings: Settings) -> FastMCP:
     from fastmcp.exceptions import ToolError
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
+    from .errors import check_arguments
+
     fs: Any = SessionFileSystems(settings)
     mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))
 
@@ -858,7 +867,7 @@ def create_server(settings: Settings) -> FastMCP:
         try:
             result = fn(*args)
         except FileSystemError as exc:
-            raise ToolError(sendable(str(exc))) from None
+            raise ToolError(sendable(bounded(str(exc)))) from None
         return sendable(result) if isinstance(result, str) else result
 
     def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:
@@ -997,6 +1006,7 @@ def create_server(settings: Settings) -> FastMCP:
         return call(fs.list_allowed_directories)
 
     if settings.read_only:
+        check_arguments(mcp)
         return mcp
 
     @mcp.tool(
@@ -1073,6 +1083,7 @@ def create_server(settings: Settings) -> FastMCP:
     ) -> str:
         return call(fs.move_file, source, destination)
 
+    check_arguments(mcp)
     return mcp
 
 

@@ -37,7 +37,7 @@ import os
 import stat
 import threading
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -46,7 +46,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from . import locking, workspace
 from .containment import ContainmentError, Jail
 from .settings import ServerSettings, resolve_path
-from .text import sendable
+from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -62,6 +62,7 @@ MAX_KEY_FILE_BYTES = 200  # the key's file name, ".json" included, in UTF-8
 MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
+MAX_PATH_CHARS = 4096  # PATH_MAX: longer paths would only make very deep folder chains
 
 # RESERVED_PREFIX covers locking.LOCK_FILE_NAME and containment.TEMP_PREFIX.
 
@@ -250,6 +251,7 @@ class MemoryStore:
 
     def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
         self.memory_dir = Path(memory_dir)
+        self._swept = False  # stale temp files are removed on first use
 
     # -- plumbing -------------------------------------------------------------
 
@@ -257,7 +259,7 @@ class MemoryStore:
         """A jail on the memory directory, creating the directory if it is missing."""
         try:
             os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
-            return Jail([self.memory_dir])
+            jail = Jail([self.memory_dir])
         except (FileExistsError, NotADirectoryError):
             raise MemoryStoreError(
                 f"The memory directory {self.memory_dir} is not a folder"
@@ -266,6 +268,11 @@ class MemoryStore:
             raise MemoryStoreError(
                 f"Cannot use the memory directory {self.memory_dir}: {exc.strerror or exc}"
             ) from None
+        if not self._swept:
+            self._swept = True
+            with suppress(OSError):  # a crash's litter; listings hide what is left anyway
+                jail.sweep(str(jail.roots[0]), recursive=True)
+        return jail
 
     @contextmanager
     def _locked(self) -> Iterator[Jail]:
@@ -278,20 +285,42 @@ class MemoryStore:
                 raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
             yield jail
 
+    def _own_paths(self) -> list[list[str]]:
+        """The memory directory's absolute path as components, as given and resolved."""
+        given = os.path.abspath(self.memory_dir)
+        spellings = [given, os.path.realpath(given)]
+        return [[p for p in spelling.split("/") if p] for spelling in dict.fromkeys(spellings)]
+
     @staticmethod
     def _abs(jail: Jail, parts: list[str]) -> str:
         """The jail path of *parts* below the root (absolute, so ``~`` is never expanded)."""
         return "/".join([str(jail.roots[0]), *parts]) if parts else str(jail.roots[0])
 
-    @staticmethod
-    def _parse_path(path: str) -> tuple[list[str], str]:
-        """(components, display form) of a memory path; refuses NUL and reserved names."""
+    def _parse_path(self, path: str) -> tuple[list[str], str]:
+        """(components, display form) of a memory path; refuses NUL and reserved names.
+
+        The memory directory's own absolute path, written at the start, names the
+        directory itself, so ``<memory_dir>/../x`` is refused as an escape instead
+        of being created as ``<memory_dir>/<memory_dir path>/x``.
+        """
         if not isinstance(path, str):
             raise MemoryStoreError(f"The path must be a string, got {type(path).__name__}")
         if "\x00" in path:
-            raise MemoryStoreError(f"Invalid path {path!r}: paths cannot contain NUL bytes")
+            raise MemoryStoreError(
+                f"Invalid path {quote(repr(path))}: paths cannot contain NUL bytes"
+            )
         parts = [part for part in path.split("/") if part not in ("", ".")]
-        display = "/" + "/".join(parts)
+        if path.startswith("/"):
+            for own in self._own_paths():
+                if parts[: len(own)] == own:
+                    parts = parts[len(own) :]
+                    break
+        display = quote("/" + "/".join(parts))
+        if len(path) > MAX_PATH_CHARS:
+            raise MemoryStoreError(
+                f"The path {display} is {len(path):,} characters long; the limit is "
+                f"{MAX_PATH_CHARS:,}"
+            )
         for part in parts:
             if part.startswith(RESERVED_PREFIX):
                 raise MemoryStoreError(
@@ -370,17 +399,19 @@ class MemoryStore:
         if key == "":
             raise MemoryStoreError("The key must not be empty")
         if "\x00" in key:
-            raise MemoryStoreError(f"Invalid key {key!r}: keys cannot contain NUL bytes")
+            raise MemoryStoreError(f"Invalid key {quote(repr(key))}: keys cannot contain NUL bytes")
         flat = _flatten_key(key)
         if flat in (".", "..") or flat.startswith("."):
             raise MemoryStoreError(
-                f"Invalid key {key!r}: keys cannot start with '.' (the file would be hidden)"
+                f"Invalid key {quote(repr(key))}: keys cannot start with '.' (the file would be hidden)"
             )
         name = flat + ".json"
         try:
             size = len(name.encode("utf-8"))
         except UnicodeEncodeError:
-            raise MemoryStoreError(f"Invalid key {key!r}: it is not valid Unicode") from None
+            raise MemoryStoreError(
+                f"Invalid key {quote(repr(key))}: it is not valid Unicode"
+            ) from None
         if size > MAX_KEY_FILE_BYTES:
             raise MemoryStoreError(
                 f"Invalid key: its file name {name[:40]!r}... is {size} bytes in UTF-8; the "
@@ -499,18 +530,18 @@ class MemoryStore:
         if view_range is not None:
             if len(view_range) != 2:
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. It should be a list of two "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. It should be a list of two "
                     "integers [start, end] (1-based; end -1 means to the end of the file)."
                 )
             first, last = view_range
             if first < 1 or first > max(len(lines), 1):
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. Its first element `{first}` "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. Its first element `{first}` "
                     f"should be within the range of lines of the file: [1, {len(lines)}]."
                 )
             if last != -1 and last < first:
                 raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {view_range}. Its second element `{last}` "
+                    f"Invalid `view_range` parameter: {quote(view_range)}. Its second element `{last}` "
                     f"should be -1 (to the end) or at least the first element `{first}`."
                 )
             start = first - 1
@@ -580,7 +611,7 @@ class MemoryStore:
             count = content.count(old_str)
             if count == 0:
                 raise MemoryStoreError(
-                    f"No replacement was performed, old_str `{old_str}` did not appear verbatim "
+                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear verbatim "
                     f"in {display}."
                 )
             if count > 1:
@@ -589,7 +620,7 @@ class MemoryStore:
                     lines.append(content.count("\n", 0, pos) + 1)
                     pos = content.find(old_str, pos + 1)
                 raise MemoryStoreError(
-                    f"No replacement was performed. Multiple occurrences of old_str `{old_str}` "
+                    f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
                     f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
                 )
             pos = content.find(old_str)
@@ -609,7 +640,7 @@ class MemoryStore:
             lines = _split_lines(content)
             if insert_line < 0 or insert_line > len(lines):
                 raise MemoryStoreError(
-                    f"Invalid `insert_line` parameter: {insert_line}. It should be within the "
+                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within the "
                     f"range [0, {len(lines)}]."
                 )
             text = insert_text[:-1] if insert_text.endswith("\n") else insert_text
@@ -774,6 +805,8 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     from fastmcp import FastMCP
     from fastmcp.exceptions import ToolError
 
+    from .errors import check_arguments
+
     settings = settings if settings is not None else Settings()
     store: Any = SessionStores(settings)
     server = FastMCP(SERVER_NAME, instructions=instructions(settings))
@@ -784,7 +817,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         try:
             return sendable(method(*args))
         except MemoryStoreError as exc:
-            raise ToolError(sendable(str(exc))) from None
+            raise ToolError(sendable(bounded(str(exc)))) from None
 
     @server.tool(
         output_schema=None,
@@ -926,6 +959,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Rename or move a file or folder inside the memory directory. It fails if the destination already exists or the source does not; missing parent folders of the destination are created."""
         return run(store.rename, old_path, new_path)
 
+    check_arguments(server)
     return server
 
 

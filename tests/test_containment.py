@@ -338,3 +338,50 @@ def test_nested_roots_cannot_be_moved_or_deleted(tmp_path: Path) -> None:
     (outer / "b").mkdir()
     jail.rename("b", "c")  # other folders still move
     jail.remove("c", recursive=True)
+
+
+def test_a_missing_folder_left_by_dotdot_is_skipped_not_created(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    root = world["root"]
+    assert jail.realpath("new1/new2/../../a.txt") == root / "a.txt"
+    assert jail.read_bytes("new1/../a.txt") == b"hello\n"
+    jail.mkdir("new1/x/../../made")
+    assert (root / "made").is_dir() and not (root / "new1").exists()
+    with pytest.raises(ContainmentError):
+        jail.realpath("new1/../../outside/secret.txt")
+
+
+def test_folders_made_for_a_refused_call_are_removed(jail: Jail, world: dict[str, Path]) -> None:
+    root = world["root"]
+    before = snapshot(world["base"])
+    with pytest.raises(RuntimeError), jail.resolve("n1/n2/n3/file", create_parents=True):
+        assert (root / "n1" / "n2" / "n3").is_dir()
+        raise RuntimeError("refused after the folders were made")
+    with pytest.raises(OSError) as info:
+        jail.mkdir("n1/n2/" + "x" * 300)
+    assert info.value.errno == errno.ENAMETOOLONG
+    (root / "sub" / "keep").mkdir()
+    with pytest.raises(OSError) as info:
+        jail.rename("sub", "sub/keep/n1/n2", create_parents=True)
+    assert info.value.errno == errno.EINVAL
+    (root / "sub" / "keep").rmdir()
+    assert snapshot(world["base"]) == before
+
+
+def test_before_create_sees_the_final_path_and_can_refuse(
+    jail: Jail, world: dict[str, Path]
+) -> None:
+    seen: list[Path] = []
+
+    def refuse(planned: Path) -> None:
+        seen.append(planned)
+        raise PermissionError("no")
+
+    with (
+        pytest.raises(PermissionError),
+        jail.resolve("sub/n1/n2/../n3/f", create_parents=True, before_create=refuse),
+    ):
+        pass
+    assert seen == [world["root"] / "sub" / "n1" / "n3" / "f"]
+    assert not (world["root"] / "sub" / "n1").exists()

@@ -1,0 +1,431 @@
+"""Store safety (issue 12): refused calls change nothing, bounded error texts, no crash
+litter, reserved names, and depth, for the memory-tools and filesystem servers."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import snapshot
+from fastmcp import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from doc_processing_std_tools import filesystem, memory
+from doc_processing_std_tools.containment import TEMP_PREFIX, Jail
+from doc_processing_std_tools.locking import LOCK_FILE_NAME
+
+LONG_NAME = "n" * 300  # over NAME_MAX (255 bytes)
+
+
+def state(base: Path) -> dict[str, tuple]:
+    """Everything under *base*, without the lock files (created on first use, kept)."""
+    return {k: v for k, v in snapshot(base).items() if not k.endswith("/" + LOCK_FILE_NAME)}
+
+
+async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, str]:
+    result = await client.call_tool(tool, args, raise_on_error=False)
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    return result.is_error, text
+
+
+# -- worlds ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def mem_world(tmp_path: Path) -> Path:
+    """tmp/mem (the memory directory) with a few entries, and tmp/outside beside it."""
+    mem = tmp_path / "mem"
+    (mem / "d" / "inner").mkdir(parents=True)
+    (mem / "d" / "f.md").write_text("in d\n")
+    (mem / "exists.md").write_text("one\ntwo\ntwo\n")
+    (mem / "folder.json").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("secret\n")
+    return mem
+
+
+@pytest.fixture
+async def mem_client(mem_world: Path) -> AsyncIterator[Client]:
+    async with Client(memory.create_server(memory.Settings(memory_dir=mem_world))) as c:
+        await call(c, "write_memory", {"key": "warm", "value": "creates the lock file"})
+        yield c
+
+
+@pytest.fixture
+def fs_world(tmp_path: Path) -> Path:
+    """tmp/root (the first root), tmp/root2, and tmp/outside."""
+    root = tmp_path / "root"
+    (root / "sub" / "deeper").mkdir(parents=True)
+    (root / "a.txt").write_text("alpha\nbeta\nbeta\n")
+    (tmp_path / "root2").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("secret\n")
+    return root
+
+
+@pytest.fixture
+async def fs_client(fs_world: Path) -> AsyncIterator[Client]:
+    settings = filesystem.Settings(roots=[fs_world, fs_world.parent / "root2"])
+    async with Client(filesystem.create_server(settings)) as c:
+        yield c
+
+
+# -- 1. a refused call changes nothing ------------------------------------------------
+
+MEMORY_REFUSALS: list[tuple[str, dict[str, Any]]] = [
+    # memory_rename
+    ("memory_rename", {"old_path": "/d", "new_path": "/d/x/y/z"}),
+    ("memory_rename", {"old_path": "/d", "new_path": "/d/x"}),
+    ("memory_rename", {"old_path": "/d", "new_path": "/exists.md"}),
+    ("memory_rename", {"old_path": "/missing", "new_path": "/new1/new2/x"}),
+    ("memory_rename", {"old_path": "/", "new_path": "/new1/x"}),
+    ("memory_rename", {"old_path": "/d", "new_path": "/new1/../../outside/x"}),
+    ("memory_rename", {"old_path": "/d", "new_path": "/new1/.dpt-x"}),
+    ("memory_rename", {"old_path": "/d", "new_path": f"/new1/new2/{LONG_NAME}"}),
+    ("memory_rename", {"old_path": "/d", "new_path": "/exists.md/new1/x"}),
+    # memory_create
+    ("memory_create", {"path": "/new1/new2/../../exists.md", "file_text": "x"}),
+    ("memory_create", {"path": "/new1/../../outside/x", "file_text": "x"}),
+    ("memory_create", {"path": "/exists.md/new1/x", "file_text": "x"}),
+    ("memory_create", {"path": f"/new1/new2/{LONG_NAME}", "file_text": "x"}),
+    ("memory_create", {"path": f"/new1/{LONG_NAME}/x", "file_text": "x"}),
+    ("memory_create", {"path": "/new1/.dpt.lock", "file_text": "x"}),
+    ("memory_create", {"path": "/", "file_text": "x"}),
+    ("memory_create", {"path": "/d", "file_text": "x"}),
+    ("memory_create", {"path": "/new1/x", "file_text": "bad \ud800 text"}),
+    ("memory_create", {"path": "/new1/x"}),
+    # memory_str_replace / memory_insert
+    ("memory_str_replace", {"path": "/exists.md", "old_str": "nope", "new_str": "x"}),
+    ("memory_str_replace", {"path": "/exists.md", "old_str": "two", "new_str": "x"}),
+    ("memory_str_replace", {"path": "/exists.md", "old_str": "", "new_str": "x"}),
+    ("memory_str_replace", {"path": "/d", "old_str": "a", "new_str": "x"}),
+    ("memory_str_replace", {"path": "/new1/x", "old_str": "a", "new_str": "x"}),
+    ("memory_insert", {"path": "/exists.md", "insert_line": 99, "insert_text": "x"}),
+    ("memory_insert", {"path": "/exists.md", "insert_line": -1, "insert_text": "x"}),
+    ("memory_insert", {"path": "/exists.md", "insert_line": "x", "insert_text": "x"}),
+    ("memory_insert", {"path": "/new1/x", "insert_line": 0, "insert_text": "x"}),
+    # memory_delete
+    ("memory_delete", {"path": "/"}),
+    ("memory_delete", {"path": "/d/.."}),
+    ("memory_delete", {"path": "/missing"}),
+    ("memory_delete", {"path": "/../outside/secret.txt"}),
+    ("memory_delete", {"path": "/.dpt.lock"}),
+    # key-value tools
+    ("write_memory", {"key": "", "value": "x"}),
+    ("write_memory", {"key": ".hidden", "value": "x"}),
+    ("write_memory", {"key": LONG_NAME, "value": "x"}),
+    ("write_memory", {"key": "folder", "value": "x"}),
+    ("write_memory", {"key": "k", "value": 12}),
+    ("delete_memory", {"key": "missing"}),
+    ("delete_memory", {"key": "../exists"}),
+]
+
+
+@pytest.mark.parametrize(("tool", "args"), MEMORY_REFUSALS)
+async def test_a_refused_memory_call_changes_nothing(
+    mem_client: Client, mem_world: Path, tool: str, args: dict[str, Any]
+) -> None:
+    before = state(mem_world.parent)
+    is_error, text = await call(mem_client, tool, args)
+    assert is_error, text
+    assert state(mem_world.parent) == before, text
+
+
+async def test_memory_create_with_the_memory_dirs_own_absolute_path(
+    mem_client: Client, mem_world: Path
+) -> None:
+    before = state(mem_world.parent)
+    escape = f"{mem_world}/../outside/secret.txt"
+    is_error, text = await call(mem_client, "memory_create", {"path": escape, "file_text": "x"})
+    assert is_error and "escape" in text, text
+    assert state(mem_world.parent) == before
+    # The directory's own absolute path names the directory itself.
+    inside = f"{mem_world}/notes/new.md"
+    is_error, text = await call(mem_client, "memory_create", {"path": inside, "file_text": "x"})
+    assert not is_error, text
+    assert (mem_world / "notes" / "new.md").read_text() == "x"
+    assert not (mem_world / mem_world.relative_to("/")).exists()
+
+
+FS_REFUSALS: list[tuple[str, dict[str, Any]]] = [
+    ("write_file", {"path": "../outside/new.txt", "content": "x"}),
+    ("write_file", {"path": "new1/x.txt", "content": "x"}),
+    ("write_file", {"path": "sub", "content": "x"}),
+    ("write_file", {"path": f"sub/{LONG_NAME}", "content": "x"}),
+    ("write_file", {"path": "a.txt/x", "content": "x"}),
+    ("edit_file", {"path": "a.txt", "edits": [{"oldText": "nope", "newText": "x"}]}),
+    (
+        "edit_file",
+        {
+            "path": "a.txt",
+            "edits": [{"oldText": "alpha", "newText": "x"}, {"oldText": "nope", "newText": "y"}],
+        },
+    ),
+    ("edit_file", {"path": "a.txt", "edits": []}),
+    ("edit_file", {"path": "a.txt", "edits": [{"oldText": "", "newText": "x"}]}),
+    ("edit_file", {"path": "missing.txt", "edits": [{"oldText": "a", "newText": "x"}]}),
+    ("edit_file", {"path": "sub", "edits": [{"oldText": "a", "newText": "x"}]}),
+    ("edit_file", {"path": "a.txt", "edits": "not a list"}),
+    ("create_directory", {"path": "a.txt"}),
+    ("create_directory", {"path": "a.txt/new1"}),
+    ("create_directory", {"path": f"new1/new2/{LONG_NAME}"}),
+    ("create_directory", {"path": f"new1/{LONG_NAME}/x"}),
+    ("create_directory", {"path": "new1/../../outside/new"}),
+    ("create_directory", {"path": "../outside/new"}),
+    ("move_file", {"source": "missing", "destination": "new"}),
+    ("move_file", {"source": "sub", "destination": "a.txt"}),
+    ("move_file", {"source": "sub", "destination": "sub/x"}),
+    ("move_file", {"source": "sub", "destination": "sub/deeper/x"}),
+    ("move_file", {"source": "sub", "destination": "new1/x"}),
+    ("move_file", {"source": "sub", "destination": "../outside/sub"}),
+    ("move_file", {"source": ".", "destination": "sub/x"}),
+    ("move_file", {"source": "a.txt", "destination": f"sub/{LONG_NAME}"}),
+]
+
+
+@pytest.mark.parametrize(("tool", "args"), FS_REFUSALS)
+async def test_a_refused_filesystem_call_changes_nothing(
+    fs_client: Client, fs_world: Path, tool: str, args: dict[str, Any]
+) -> None:
+    before = state(fs_world.parent)
+    is_error, text = await call(fs_client, tool, args)
+    assert is_error, text
+    assert state(fs_world.parent) == before, text
+
+
+async def test_dotdot_out_of_a_missing_folder_creates_nothing(fs_client: Client, fs_world: Path):
+    """``new1/new2/../../x`` needs no ``new1``: only ``x`` is made (as the reference server does)."""
+    is_error, text = await call(fs_client, "create_directory", {"path": "new1/new2/../../made"})
+    assert not is_error, text
+    assert (fs_world / "made").is_dir()
+    assert not (fs_world / "new1").exists()
+
+
+# -- 2. error texts: bounded, no library URLs, never a traceback -------------------------
+
+HUGE = "x" * (2 * 1024 * 1024)
+HUGE_PATH = "a/" * (1024 * 1024)
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=8,
+)
+ARG_VALUES = JSON_VALUES | st.sampled_from([HUGE, HUGE_PATH, "\x00", "../" * 50, ".dpt.lock", "/"])
+WRITE_RESULTS_BOUNDED = {
+    "write_memory",
+    "delete_memory",
+    "memory_create",
+    "memory_delete",
+    "memory_rename",
+    "write_file",
+    "create_directory",
+    "move_file",
+}
+REPLY_LIMIT = 8 * 1024
+
+
+def servers_to_fuzz(base: Path) -> dict[str, Any]:
+    (base / "mem").mkdir(parents=True, exist_ok=True)
+    (base / "root").mkdir(exist_ok=True)
+    (base / "root" / "a.txt").write_text("alpha\n")
+    return {
+        "memory": memory.create_server(memory.Settings(memory_dir=base / "mem")),
+        "filesystem": filesystem.create_server(filesystem.Settings(roots=[base / "root"])),
+    }
+
+
+def fuzz_calls(tools: dict[str, dict[str, Any]]) -> st.SearchStrategy:
+    """(tool, arguments): some parameters left out, others of any JSON type, extra names."""
+
+    @st.composite
+    def one(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+        name = draw(st.sampled_from(sorted(tools)))
+        params = sorted(tools[name].get("properties", {}))
+        chosen = draw(st.lists(st.sampled_from(params), unique=True)) if params else []
+        args = {param: draw(ARG_VALUES) for param in chosen}
+        if draw(st.booleans()) and draw(st.booleans()):
+            args[draw(st.sampled_from(["extra", "path2", ""]))] = draw(JSON_VALUES)
+        return name, args
+
+    return st.lists(one(), min_size=1, max_size=8)
+
+
+@pytest.mark.parametrize("server_name", ["memory", "filesystem"])
+def test_bad_arguments_fuzz_gets_short_readable_errors(tmp_path: Path, server_name: str) -> None:
+    server = servers_to_fuzz(tmp_path)[server_name]
+
+    async def schemas() -> dict[str, dict[str, Any]]:
+        async with Client(server) as c:
+            return {tool.name: tool.input_schema for tool in await c.list_tools()}
+
+    tools = asyncio.run(schemas())
+    seen_errors: list[str] = []
+
+    @settings(
+        max_examples=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(fuzz_calls(tools))
+    def check(calls: list[tuple[str, dict[str, Any]]]) -> None:
+        async def run() -> None:
+            async with Client(server) as c:
+                for name, args in calls:
+                    result = await c.call_tool(name, args, raise_on_error=False)
+                    text = "\n".join(getattr(block, "text", "") for block in result.content)
+                    assert "Traceback" not in text
+                    assert "errors.pydantic.dev" not in text, text
+                    assert "For further information" not in text, text
+                    if result.is_error:
+                        seen_errors.append(text)
+                        assert text.strip(), (name, args)
+                    if result.is_error or name in WRITE_RESULTS_BOUNDED:
+                        assert len(text) <= REPLY_LIMIT, (name, len(text), text[:300])
+
+        asyncio.run(run())
+
+    check()
+    assert seen_errors  # the fuzz did reach the error paths
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expect"),
+    [
+        ("memory_insert", {"path": "x", "insert_line": "x", "insert_text": "y"}, "insert_line"),
+        ("memory_create", {"path": "x"}, "file_text is required (a string)"),
+        ("memory_str_replace", {"path": "exists.md", "old_str": HUGE, "new_str": ""}, "2,097,152"),
+        ("memory_create", {"path": HUGE_PATH, "file_text": "x"}, "limit is 4,096"),
+        ("write_memory", {"key": "\x00" + HUGE, "value": "x"}, "NUL"),
+        ("memory_view", {"path": "/exists.md", "view_range": list(range(10**5))}, "view_range"),
+    ],
+)
+async def test_memory_errors_quote_at_most_a_kilobyte(
+    mem_client: Client, tool: str, args: dict[str, Any], expect: str
+) -> None:
+    is_error, text = await call(mem_client, tool, args)
+    assert is_error, text
+    assert expect in text
+    assert len(text) < 2048, text[:300]
+    assert "pydantic" not in text
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "expect"),
+    [
+        ("edit_file", {"path": "a.txt", "edits": [{"oldText": HUGE, "newText": ""}]}, "2,097,152"),
+        ("edit_file", {"path": "a.txt", "edits": "s"}, "{oldText, newText} objects"),
+        ("write_file", {"path": HUGE_PATH, "content": "x"}, "limit is 4,096"),
+        ("read_text_file", {"path": "/" + HUGE}, "Access denied"),
+        ("read_multiple_files", {"paths": ["/" + HUGE, "a.txt"]}, "alpha"),
+        ("list_directory_with_sizes", {"path": ".", "sortBy": "zz"}, "'name' or 'size'"),
+        ("read_text_file", {"path": "a.txt", "head": -1}, "greater than or equal to 0"),
+    ],
+)
+async def test_filesystem_errors_quote_at_most_a_kilobyte(
+    fs_client: Client, tool: str, args: dict[str, Any], expect: str
+) -> None:
+    _is_error, text = await call(fs_client, tool, args)
+    assert expect in text
+    assert len(text) < 2048, text[:300]
+    assert "pydantic" not in text
+
+
+# -- 3. crash litter: dead writers' temp files are removed at start and never shown ----------
+
+WRITER = """
+import os, sys, time
+from doc_processing_std_tools import containment
+os.fsync = lambda fd: (print("writing", flush=True), time.sleep(600))
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+containment.atomic_write_at(fd, "target.txt", b"x" * 1000)
+"""
+
+
+def old(path: Path) -> None:
+    """Make a file look older than STALE_TEMP_SECONDS."""
+    past = path.stat().st_mtime - 3600
+    os.utime(path, (past, past))
+
+
+def temps(base: Path) -> list[str]:
+    return sorted(str(p.relative_to(base)) for p in base.rglob(f"{TEMP_PREFIX}*"))
+
+
+def start_writer(folder: Path) -> subprocess.Popen[str]:
+    """A real writer, stopped inside atomic_write_at with its temp file written and locked."""
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(folder)], stdout=subprocess.PIPE, text=True
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    return writer
+
+
+def test_a_temp_file_is_removed_only_once_its_writer_is_dead(tmp_path: Path) -> None:
+    jail = Jail([tmp_path])
+    writer = start_writer(tmp_path)
+    try:
+        (live,) = temps(tmp_path)
+        old(tmp_path / live)
+        assert jail.sweep(str(tmp_path)) == 0  # old, but its writer holds it
+        (tmp_path / f"{TEMP_PREFIX}fresh").write_text("just created, not locked yet")
+        assert jail.sweep(str(tmp_path)) == 0  # too young to judge
+    finally:
+        writer.kill()
+        writer.wait()
+    assert jail.sweep(str(tmp_path)) == 1
+    assert temps(tmp_path) == [f"{TEMP_PREFIX}fresh"]
+    assert not (tmp_path / "target.txt").exists()
+
+
+def make_litter(folder: Path) -> None:
+    """Temp files of dead writers at the top and deeper down (as SIGKILL leaves them)."""
+    for where in (folder, folder / "sub"):
+        where.mkdir(parents=True, exist_ok=True)
+        for i in range(3):
+            path = where / f"{TEMP_PREFIX}{i}dead"
+            path.write_text('{"key": "half", "value": "written')
+            old(path)
+
+
+async def test_memory_litter_is_removed_at_start_and_never_shown(tmp_path: Path) -> None:
+    mem = tmp_path / "mem"
+    make_litter(mem)
+    (mem / "note.json").write_text('{"key": "note", "value": "kept"}')
+    async with Client(memory.create_server(memory.Settings(memory_dir=mem))) as c:
+        keys = await call(c, "list_memory_keys", {})
+        view = await call(c, "memory_view", {"path": "/"})
+        found = await call(c, "search_memory", {"query": "half"})
+    assert keys == (False, '["note"]')
+    assert "dpt" not in view[1] and found == (False, "[]")
+    assert temps(mem) == []
+
+
+async def test_filesystem_litter_is_hidden_everywhere_and_swept(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    make_litter(root)
+    (root / "kept.txt").write_text("kept")
+    async with Client(filesystem.create_server(filesystem.Settings(roots=[root]))) as c:
+        assert temps(root) == [f"sub/{TEMP_PREFIX}{i}dead" for i in range(3)]  # top: at start
+        (root / f"{TEMP_PREFIX}late").write_text("left by a crash after the start")
+        old(root / f"{TEMP_PREFIX}late")
+        replies = [
+            await call(c, "list_directory", {"path": "."}),
+            await call(c, "list_directory_with_sizes", {"path": "."}),
+            await call(c, "directory_tree", {"path": "."}),
+            await call(c, "search_files", {"path": ".", "pattern": "**"}),
+            await call(c, "search_files", {"path": ".", "pattern": "**/.dpt*"}),
+        ]
+    for is_error, text in replies:
+        assert not is_error, text
+        assert "dpt" not in text, text
+    assert "kept.txt" in replies[0][1]
+    assert temps(root) == []  # the listings removed what they met
