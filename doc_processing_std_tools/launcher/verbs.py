@@ -28,11 +28,17 @@ def _fail(message: str, status: int) -> int:
 
 
 async def _composed(config: str) -> Any:
-    from .compose import compose
+    """The composition of *config*, or the exit status after printing why there is none."""
+    from .compose import CompositionError, ServerStartError, compose
 
-    loaded = load_config(config)
-    with contextlib.redirect_stdout(sys.stderr):
-        return loaded, await compose(loaded)
+    try:
+        loaded = load_config(config)
+        with contextlib.redirect_stdout(sys.stderr):
+            return await compose(loaded)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    except (CompositionError, ServerStartError) as exc:
+        return _fail(f"{config}: {exc}", EXIT_USAGE)
 
 
 def _tool_rows(composition: Any) -> list[dict[str, Any]]:
@@ -55,14 +61,9 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
 
 async def tools(args: argparse.Namespace) -> int:
     """The composed tool table, without serving."""
-    from .compose import CompositionError, ServerStartError
-
-    try:
-        _, composition = await _composed(args.config)
-    except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    except (CompositionError, ServerStartError) as exc:
-        return _fail(f"{args.config}: {exc}", EXIT_USAGE)
+    composition = await _composed(args.config)
+    if isinstance(composition, int):
+        return composition
     try:
         rows = _tool_rows(composition)
         if args.json:
@@ -93,20 +94,15 @@ async def call(args: argparse.Namespace) -> int:
     """Build, call one tool in-process, print its result; exit 1 when it is an error."""
     from fastmcp import Client
 
-    from .compose import CompositionError, ServerStartError
-
     try:
         arguments = json.loads(args.arguments) if args.arguments else {}
     except json.JSONDecodeError as exc:
         return _fail(f"the arguments are not JSON: {exc.msg} at character {exc.pos}", EXIT_USAGE)
     if not isinstance(arguments, dict):
         return _fail('the arguments must be a JSON object, e.g. \'{"key": "value"}\'', EXIT_USAGE)
-    try:
-        _, composition = await _composed(args.config)
-    except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    except (CompositionError, ServerStartError) as exc:
-        return _fail(f"{args.config}: {exc}", EXIT_USAGE)
+    composition = await _composed(args.config)
+    if isinstance(composition, int):
+        return composition
     try:
         known = {row["name"] for row in _tool_rows(composition)}
         if args.tool not in known:
