@@ -291,6 +291,8 @@ class Jail:
                     names.pop()
                     continue
                 last = not pending
+                if part.startswith(RESERVED_PREFIX):
+                    raise ReservedName(path, part)
                 try:
                     info = os.stat(part, dir_fd=stack[-1], follow_symlinks=False)
                 except FileNotFoundError:
@@ -588,6 +590,21 @@ class Jail:
         """
         with self.open_folder(path) as (fd, folder):
             yield from _walk_fd(fd, folder, 1, max_depth, exclude)
+
+
+class ReservedName(PermissionError):
+    """A path (or a symlink on it) naming a ``.dpt*`` file: the servers' locks and temp files."""
+
+    def __init__(self, path: str, part: str) -> None:
+        self.path = path
+        super().__init__(
+            errno.EPERM,
+            f"Access denied - {quote(path, 200)} uses the reserved name {quote(part, 80)!r}: "
+            f"names starting with {RESERVED_PREFIX!r} are the servers' lock and temp files",
+        )
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class RootChangeRefused(PermissionError):

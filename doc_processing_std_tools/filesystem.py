@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from . import locking, workspace
-from .containment import ContainmentError, Entry, FileTooLarge, Jail
+from .containment import ContainmentError, Entry, FileTooLarge, Jail, ReservedName
 from .settings import ServerSettings, resolve_path
 from .text import bounded, quote, sendable
 
@@ -412,6 +412,7 @@ class FileSystem:
         jail.sweep_temps = not settings.read_only
         if not settings.read_only:
             for root in jail.roots:
+                locking.mark(root)  # other launchers on this root then take its flock too
                 with suppress(OSError):
                     jail.sweep(str(root))
         umask = _umask()
@@ -424,7 +425,7 @@ class FileSystem:
         """Turn an exception into a readable :class:`FileSystemError`."""
         if isinstance(exc, FileSystemError):
             return exc
-        if isinstance(exc, ContainmentError):
+        if isinstance(exc, ContainmentError | ReservedName):
             return FileSystemError(str(exc))
         if isinstance(exc, FileTooLarge):
             return FileSystemError(
@@ -450,6 +451,21 @@ class FileSystem:
             return fn()
         except (OSError, ValueError, FileSystemError) as exc:
             raise self._fail(exc, path) from exc
+
+    def _locks(self, *paths: str) -> set[Path]:
+        """The marked folders (roots, memory folders) above *paths*, whose flocks a write
+        there must hold so other launchers and memory-tools never interleave with it."""
+        folders: set[Path] = set()
+        for path in paths:
+            try:
+                with self.jail.resolve(path, follow_last=False) as target:
+                    where = target.path
+            except (ValueError, PermissionError):
+                continue  # refused below with a clear message, before any change
+            except OSError:  # e.g. missing parent folders, which create_directory makes
+                where = Path(self.jail.display(path))
+            folders.update(locking.locked_folders(where))
+        return folders
 
     def _relative(self, base: Path, entry: Entry) -> str:
         return entry.path.relative_to(base).as_posix()
@@ -682,7 +698,7 @@ class FileSystem:
 
     def write_file(self, path: str, content: str) -> str:
         def write() -> None:
-            with locking.exclusive():
+            with locking.exclusive(folders=self._locks(path)):
                 try:
                     self.jail.write_atomic(path, content.encode("utf-8"), mode=self.file_mode)
                 except FileNotFoundError as exc:
@@ -695,7 +711,7 @@ class FileSystem:
 
     def create_directory(self, path: str) -> str:
         def mkdir() -> None:
-            with locking.exclusive():
+            with locking.exclusive(folders=self._locks(path)):
                 self.jail.mkdir(path, parents=True, exist_ok=True, mode=self.dir_mode)
 
         self._guard(path, mkdir)
@@ -703,7 +719,7 @@ class FileSystem:
 
     def move_file(self, source: str, destination: str) -> str:
         def move() -> None:
-            with locking.exclusive():
+            with locking.exclusive(folders=self._locks(source, destination)):
                 with self.jail.resolve(source, follow_last=False) as target:
                     missing = target.lstat() is None
                 if missing:
@@ -727,7 +743,7 @@ class FileSystem:
             raise FileSystemError("edits must contain at least one {oldText, newText} pair")
 
         def edit() -> str:
-            with locking.exclusive():
+            with locking.exclusive(folders=self._locks(path)):
                 raw = self.jail.read_bytes(path, limit=self.settings.max_read_bytes)
                 original = raw.decode("utf-8")
                 crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")

@@ -280,7 +280,7 @@ class MemoryStore:
         jail = self._jail()
         with ExitStack() as stack:
             try:
-                stack.enter_context(locking.exclusive(locking.store_lock_path(self.memory_dir)))
+                stack.enter_context(locking.exclusive(folders=[jail.roots[0]]))
             except OSError as exc:
                 raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
             yield jail

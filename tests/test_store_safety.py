@@ -7,12 +7,14 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
-from conftest import snapshot
+from conftest import launched, snapshot, text_of
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -429,3 +431,151 @@ async def test_filesystem_litter_is_hidden_everywhere_and_swept(tmp_path: Path) 
         assert "dpt" not in text, text
     assert "kept.txt" in replies[0][1]
     assert temps(root) == []  # the listings removed what they met
+
+
+# -- 4. cross-server tampering: filesystem cannot touch .dpt*, memory's lock survives ----------
+
+
+@pytest.fixture
+async def shared(tmp_path: Path) -> AsyncIterator[tuple[Client, Client, Path]]:
+    """memory-tools on root/mem and filesystem on root (the shipped layout: one folder)."""
+    root = tmp_path / "root"
+    mem = root / "mem"
+    mem.mkdir(parents=True)
+    fs_server = filesystem.create_server(filesystem.Settings(roots=[root]))
+    mem_server = memory.create_server(memory.Settings(memory_dir=mem))
+    async with Client(mem_server) as m, Client(fs_server) as f:
+        assert not (await call(m, "write_memory", {"key": "k", "value": "v"}))[0]
+        yield m, f, root
+
+
+TAMPERING: list[tuple[str, dict[str, Any]]] = [
+    ("move_file", {"source": "mem/.dpt.lock", "destination": "stolen"}),
+    ("write_file", {"path": "mem/.dpt.lock", "content": "x"}),
+    ("create_directory", {"path": "mem/.dpt.lock/x"}),
+    ("edit_file", {"path": "mem/.dpt.lock", "edits": [{"oldText": "a", "newText": "b"}]}),
+    ("read_text_file", {"path": "mem/.dpt.lock"}),
+    ("get_file_info", {"path": ".dpt.lock"}),
+    ("write_file", {"path": "mem/.dpt-tmp-1", "content": "x"}),
+    ("move_file", {"source": "mem/k.json", "destination": "mem/.dpt-x"}),
+    ("write_file", {"path": "alias", "content": "x"}),  # a symlink to mem/.dpt.lock
+]
+
+
+@pytest.mark.parametrize(("tool", "args"), TAMPERING)
+async def test_filesystem_cannot_touch_reserved_names(
+    shared: tuple[Client, Client, Path], tool: str, args: dict[str, Any]
+) -> None:
+    m, f, root = shared
+    os.symlink("mem/.dpt.lock", root / "alias")
+    before = snapshot(root)
+    is_error, text = await call(f, tool, args)
+    assert is_error and "reserved name" in text, text
+    assert snapshot(root) == before
+    assert not (await call(m, "write_memory", {"key": "k2", "value": "still works"}))[0]
+    listing = (await call(f, "list_directory", {"path": "mem"}))[1]
+    assert ".dpt" not in listing
+
+
+@pytest.mark.parametrize("damage", ["moved", "folder", "symlink"])
+async def test_memory_writes_survive_a_tampered_lock_marker(
+    shared: tuple[Client, Client, Path], damage: str
+) -> None:
+    m, _f, root = shared
+    marker = root / "mem" / LOCK_FILE_NAME
+    marker.unlink()
+    if damage == "folder":
+        marker.mkdir()
+    elif damage == "symlink":
+        marker.symlink_to(root / "elsewhere")
+    is_error, text = await call(m, "write_memory", {"key": "after", "value": damage})
+    assert not is_error, text
+    assert (root / "mem" / "after.json").exists()
+    assert not (root / "elsewhere").exists()
+
+
+HOLD_FLOCK = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("locked", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_memory_file_edited_through_filesystem_takes_the_memory_flock(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    mem = root / "mem"
+    store = memory.MemoryStore(mem)
+    store.create("/notes.md", "draft\n")  # makes the folder and its lock marker
+    fs = filesystem.FileSystem(Jail([root]), filesystem.Settings(roots=[root]))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FLOCK, str(mem)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    done = threading.Event()
+    worker = threading.Thread(
+        target=lambda: (fs.edit_file("mem/notes.md", [("draft", "final")]), done.set())
+    )
+    worker.start()
+    try:
+        assert not done.wait(1.0)  # waits for memory's lock (another launcher's write)
+        assert (mem / "notes.md").read_text() == "draft\n"
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait()
+    worker.join(30)
+    assert done.is_set()
+    assert (mem / "notes.md").read_text() == "final\n"
+
+
+# -- 5. filesystem across launchers: no edit lost -----------------------------------------
+
+LAUNCHERS = 3
+EDITS = 120
+
+
+async def test_three_launchers_on_one_root_lose_no_edit(write_config, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "slots.md").write_text("".join(f"slot-{i:03d}: empty\n" for i in range(EDITS)))
+    configs = [
+        write_config(
+            f"""\
+            servers:
+              files:
+                server: filesystem
+                settings:
+                  roots: [{root}]
+            """,
+            name=f"l{n}.yaml",
+        )
+        for n in range(LAUNCHERS)
+    ]
+    errors: list[str] = []
+
+    async def launcher(config: Path, slots: range) -> None:
+        async with launched(config) as session:
+
+            async def edit(i: int) -> None:
+                edit = {"oldText": f"slot-{i:03d}: empty", "newText": f"slot-{i:03d}: done"}
+                result = await session.call_tool("edit_file", {"path": "slots.md", "edits": [edit]})
+                if result.is_error:
+                    errors.append(text_of(result))
+
+            async with anyio.create_task_group() as group:
+                for i in slots:
+                    group.start_soon(edit, i)
+
+    async with anyio.create_task_group() as group:
+        for n, config in enumerate(configs):
+            group.start_soon(launcher, config, range(n, EDITS, LAUNCHERS))
+    assert errors == []
+    lines = (root / "slots.md").read_text().splitlines()
+    assert lines == [f"slot-{i:03d}: done" for i in range(EDITS)]
+    assert temps(root) == []
