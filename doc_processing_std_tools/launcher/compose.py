@@ -9,7 +9,6 @@ composed server's instructions instead.
 
 from __future__ import annotations
 
-import logging
 import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from fastmcp.tools import Tool
 
     from .external import Supervisor
-
-log = logging.getLogger("dpt-launch")
 
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_INSTRUCTIONS = (

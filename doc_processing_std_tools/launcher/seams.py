@@ -128,7 +128,8 @@ def _rules_transform(
         return unavailable is not None and unavailable() is not None
 
     class LauncherRules(Transform):
-        last_seen: dict[str, Tool] = {}  # noqa: RUF012  (one instance per mount)
+        def __init__(self) -> None:
+            self.last_seen: dict[str, Tool] = {}  # the tools listed while the server was up
 
         async def list_tools(self, tools: Sequence[Tool]) -> Sequence[Tool]:
             if down():
