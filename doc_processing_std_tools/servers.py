@@ -1,29 +1,23 @@
-"""The server registry: registered name -> module, and how to build a server from settings.
+"""The server contract (:class:`ServerSpec`) and how the launcher finds a server.
 
-A *server module* follows one small contract, which the built-in servers and
-third-party packages share:
-
-* ``Settings``: a pydantic model of the server's settings (``extra="forbid"``).
-  Relative paths in it resolve against ``info.context["base_dir"]`` when given
-  (the launcher passes the config file's folder), else the working directory.
-* ``create_server(settings: Settings) -> FastMCP``: builds a fresh server.
-* Optional ``ONE_PER_PROCESS = True`` when two instances cannot live in one process.
-* Optional ``LOCKS_ITSELF = True``: documents that its state-changing tools take
-  :data:`locking.PROCESS_LOCK` themselves when the server runs alone. The launcher
-  holds the lock around every tool not annotated ``readOnlyHint`` either way; the
-  server's own take then sees the launcher's hold and does not wait again.
-* Optional ``check(settings) -> list[(level, text)]``: problems that stop it from
-  working ("FAIL") or may surprise ("WARN"); ``--check`` prints them.
-* Optional ``EXTRA = "name"``: the pip extra that provides its dependencies.
+Every mountable server, built-in or third-party, is described by one
+:class:`ServerSpec`: its settings model, a factory, optional ``check`` and
+``describe`` hooks, and three facts the launcher needs (one instance per process,
+locks itself, the pip extra holding its optional dependencies).
 
 Where a server comes from, in the launcher config:
 
-* ``server: memory-tools``: a built-in name or one registered by another package
-  under the entry-point group ``doc_processing_std_tools.servers`` (the entry
-  point's value is a server module, ``pkg.mod``, or an object, ``pkg.mod:attr``);
-* ``module: pkg.mod``: any importable server module;
-* ``module: pkg.mod:attr``: a FastMCP instance, or a callable that takes the
-  settings as keyword arguments and returns one.
+* ``server: memory-tools``: a name registered under the entry-point group
+  ``doc_processing_std_tools.servers``. The built-in servers register there like any
+  third-party package (see this project's ``pyproject.toml``); the entry point names
+  a ``ServerSpec`` (``pkg.mod:SPEC``) or a server module (``pkg.mod``).
+* ``module: pkg.mod``: a module with a ``SPEC``, or one with ``Settings`` and
+  ``create_server(settings)`` (plus optional ``check``, ``describe``,
+  ``ONE_PER_PROCESS``, ``LOCKS_ITSELF``, ``EXTRA``).
+* ``module: pkg.mod:attr``: a ``ServerSpec``, a FastMCP instance, or a factory.
+  A factory's keyword parameters are its settings: they are validated like a server
+  module's (unknown keys refused, types checked, :data:`~.settings.ConfigPath`
+  resolved against the config file's folder), with errors naming the key.
 """
 
 from __future__ import annotations
@@ -31,25 +25,22 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
-from dataclasses import dataclass
-from importlib.metadata import entry_points
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+    from pydantic import BaseModel
 
 ENTRY_POINT_GROUP = "doc_processing_std_tools.servers"
+DISTRIBUTION = "doc-processing-std-tools"
 
-BUILTIN_SERVERS: dict[str, str] = {
-    "memory-tools": "doc_processing_std_tools.memory",
-    "filesystem": "doc_processing_std_tools.filesystem",
-    "popoto-memory": "doc_processing_std_tools.popoto_memory",
-}
-
-# Import-time failures that mean "install this extra", by top-level module name.
-_EXTRA_HINTS: dict[str, str] = {"popoto": "popoto"}
+Findings = list[tuple[str, str]]  # (level or label, text)
 
 
 class ServerLoadError(Exception):
@@ -76,54 +67,143 @@ def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
     )
 
 
-@dataclass
-class ServerSource:
-    """A resolved server: where it came from and how to build it."""
+@dataclass(frozen=True)
+class ServerSpec:
+    """What a server offers the launcher: the one contract every server follows.
 
-    label: str  # what the user wrote: "memory-tools" or "pkg.mod:attr"
-    target: ModuleType | Any  # a server module, a FastMCP instance or a factory
+    * ``create(settings)`` builds a fresh FastMCP server from validated settings.
+    * ``settings``: the pydantic model of its settings (``None``: the raw mapping is passed).
+    * ``check(settings)``: ``("FAIL" | "WARN", text)`` problems; ``--check`` prints them.
+    * ``describe(settings)``: ``(label, value)`` rows ``--check`` shows (where data lives).
+    * ``one_per_process``: two instances cannot live in one process (one global connection).
+    * ``locks_itself``: its state-changing tools take :data:`~.locking.PROCESS_LOCK`
+      themselves when it runs alone (under the launcher the launcher's hold is reused).
+    * ``extra``: the pip extra with its optional dependencies; a ``ModuleNotFoundError``
+      while building then becomes "pip install 'doc-processing-std-tools[extra]'", and
+      the launcher skips the server instead of failing.
+    """
+
+    name: str
+    create: Callable[[Any], FastMCP]
+    settings: type[BaseModel] | None = None
+    check: Callable[[Any], Findings] | None = None
+    describe: Callable[[Any], Findings] | None = None
     one_per_process: bool = False
-    settings_model: Any = None  # pydantic model class, or None
+    locks_itself: bool = False
+    extra: str | None = None
 
     def validate_settings(self, raw: dict[str, Any], base_dir: Path) -> Any:
         """Validate raw settings; raises pydantic.ValidationError naming the key."""
-        if self.settings_model is not None:
-            return self.settings_model.model_validate(raw, context={"base_dir": base_dir})
-        return dict(raw)
+        if self.settings is None:
+            return dict(raw)
+        return self.settings.model_validate(raw, context={"base_dir": base_dir})
 
     def build(self, settings: Any) -> FastMCP:
+        """A fresh server; a missing optional dependency names the extra to install."""
         from fastmcp import FastMCP
 
-        target = self.target
-        if isinstance(target, ModuleType):
-            try:
-                server = target.create_server(settings)
-            except ModuleNotFoundError as exc:
-                extra = getattr(target, "EXTRA", None)
-                if not extra:
-                    raise
-                raise missing_extra(self.label, (exc.name or "?").split(".")[0], extra) from None
-        elif isinstance(target, FastMCP):
-            if settings:
-                raise ServerLoadError(
-                    f"{self.label} is a ready-made server and takes no settings; "
-                    "remove 'settings:' or point 'module:' at a factory function"
-                )
-            server = target
-        elif callable(target):
-            server = target(**settings)
-        else:
-            raise ServerLoadError(f"{self.label} is neither a FastMCP server nor a factory")
+        try:
+            server = self.create(settings)
+        except ModuleNotFoundError as exc:
+            if not self.extra:
+                raise
+            raise missing_extra(self.name, (exc.name or "?").split(".")[0], self.extra) from None
         if not isinstance(server, FastMCP):
             raise ServerLoadError(
-                f"{self.label} returned {type(server).__name__}, expected a FastMCP server"
+                f"{self.name} returned {type(server).__name__}, expected a FastMCP server"
             )
         return server
 
+    def findings(self, settings: Any) -> Findings:
+        return list(self.check(settings)) if self.check else []
+
+    def rows(self, settings: Any) -> Findings:
+        return list(self.describe(settings)) if self.describe else []
+
+
+def spec_from_module(module: ModuleType, label: str) -> ServerSpec:
+    """The spec of a server module: its ``SPEC``, or one read from its attributes."""
+    spec = getattr(module, "SPEC", None)
+    if isinstance(spec, ServerSpec):
+        return replace(spec, name=label)
+    if not callable(getattr(module, "create_server", None)):
+        raise ServerLoadError(
+            f"{module.__name__!r} is not a server module (it has no SPEC or create_server); "
+            f"use 'module: {module.__name__}:<attribute>' to name a server object or factory",
+            config_error=True,
+        )
+    return ServerSpec(
+        name=label,
+        create=module.create_server,
+        settings=getattr(module, "Settings", None),
+        check=getattr(module, "check", None),
+        describe=getattr(module, "describe", None),
+        one_per_process=bool(getattr(module, "ONE_PER_PROCESS", False)),
+        locks_itself=bool(getattr(module, "LOCKS_ITSELF", False)),
+        extra=getattr(module, "EXTRA", None),
+    )
+
+
+def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
+    """A spec whose settings are *factory*'s keyword parameters, validated by pydantic."""
+    from pydantic import ConfigDict, create_model
+
+    from .settings import ServerSettings
+
+    try:
+        hints = inspect.get_annotations(factory, eval_str=True)
+    except Exception:  # unresolvable annotations: validate names only
+        hints = {}
+    fields: dict[str, Any] = {}
+    takes_more = False
+    for param in inspect.signature(factory).parameters.values():
+        if param.kind is param.VAR_KEYWORD:
+            takes_more = True
+        elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (hints.get(param.name, Any), default)
+    base: type[ServerSettings] = ServerSettings
+    if takes_more:  # **kwargs: keys beyond the named parameters pass through
+
+        class base(ServerSettings):  # type: ignore[no-redef]
+            model_config = ConfigDict(**{**ServerSettings.model_config, "extra": "allow"})
+
+    model = create_model(  # type: ignore[call-overload]
+        f"{getattr(factory, '__name__', 'factory')}_settings", __base__=base, **fields
+    )
+    names = tuple(fields)
+
+    def create(settings: Any) -> FastMCP:
+        kwargs = {name: getattr(settings, name) for name in names}
+        kwargs.update(settings.model_extra or {})
+        return factory(**kwargs)
+
+    return ServerSpec(name=label, create=create, settings=model)
+
+
+def spec_from_object(target: Any, label: str) -> ServerSpec:
+    """The spec for what ``module: pkg.mod:attr`` names."""
+    from fastmcp import FastMCP
+
+    if isinstance(target, ServerSpec):
+        return replace(target, name=label)
+    if isinstance(target, ModuleType):
+        return spec_from_module(target, label)
+    if isinstance(target, FastMCP):
+        from .settings import ServerSettings
+
+        class NoSettings(ServerSettings):
+            """A ready-made server takes no settings: any key is refused."""
+
+        return ServerSpec(name=label, create=lambda _settings: target, settings=NoSettings)
+    if callable(target):
+        return spec_from_factory(target, label)
+    raise ServerLoadError(
+        f"{label} is neither a server spec, a FastMCP server nor a factory", config_error=True
+    )
+
 
 def _import(module_name: str, search_dir: Path | None) -> ModuleType:
-    import sys
-
     if search_dir is None or str(search_dir) in sys.path:
         return importlib.import_module(module_name)
     sys.path.insert(0, str(search_dir))
@@ -134,26 +214,40 @@ def _import(module_name: str, search_dir: Path | None) -> ModuleType:
             sys.path.remove(str(search_dir))
 
 
+def _registered() -> dict[str, str]:
+    """Registered name -> entry-point value; this package's own entry points first
+    (one metadata file, so the built-ins cost no scan of every installed package)."""
+    found: dict[str, str] = {}
+    with contextlib.suppress(PackageNotFoundError):
+        for ep in distribution(DISTRIBUTION).entry_points.select(group=ENTRY_POINT_GROUP):
+            found[ep.name] = ep.value
+    return found
+
+
 def registered_names() -> list[str]:
-    """Built-in names plus those registered through entry points."""
-    names = set(BUILTIN_SERVERS)
+    """Every name ``server:`` accepts: this package's servers and other packages'."""
+    names = set(_registered())
     names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
     return sorted(names)
 
 
-def resolve_registered(name: str) -> ServerSource:
-    """Find a server by its registered name."""
-    if name in BUILTIN_SERVERS:
-        return resolve_module(BUILTIN_SERVERS[name], label=name)
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        return resolve_module(ep.value, label=name)
+def resolve_registered(name: str) -> ServerSpec:
+    """The spec of the server registered as *name*."""
+    value = _registered().get(name)
+    if value is None:
+        for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+            value = ep.value
+            break
+    if value is not None:
+        return resolve_module(value, label=name)
     import difflib
 
     names = registered_names()
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(names) or "none: reinstall doc-processing-std-tools"
     raise ServerLoadError(
-        f"unknown server {name!r}{hint} (registered servers: {', '.join(names)}; "
+        f"unknown server {name!r}{hint} (registered servers: {listed}; "
         "or use 'module: package.module:attribute')",
         config_error=True,
     )
@@ -161,8 +255,8 @@ def resolve_registered(name: str) -> ServerSource:
 
 def resolve_module(
     spec: str, *, label: str | None = None, search_dir: Path | None = None
-) -> ServerSource:
-    """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (an instance or factory).
+) -> ServerSpec:
+    """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (a spec, instance or factory).
 
     *search_dir* (the config file's folder) is importable while the module loads, so
     ``module: notes_server`` finds ``notes_server.py`` next to the config.
@@ -172,10 +266,6 @@ def resolve_module(
     try:
         module = _import(module_name, search_dir)
     except ModuleNotFoundError as exc:
-        missing = (exc.name or "").split(".")[0]
-        extra = _EXTRA_HINTS.get(missing)
-        if extra:
-            raise missing_extra(label, missing, extra) from None
         where = f"the config file's folder {search_dir} and " if search_dir else ""
         raise ServerLoadError(
             f"cannot import {module_name!r} for {label}: {exc} "
@@ -183,30 +273,14 @@ def resolve_module(
         ) from None
     except Exception as exc:
         raise ServerLoadError(f"importing {module_name!r} for {label} failed: {exc}") from None
-
-    if attr:
-        try:
-            target: Any = getattr(module, attr)
-        except AttributeError:
-            raise ServerLoadError(
-                f"{module_name!r} has no attribute {attr!r} ({label})", config_error=True
-            ) from None
-        except Exception as exc:  # a lazy module attribute may fail to build
-            raise ServerLoadError(f"loading {spec!r} for {label} failed: {exc}") from None
-        if inspect.ismodule(target):
-            module, attr, target = target, "", target
-        else:
-            return ServerSource(label=label, target=target)
-
-    if not hasattr(module, "create_server"):
+    if not attr:
+        return spec_from_module(module, label)
+    try:
+        target = getattr(module, attr)
+    except AttributeError:
         raise ServerLoadError(
-            f"{module_name!r} is not a server module (it has no create_server); "
-            f"use 'module: {module_name}:<attribute>' to name a server object or factory",
-            config_error=True,
-        )
-    return ServerSource(
-        label=label,
-        target=module,
-        one_per_process=bool(getattr(module, "ONE_PER_PROCESS", False)),
-        settings_model=getattr(module, "Settings", None),
-    )
+            f"{module_name!r} has no attribute {attr!r} ({label})", config_error=True
+        ) from None
+    except Exception as exc:  # a lazy module attribute may fail to build
+        raise ServerLoadError(f"loading {spec!r} for {label} failed: {exc}") from None
+    return spec_from_object(target, label)

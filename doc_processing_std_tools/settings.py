@@ -1,17 +1,25 @@
-"""Shared pieces of every server's ``Settings`` model: strict keys and path resolution."""
+"""What every server's ``Settings`` model shares: strict keys, and one rule for paths.
+
+Third-party servers use both: subclass :class:`ServerSettings` and annotate path
+settings with :data:`ConfigPath`, so ``notes_dir: ./notes`` in a launcher config
+means the folder next to that config file, whatever the working directory.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, ValidationInfo
+from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationInfo
 
 
 class ServerSettings(BaseModel):
-    """Base for server settings: unknown keys are errors, and a validated instance is frozen."""
+    """Base for server settings: unknown keys are errors, defaults are validated like
+    given values (so a :data:`ConfigPath` default resolves too), and a validated
+    instance is frozen (immutable), so a server can keep it without copying."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
 
 
 def base_dir(info: ValidationInfo | None) -> Path:
@@ -26,3 +34,11 @@ def resolve_path(value: str | os.PathLike[str], info: ValidationInfo | None) -> 
     if not path.is_absolute():
         path = base_dir(info) / path
     return Path(os.path.normpath(path))
+
+
+ConfigPath = Annotated[Path, AfterValidator(resolve_path)]
+"""A path setting: ``~`` expanded, relative paths resolved against the launcher config
+file's folder (the working directory when the settings come from elsewhere). In a
+:class:`ServerSettings` model defaults go through the same rule, so ``notes_dir:
+ConfigPath = Path("notes")`` is next to the config too. The path need not exist;
+symlinks are kept (containment resolves them at use)."""

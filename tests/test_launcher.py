@@ -181,7 +181,7 @@ def test_bad_module(write_config, capsys) -> None:
         """,
         capsys,
     )
-    assert f"{path}:2: servers.x:" in message
+    assert f"{path}:3: servers.x.module:" in message  # the line of the key at fault
     assert "FastMCP" in message
 
 
@@ -668,7 +668,8 @@ def test_unusable_setting_path_is_a_config_error(write_config, capsys) -> None:
     assert "File name too long" in message
 
 
-def test_a_factory_rejecting_its_settings_is_a_config_error(write_config, capsys) -> None:
+def test_a_factory_s_settings_are_validated_like_a_server_module_s(write_config, capsys) -> None:
+    """A factory's keyword parameters are its settings: errors name the key and its line."""
     path, message = config_error(
         write_config,
         """\
@@ -680,9 +681,9 @@ def test_a_factory_rejecting_its_settings_is_a_config_error(write_config, capsys
         capsys,
     )
     assert (
-        f"{path}:2: servers.greeter: cannot build sample_servers:make_echo: TypeError:" in message
+        f"{path}:4: servers.greeter.settings.greting: unknown key; did you mean 'greeting'?"
+        in message
     )
-    assert "greting" in message
 
 
 @pytest.mark.parametrize(

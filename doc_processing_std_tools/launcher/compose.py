@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..servers import ServerLoadError, ServerSource, resolve_module, resolve_registered
+from ..servers import ServerLoadError, ServerSpec, resolve_module, resolve_registered
 from .config import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class Mount:
     """One enabled server, built and mounted."""
 
     name: str  # the key under servers:
-    source: ServerSource
+    spec: ServerSpec | None  # None for an external (command/url) server
     entry: ServerEntry
     settings: Any
     server: FastMCP
@@ -60,19 +60,20 @@ class Mount:
         """``up``, or an external server's ``starting`` / ``restarting`` / ``failed``."""
         return self.supervisor.state if self.supervisor is not None else "up"
 
+    @property
+    def label(self) -> str:
+        """What the config names: the registered name, ``pkg.mod:attr``, the command or URL."""
+        if self.spec is not None:
+            return self.spec.name
+        return self.entry.command or self.entry.url or self.name
+
     def describe(self) -> list[tuple[str, str]]:
-        """Rows for ``--check``: the server module's own ``describe(settings)``, if any."""
-        return list(self._module_hook("describe"))
+        """Rows for ``--check``: the server's own ``describe(settings)``, if any."""
+        return self.spec.rows(self.settings) if self.spec else []
 
     def findings(self) -> list[tuple[str, str]]:
-        """``(level, text)`` pairs from the server module's ``check(settings)``: FAIL or WARN."""
-        return list(self._module_hook("check"))
-
-    def _module_hook(self, name: str) -> Any:
-        hook = getattr(self.source.target, name, None)
-        if hook is None or not callable(hook) or not self.source.settings_model:
-            return ()
-        return hook(self.settings)
+        """``(level, text)`` pairs from the server's ``check(settings)``: FAIL or WARN."""
+        return self.spec.findings(self.settings) if self.spec else []
 
 
 @dataclass
@@ -106,7 +107,7 @@ class Composition:
 def needs_lock(policy: str, tool: Tool) -> bool:
     """``lock: auto``: every tool that may change state runs under the process lock.
 
-    Servers that lock for themselves (``LOCKS_ITSELF``) are included: their own
+    Servers that lock for themselves (``ServerSpec.locks_itself``) are included: their own
     thread-side take sees that the launcher holds the lock for this call and skips,
     so within the launcher no call ever waits for the lock in a worker thread
     (40 such waiters would leave no thread for the lock's holder).
@@ -119,17 +120,16 @@ def needs_lock(policy: str, tool: Tool) -> bool:
 
 def resolve_sources(
     loaded: LoadedConfig,
-) -> tuple[list[tuple[str, ServerEntry, ServerSource]], list[tuple[str, str]]]:
-    """Find every enabled server's module. Missing optional extras are skipped, not fatal."""
-    found: list[tuple[str, ServerEntry, ServerSource]] = []
+) -> tuple[list[tuple[str, ServerEntry, ServerSpec | None]], list[tuple[str, str]]]:
+    """Find every enabled server's spec (None for external ones). Missing optional
+    extras are skipped, not fatal."""
+    found: list[tuple[str, ServerEntry, ServerSpec | None]] = []
     skipped: list[tuple[str, str]] = []
     for name, entry in loaded.config.servers.items():
         if not entry.enabled:
             continue
         if entry.external:
-            found.append(
-                (name, entry, ServerSource(label=entry.command or entry.url or name, target=None))
-            )
+            found.append((name, entry, None))
             continue
         try:
             if entry.module:
@@ -147,8 +147,8 @@ def resolve_sources(
 
     singles: dict[int, list[str]] = {}
     for name, _entry, source in found:
-        if source.one_per_process:
-            singles.setdefault(id(source.target), []).append(name)
+        if source is not None and source.one_per_process:
+            singles.setdefault(id(source.create), []).append(name)
     for names in singles.values():
         if len(names) > 1:
             raise loaded.error(
@@ -247,7 +247,7 @@ async def build_servers(
             group.start_soon(supervisor.run)
 
     mounts: list[Mount] = []
-    for name, entry, source in found:
+    for name, entry, spec in found:
         if entry.external:
             supervisor = supervisors[name]
             try:
@@ -255,10 +255,11 @@ async def build_servers(
             except ExternalStartError as exc:
                 skipped.append((name, str(exc)))
                 continue
-            mounts.append(Mount(name, source, entry, None, supervisor.proxy(), supervisor))
+            mounts.append(Mount(name, None, entry, None, supervisor.proxy(), supervisor))
             continue
+        assert spec is not None
         try:
-            settings = source.validate_settings(entry.settings, loaded.base_dir)
+            settings = spec.validate_settings(entry.settings, loaded.base_dir)
         except ValidationError as exc:
             raise ConfigError(
                 describe_validation_error(
@@ -266,13 +267,13 @@ async def build_servers(
                     loaded.path,
                     loaded.lines,
                     prefix=("servers", name, "settings"),
-                    model=source.settings_model,
+                    model=spec.settings,
                 )
             ) from None
         except OSError as exc:  # a validator touched the filesystem (name too long, no access)
             raise loaded.error(("servers", name, "settings"), str(exc)) from None
         try:
-            server = source.build(settings)
+            server = spec.build(settings)
         except ServerLoadError as exc:
             if exc.extra:
                 skipped.append((name, str(exc)))
@@ -280,12 +281,12 @@ async def build_servers(
             raise loaded.error(("servers", name), str(exc)) from None
         except TypeError as exc:  # a factory refusing its settings is a config error
             raise loaded.error(
-                ("servers", name), f"cannot build {source.label}: {type(exc).__name__}: {exc}"
+                ("servers", name), f"cannot build {spec.name}: {type(exc).__name__}: {exc}"
             ) from None
         except Exception as exc:  # whatever else a factory raises is reported, not traced
-            skipped.append((name, f"cannot build {source.label}: {type(exc).__name__}: {exc}"))
+            skipped.append((name, f"cannot build {spec.name}: {type(exc).__name__}: {exc}"))
             continue
-        mounts.append(Mount(name, source, entry, settings, server))
+        mounts.append(Mount(name, spec, entry, settings, server))
     for name, why in skipped:
         entry = loaded.config.servers[name]
         if entry.required or strict:

@@ -61,7 +61,7 @@ def print_check(
         details = "\n".join(f"{label}: {value}" for label, value in mount.describe())
         servers.add_row(
             escape(mount.name),
-            escape(mount.source.label),
+            escape(mount.label),
             escape(mount.entry.namespace or "-"),
             str(len(mount.tools)),
             escape(details or "-"),
