@@ -168,7 +168,7 @@ def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
         class base(ServerSettings):  # type: ignore[no-redef]
             model_config = ConfigDict(**{**ServerSettings.model_config, "extra": "allow"})
 
-    model = create_model(  # type: ignore[call-overload]
+    model = create_model(
         f"{getattr(factory, '__name__', 'factory')}_settings", __base__=base, **fields
     )
     names = tuple(fields)

@@ -9,6 +9,7 @@ composed server's instructions instead.
 
 from __future__ import annotations
 
+import functools
 import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -131,6 +132,7 @@ def resolve_sources(
         if entry.external:
             found.append((name, entry, None))
             continue
+        source: ServerSpec | None
         try:
             if entry.module:
                 source = resolve_module(entry.module, search_dir=loaded.base_dir)
@@ -209,7 +211,7 @@ async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
         label=mount.name,
         namespace=entry.namespace,
         admits=entry.tools.admits,
-        needs_lock=lambda tool, policy=entry.lock: needs_lock(policy, tool),
+        needs_lock=functools.partial(needs_lock, entry.lock),
         timeout=entry.timeout,
         unavailable=mount.supervisor.unavailable if mount.supervisor else None,
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,

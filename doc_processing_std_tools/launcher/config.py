@@ -153,7 +153,7 @@ def is_loopback_host(host: str) -> bool:
         infos = socket.getaddrinfo(name, None)
     except (OSError, UnicodeError):
         return True  # cannot be bound either; the bind error names it
-    return all(ipaddress.ip_address(info[4][0].split("%")[0]).is_loopback for info in infos)
+    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
 
 
 class ToolFilter(_Strict):
@@ -422,7 +422,7 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
         annotation = info.annotation
         origin = getattr(annotation, "__origin__", None)
         if origin is dict:
-            current = annotation.__args__[1]
+            current = annotation.__args__[1]  # type: ignore[union-attr]
             skip_next = True
         else:
             current = annotation

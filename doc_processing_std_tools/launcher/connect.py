@@ -62,6 +62,10 @@ class DaemonUnreachable(Exception):
 class SessionLost(Exception):
     """The daemon answered 404 for our session id: it restarted and forgot the session."""
 
+    def __init__(self, generation: int) -> None:
+        super().__init__(generation)
+        self.generation = generation  # of the session the daemon forgot
+
 
 def _describe(exc: BaseException) -> str:
     """The most specific reason in an error's chain, e.g. 'connection refused'."""
@@ -112,8 +116,10 @@ class Upstream:
         headers = {"accept": "application/json, text/event-stream"}
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
-        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        meta = params.get("_meta")
+        meta = meta if isinstance(meta, dict) else {}
         envelope = meta.get("io.modelcontextprotocol/protocolVersion")
         if isinstance(envelope, str) and "method" in message:
             # Modern era: each request carries its version; HTTP headers must mirror the body.
@@ -146,7 +152,7 @@ class Upstream:
                 sent = True
                 status = response.status_code
                 if status == 404 and self.session_id and message.get("method") != "initialize":
-                    raise SessionLost
+                    raise SessionLost(generation)
                 if message.get("method") == "initialize" and response.headers.get("mcp-session-id"):
                     self.session_id = response.headers["mcp-session-id"]
                 if status == 202 or request_id is None:
@@ -397,8 +403,8 @@ class Bridge:
                             self._announce_changes()
                         await self.upstream.post(message)
                         return
-                    except SessionLost:
-                        self.upstream.mark_lost()  # the daemon restarted: reopen, then resend
+                    except SessionLost as lost:
+                        self.upstream.mark_lost(lost.generation)  # it restarted: reopen, resend
                 self.emit(error_reply(request_id, "the daemon keeps dropping our session", method))
         except DaemonUnreachable as exc:
             self.emit(error_reply(request_id, str(exc), method))

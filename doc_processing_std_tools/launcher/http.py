@@ -162,7 +162,7 @@ def slow_header_guard(timeout: float) -> type:
     class SlowHeaderGuard(H11Protocol):
         _header_timer: Any = None
 
-        def connection_made(self, transport: Any) -> None:  # type: ignore[override]
+        def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._arm()
 
@@ -228,7 +228,7 @@ def build_app(
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
-    mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)  # type: ignore[assignment]
+    mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
     if not transport.json_response:
         mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
     verifier = static_bearer_tokens(transport.tokens) if transport.tokens else None
@@ -236,14 +236,14 @@ def build_app(
     def protected(endpoint: ASGIApp) -> ASGIApp:
         if verifier is None:
             return endpoint
-        return RequireAuthMiddleware(endpoint, required_scopes=[])  # type: ignore[return-value]
+        return RequireAuthMiddleware(endpoint, required_scopes=[])
 
     middleware = [
-        Middleware(AccessLog),  # type: ignore[arg-type]
-        *([Middleware(InFlightTracker, requests=requests)] if requests else []),  # type: ignore[arg-type]
-        Middleware(RequireHostHeader),  # type: ignore[arg-type]
+        Middleware(AccessLog),
+        *([Middleware(InFlightTracker, requests=requests)] if requests else []),
+        Middleware(RequireHostHeader),
         Middleware(
-            HostOriginGuardMiddleware,  # type: ignore[arg-type]
+            HostOriginGuardMiddleware,
             allowed_hosts=transport.allowed_hosts,
             allowed_origins=transport.allowed_origins,
             mode="strict",
@@ -326,7 +326,7 @@ class Readiness:
         servers = self.states()
         ready = all(s["state"] == "up" for s in servers.values() if s["required"])
         body = {"status": "ready" if ready else "not ready", "servers": servers}
-        await JSONResponse(body, status_code=200 if ready else 503)(scope, receive, send)  # type: ignore[arg-type]
+        await JSONResponse(body, status_code=200 if ready else 503)(scope, receive, send)
 
 
 # -- middleware ------------------------------------------------------------------
@@ -403,8 +403,8 @@ class SingleReplyAsJson:
             if mode == "json":
                 return  # the rest of the stream (its end) is already answered
             if message["type"] == "http.response.start":
-                headers = dict(message.get("headers", []))
-                if headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+                start_headers = dict(message.get("headers", []))
+                if start_headers.get(b"content-type", b"").startswith(b"text/event-stream"):
                     held = message
                 else:
                     mode = "sse"

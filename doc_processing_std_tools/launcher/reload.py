@@ -79,8 +79,9 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         if mount.supervisor is not None:
             mount.supervisor.stop()
     for name in started:
-        if name in fresh and fresh[name].provider is not None:
-            root.add_provider(fresh[name].provider)
+        provider = fresh[name].provider if name in fresh else None
+        if provider is not None:
+            root.add_provider(provider)
     composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
     composition.mounts = ordered
     composition.skipped = skipped

@@ -23,7 +23,7 @@ def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
     return server._lifespan_manager()
 
 
-def low_level_server(server: FastMCP) -> Server[Any, Any]:
+def low_level_server(server: FastMCP) -> Server[Any]:
     """The mcp SDK server that speaks the protocol for *server* (``FastMCP._mcp_server``)."""
     return server._mcp_server
 

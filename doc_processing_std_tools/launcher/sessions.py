@@ -22,7 +22,7 @@ log = logging.getLogger("dpt-launch")
 MAX_REMEMBERED = 10_000  # as many as the HTTP transport keeps alive by default
 
 
-class SessionRegistry(RootsWatch):  # type: ignore[misc, valid-type]
+class SessionRegistry(RootsWatch):
     """Remembers each session on ``notifications/initialized``; keeps the roots cache fresh."""
 
     def __init__(self) -> None:
