@@ -49,7 +49,8 @@ async def serve(
     count = composition.tool_count
     tools = f"{count} tool" if count == 1 else f"{count} tools"
     if transport.type == "http":
-        from .http import serve_http, use_json_logs
+        from .asgi import use_json_logs
+        from .http import serve_http
 
         if transport.log_format == "json":
             use_json_logs()

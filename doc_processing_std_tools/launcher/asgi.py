@@ -1,0 +1,316 @@
+"""ASGI pieces of the HTTP transport that the libraries do not provide.
+
+Replies as one JSON body while keeping the SSE back-channel (:class:`SingleReplyAsJson`),
+a 400 for a missing Host header, the count of in-flight requests a drain waits for,
+one access-log line per request (plain or JSON), all plain ASGI middleware that
+:mod:`.http` stacks around the composed server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import anyio
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+access_log = logging.getLogger("dpt-launch.access")
+
+LOG_PEEK_BYTES = 64 * 1024  # request bytes the access log looks at for the MCP method
+SESSION_HEADER = "mcp-session-id"
+
+
+async def _plain(send: Send, status: int, text: str) -> None:
+    body = text.encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class RequireHostHeader:
+    """400 for a request without a Host header (fastmcp's guard would call it misdirected, 421)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not any(
+            name == b"host" and value.strip() for name, value in scope["headers"]
+        ):
+            await _plain(send, 400, "Bad Request: missing Host header")
+            return
+        await self.app(scope, receive, send)
+
+
+_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
+_SSE_ONLY_HEADERS = {b"content-type", b"cache-control", b"connection", b"x-accel-buffering"}
+
+
+class SingleReplyAsJson:
+    """Turns a POST's SSE stream into one JSON body when the reply is its only message.
+
+    Clients limit one SSE event (the official ``mcp`` client: 1 MiB), so a big reply
+    sent as an event never arrives; as ``application/json`` (which every client
+    accepts on a POST) it does. A call that first sends something else (progress,
+    a log message, a request such as ``roots/list``) keeps its SSE stream, so the
+    back-channel works as before. The SDK's ``json_response`` mode would drop that
+    back-channel for every call, hence this middleware.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        held: Message | None = None  # the SSE response start, not sent yet
+        raw = bytearray()  # the body so far, while undecided
+        parsed = 0  # bytes of *raw* already read as events
+        mode = "undecided"  # then "sse" (pass through) or "json" (reply sent)
+
+        async def pass_through() -> None:
+            nonlocal mode
+            mode = "sse"
+            await send(held)  # type: ignore[arg-type]
+            await send({"type": "http.response.body", "body": bytes(raw), "more_body": True})
+
+        async def intercept(message: Message) -> None:
+            nonlocal held, parsed, mode
+            if mode == "sse":
+                await send(message)
+                return
+            if mode == "json":
+                return  # the rest of the stream (its end) is already answered
+            if message["type"] == "http.response.start":
+                start_headers = dict(message.get("headers", []))
+                if start_headers.get(b"content-type", b"").startswith(b"text/event-stream"):
+                    held = message
+                else:
+                    mode = "sse"
+                    await send(message)
+                return
+            if held is None:  # pragma: no cover - body before start
+                await send(message)
+                return
+            raw.extend(message.get("body", b""))
+            while match := _EVENT_END.search(raw, parsed):
+                event, parsed = bytes(raw[parsed : match.start()]), match.end()
+                data = _sse_data(event)
+                if data is None:
+                    continue  # a comment or a priming event: nothing for the client yet
+                if _is_reply(data):
+                    mode = "json"
+                    headers = [
+                        (k, v)
+                        for k, v in held.get("headers", [])
+                        if k.lower() not in _SSE_ONLY_HEADERS
+                    ]
+                    headers += [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(data)).encode()),
+                    ]
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": held["status"],
+                            "headers": headers,
+                        }
+                    )
+                    await send({"type": "http.response.body", "body": data, "more_body": False})
+                else:
+                    await pass_through()
+                return
+            if not message.get("more_body", False):
+                await pass_through()
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+        await self.app(scope, receive, intercept)
+
+
+def _sse_data(event: bytes) -> bytes | None:
+    """The data of one SSE event, or None when it has none."""
+    lines = [line for line in re.split(rb"\r\n|\n|\r", event) if line.startswith(b"data:")]
+    if not lines:
+        return None
+    return b"\n".join(line[6:] if line.startswith(b"data: ") else line[5:] for line in lines)
+
+
+def _is_reply(data: bytes) -> bool:
+    """True for a JSON-RPC response or error (not a request or a notification)."""
+    try:
+        message = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "id" in message and "method" not in message
+
+
+class InFlight:
+    """The requests being served, so that shutdown can wait for calls and end streams."""
+
+    def __init__(self) -> None:
+        self.calls = 0  # requests other than GET (GET on the MCP path is a long-lived stream)
+        self.scopes: set[anyio.CancelScope] = set()
+
+    async def wait_for_calls(self) -> None:
+        while self.calls:
+            await anyio.sleep(0.05)
+
+    def cancel_all(self) -> None:
+        for scope in list(self.scopes):
+            scope.cancel()
+
+
+class InFlightTracker:
+    """Runs each request in a cancel scope that shutdown can cancel; then ends its response cleanly."""
+
+    def __init__(self, app: ASGIApp, requests: InFlight) -> None:
+        self.app = app
+        self.requests = requests
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        is_call = scope["method"] != "GET"
+        response = {"started": False, "done": False}
+
+        async def tracked_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                response["started"] = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                response["done"] = True
+            await send(message)
+
+        self.requests.calls += is_call
+        with anyio.CancelScope() as cancel:
+            self.requests.scopes.add(cancel)
+            try:
+                await self.app(scope, receive, tracked_send)
+            finally:
+                self.requests.scopes.discard(cancel)
+                self.requests.calls -= is_call
+        if cancel.cancelled_caught and not response["done"]:
+            with contextlib.suppress(Exception):
+                if not response["started"]:
+                    await _plain(send, 503, "Service Unavailable: the server is shutting down")
+                else:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
+_NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,100})"')
+
+
+class AccessLog:
+    """One INFO line per request: method, path, MCP method, tool, status, duration, session id.
+
+    Never arguments, headers or tokens: the MCP method and tool name are read from
+    the first bytes of the body, and nothing else of it is kept.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        head = bytearray()
+        fields: dict[str, Any] = {"status": None, "session": None}
+        for name, value in scope["headers"]:
+            if name == SESSION_HEADER.encode():
+                fields["session"] = value.decode("latin-1")
+
+        async def peeking_receive() -> Message:
+            message = await receive()
+            if message["type"] == "http.request" and len(head) < LOG_PEEK_BYTES:
+                head.extend(message.get("body", b"")[: LOG_PEEK_BYTES - len(head)])
+            return message
+
+        async def status_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                fields["status"] = message["status"]
+                for name, value in message.get("headers", []):
+                    if name.lower() == SESSION_HEADER.encode() and not fields["session"]:
+                        fields["session"] = value.decode("latin-1")
+            await send(message)
+
+        try:
+            await self.app(scope, peeking_receive, status_send)
+        finally:
+            mcp_method, tool = mcp_method_and_tool(bytes(head))
+            entry = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "mcp_method": mcp_method,
+                "tool": tool,
+                "status": fields["status"],
+                "duration_ms": round((time.perf_counter() - start) * 1000, 1),
+                "session": fields["session"],
+            }
+            access_log.info(
+                "%s %s %s%s %s %.1fms session=%s",
+                entry["method"],
+                entry["path"],
+                mcp_method or "-",
+                f" {tool}" if tool else "",
+                entry["status"] or "-",
+                entry["duration_ms"],
+                entry["session"] or "-",
+                extra={"access": entry},
+            )
+
+
+def mcp_method_and_tool(head: bytes) -> tuple[str | None, str | None]:
+    """The JSON-RPC method (and tool name for tools/call) from the start of a request body."""
+    if not head:
+        return None, None
+    method_match = _METHOD.search(head)
+    method = method_match.group(1).decode("utf-8", "replace") if method_match else None
+    tool = None
+    if method == "tools/call":
+        name_match = _NAME.search(head)
+        tool = name_match.group(1).decode("utf-8", "replace") if name_match else None
+    return method, tool
+
+
+class JsonLogFormatter(logging.Formatter):
+    """One JSON object per line (``transport.log_format: json``); access lines carry their fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "time": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        entry.update(getattr(record, "access", {}))
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def use_json_logs() -> None:
+    """Switch every root handler to :class:`JsonLogFormatter`."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(JsonLogFormatter())
