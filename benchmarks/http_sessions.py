@@ -14,8 +14,6 @@ Run: ``python benchmarks/http_sessions.py [--sessions 5000] [--idle-timeout 5]``
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import os
 import re
 import signal
@@ -26,7 +24,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PROTOCOL = "2025-11-25"
+sys.path.insert(0, str(REPO / "tests"))
+from rpc_helpers import open_session  # noqa: E402  (tests/ holds the helpers benchmarks share)
+
 CONFIG = """\
 transport:
   type: http
@@ -47,32 +47,6 @@ def echo(text: str) -> str:
 def rss_mib(pid: int) -> float:
     status = Path(f"/proc/{pid}/status").read_text()
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
-
-
-def post(conn: http.client.HTTPConnection, message: dict, session: str | None = None) -> str | None:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": PROTOCOL,
-    }
-    if session:
-        headers["Mcp-Session-Id"] = session
-    conn.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
-    response = conn.getresponse()
-    response.read()
-    if response.status >= 300:
-        raise RuntimeError(f"HTTP {response.status}")
-    return response.getheader("mcp-session-id")
-
-
-def open_abandoned_session(conn: http.client.HTTPConnection) -> None:
-    params = {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "b", "version": "1"},
-    }
-    session = post(conn, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-    post(conn, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
 
 
 def main() -> None:
@@ -105,14 +79,13 @@ def main() -> None:
                 found = re.search(r"on http://127\.0\.0\.1:(\d+)", errlog.read_text())
                 port = int(found.group(1)) if found else 0
                 time.sleep(0.05)
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
             time.sleep(1)
             print(f"session_idle_timeout={args.idle_timeout:g}s")
             print(f"{'sessions':>8}  {'RSS MiB':>8}  {'elapsed s':>9}")
             start = time.monotonic()
             print(f"{0:>8}  {rss_mib(proc.pid):8.1f}  {0:9.1f}")
             for opened in range(1, args.sessions + 1):
-                open_abandoned_session(conn)
+                open_session(port, client="b")  # never closed
                 if opened % 1000 == 0:
                     print(f"{opened:>8}  {rss_mib(proc.pid):8.1f}  {time.monotonic() - start:9.1f}")
             if args.idle_timeout < 60:

@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import launcher_command, text_of
+from rpc_helpers import initialize
 
 SPAWN_TIMEOUT = 60
 DOWN_TEXT = "the dpt-launch daemon at {url} is not reachable: "
@@ -390,20 +391,8 @@ def test_eof_or_sigterm_stop_the_bridge_at_once(daemon: Daemon, how: str) -> Non
         stderr=subprocess.PIPE,
     )
     assert proc.stdin and proc.stdout
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-    proc.stdin.write(json.dumps(initialize).encode() + b"\n")
-    proc.stdin.flush()
-    reply = json.loads(proc.stdout.readline())  # stdout carries only protocol lines
-    assert reply["id"] == 1 and reply["result"]["serverInfo"]["name"] == "doc-processing-std-tools"
+    reply = initialize(proc, "raw")  # stdout carries only protocol lines
+    assert reply["result"]["serverInfo"]["name"] == "doc-processing-std-tools"
     if how == "eof":
         proc.stdin.close()
     else:

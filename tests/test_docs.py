@@ -1,432 +1,414 @@
 """The docs site agrees with the code.
 
-* Drift: every server page under ``docs/servers/`` has one ``### `tool``` section
-  per live tool, each with a ``| name | type | required | default | description |``
-  table listing exactly the tool's parameters (``required`` is ``yes`` iff the
-  parameter is in the input schema's ``required``), and an example whose JSON
-  arguments the schema accepts by name. The live tools come from the servers
-  themselves (``create_server(...).list_tools()``), so a renamed parameter or a new
-  tool fails here until its page is updated.
-* Build: ``mkdocs build --strict`` passes (broken links, anchors and API references
-  are errors).
+Each tool has a page ``docs/tools/<tool>.md``. Its parameter table, annotations and
+client-facing description are generated at build time from the live schema by the
+MkDocs hook ``docs/_hooks/tool_reference.py``, so they cannot drift; these tests check
+the rest:
+
+* the hand-written parts: every live tool has a page, every page names a live tool of
+  the right server, the code-like names the prose mentions in backticks exist (a
+  parameter of the tool, a setting of its server, a tool, or a listed non-parameter),
+  and the example is a JSON object the live schema accepts;
+* the generator: it renders every live tool's parameters and hints as the schema says;
+* the build: ``mkdocs build --strict`` passes (broken links, anchors and API
+  references are errors), and still passes, with a note, when popoto is not installed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
+TOOL_PAGES = sorted((DOCS / "tools").glob("*.md"))
 
-TABLE_HEADER = ["name", "type", "required", "default", "description"]
-TOOL_HEADING = re.compile(r"^###\s+`([^`]+)`\s*$")
-ANY_HEADING = re.compile(r"^#{1,3}\s")
 FENCE = re.compile(r"^\s*(```+|~~~+)(.*)$")
-
-
-# -- the live schemas -------------------------------------------------------------
-
-
-async def _schemas(server: Any) -> dict[str, dict[str, Any]]:
-    """name -> input schema of every tool the server lists (no lifespan is started)."""
-    return {tool.name: tool.parameters for tool in await server.list_tools()}
-
-
-async def live_memory_tools(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    from doc_processing_std_tools import memory
-
-    return await _schemas(memory.create_server(memory.Settings(memory_dir=tmp_path / "mem")))
-
-
-async def live_filesystem_tools(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    from doc_processing_std_tools import filesystem
-
-    # read_only: false registers every tool, the writing ones included.
-    settings = filesystem.Settings(roots=[tmp_path], read_only=False)
-    return await _schemas(filesystem.create_server(settings))
-
-
-async def live_popoto_tools(tmp_path: Path) -> dict[str, dict[str, Any]]:
-    pytest.importorskip(
-        "popoto.integrations.mcp_server", reason="the popoto extra is not installed"
-    )
-    from doc_processing_std_tools import popoto_memory
-
-    # create_server only registers popoto's tool_definitions(); nothing connects or
-    # starts until the lifespan runs, which list_tools() does not enter.
-    settings = popoto_memory.Settings(backend="embedded", data_dir=tmp_path / "popoto")
-    return await _schemas(popoto_memory.create_server(settings))
-
-
-SERVERS = {
-    "memory-tools": ("servers/memory-tools.md", live_memory_tools),
-    "filesystem": ("servers/filesystem.md", live_filesystem_tools),
-    "popoto-memory": ("servers/popoto-memory.md", live_popoto_tools),
+# A backticked code-like name: snake_case or camelCase, alone or as `name: value`/`name=value`.
+CODE_NAME = re.compile(r"^([a-z][a-z0-9]*(?:_[a-z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+)\s*(?:[:=].*)?$")
+# Code-like names the tool pages use that are not parameters (values, result fields).
+NOT_PARAMETERS = {
+    "a_b": "a flattened memory key",
+    "project_a": "a memory key",
+    "isDirectory": "a get_file_info result line",
+    "isFile": "a get_file_info result line",
+    "isError": "the MCP result flag",
 }
 
 
-# -- parsing a server page ------------------------------------------------------
+def load_generator() -> ModuleType:
+    """The MkDocs hook as a module (it lives under docs/, outside the package)."""
+    path = DOCS / "_hooks" / "tool_reference.py"
+    spec = importlib.util.spec_from_file_location("tool_reference", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-@dataclass
-class Section:
-    """One ``### `tool``` section of a page."""
-
-    name: str
-    line: int  # 1-based line of the heading
-    lines: list[tuple[int, str]] = field(default_factory=list)  # (line number, text)
+gen = load_generator()
 
 
-def split_cells(row: str) -> list[str]:
-    """The cells of a Markdown table row (``\\|`` is a literal pipe)."""
-    body = row.strip()
-    body = body.removeprefix("|")
-    if body.endswith("|") and not body.endswith("\\|"):
-        body = body[:-1]
-    return [cell.strip().replace("\\|", "|") for cell in re.split(r"(?<!\\)\|", body)]
+@pytest.fixture(scope="module")
+def catalog() -> Any:
+    """The live tools of every server, built in-process (no lifespan runs)."""
+    return asyncio.run(gen.live_catalog())
 
 
-def tool_sections(text: str) -> list[Section]:
-    """Every ``### `name``` section, up to the next heading of level 1-3 (fences skipped)."""
-    sections: list[Section] = []
-    current: Section | None = None
+def settings_names(server: str) -> set[str]:
+    from doc_processing_std_tools.servers import resolve_registered
+
+    model = resolve_registered(server).settings_model
+    return set(model.model_fields) if model is not None else set()
+
+
+# -- checking a tool page's hand-written parts ---------------------------------------
+
+
+def prose(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of every line outside fenced code blocks."""
+    lines: list[tuple[int, str]] = []
     fence: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         match = FENCE.match(line)
         if fence is None and match:
             fence = match.group(1)[0] * 3
-        elif fence is not None and line.strip().startswith(fence):
-            fence = None
-            if current is not None:
-                current.lines.append((number, line))
-            continue
-        if fence is None and ANY_HEADING.match(line):
-            heading = TOOL_HEADING.match(line)
-            current = Section(heading.group(1), number) if heading else None
-            if current is not None:
-                sections.append(current)
-            continue
-        if current is not None:
-            current.lines.append((number, line))
-    return sections
-
-
-@dataclass
-class Row:
-    name: str
-    required: str
-    line: int
-
-
-def parameter_table(section: Section) -> tuple[list[Row] | None, list[str]]:
-    """The rows of the section's parameter table (None when it has none), plus format problems."""
-    problems: list[str] = []
-    lines = section.lines
-    outside_fence = _outside_fences(lines)
-    for index, (_number, line) in enumerate(lines):
-        if not outside_fence[index] or not line.lstrip().startswith("|"):
-            continue
-        header = [cell.lower() for cell in split_cells(line)]
-        if header != TABLE_HEADER:
-            continue
-        rows: list[Row] = []
-        for row_number, row_line in lines[index + 2 :]:
-            if not row_line.lstrip().startswith("|"):
-                break
-            cells = split_cells(row_line)
-            if len(cells) != len(TABLE_HEADER):
-                problems.append(
-                    f"line {row_number}: the row has {len(cells)} cells, the table needs "
-                    f"{len(TABLE_HEADER)} ({' | '.join(TABLE_HEADER)})"
-                )
-                continue
-            rows.append(Row(cells[0].strip("` "), cells[2].strip("` *").lower(), row_number))
-        return rows, problems
-    return None, problems
-
-
-def _outside_fences(lines: list[tuple[int, str]]) -> list[bool]:
-    flags: list[bool] = []
-    fence: str | None = None
-    for _number, line in lines:
-        match = FENCE.match(line)
-        if fence is None and match:
-            fence = match.group(1)[0] * 3
-            flags.append(False)
         elif fence is not None:
             if line.strip().startswith(fence):
                 fence = None
-            flags.append(False)
         else:
-            flags.append(True)
-    return flags
+            lines.append((number, line))
+    return lines
 
 
-def example_arguments(section: Section) -> tuple[Any, int] | None:
-    """The first ```json block of the section, parsed, with its line; None if there is none."""
-    lines = section.lines
-    for index, (number, line) in enumerate(lines):
-        match = FENCE.match(line)
-        if not match or match.group(2).strip().lower() != "json":
-            continue
-        body = []
-        for _n, inner in lines[index + 1 :]:
-            if inner.strip().startswith(match.group(1)[:3]):
-                break
-            body.append(inner)
-        try:
-            return json.loads("\n".join(body)), number
-        except ValueError as exc:
-            return ("invalid", str(exc)), number
+def example(text: str) -> tuple[int, str] | None:
+    """(line, body) of the first ```json block after the '## Example' heading."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "## Example")
+    except StopIteration:
+        return None
+    for index in range(start + 1, len(lines)):
+        match = FENCE.match(lines[index])
+        if lines[index].startswith("## "):
+            return None
+        if match and match.group(2).strip().lower() == "json":
+            body = []
+            for inner in lines[index + 1 :]:
+                if inner.strip().startswith(match.group(1)[:3]):
+                    break
+                body.append(inner)
+            return index + 1, "\n".join(body)
     return None
 
 
-# -- comparing ------------------------------------------------------------------
+def page_problems(
+    page: str, text: str, tool: Any, known: set[str], schema: dict[str, Any] | None
+) -> list[str]:
+    """Everything to fix in the hand-written parts of a tool page.
 
-
-def schema_params(schema: dict[str, Any]) -> tuple[list[str], set[str]]:
-    return list((schema.get("properties") or {}).keys()), set(schema.get("required") or [])
-
-
-def type_hint(prop: dict[str, Any]) -> str:
-    kind = prop.get("type")
-    if kind is None and "anyOf" in prop:
-        kinds = [p.get("type") for p in prop["anyOf"] if p.get("type") != "null"]
-        kind = kinds[0] if kinds else None
-    return str(kind or "?")
-
-
-def drift(page: str, text: str, live: dict[str, dict[str, Any]]) -> list[str]:
-    """Everything to add to, change in or remove from *page* so it matches *live*."""
+    *tool* is the live tool the page documents (None when its server cannot be built
+    here: then only the marker and the example's syntax are checked); *known* holds the
+    other names the prose may mention (settings of its server, every tool).
+    """
     problems: list[str] = []
-    sections = tool_sections(text)
-    documented: dict[str, Section] = {}
-    for section in sections:
-        if section.name in documented:
-            problems.append(
-                f"{page}:{section.line}: remove the second '### `{section.name}`' section "
-                f"(the first is at line {documented[section.name].line})"
-            )
-            continue
-        documented[section.name] = section
+    stem = Path(page).stem
+    markers = gen.TOOL_MARKER.findall(text)
+    if len(markers) != 1:
+        problems.append(
+            f"{page}: add exactly one line '<!-- tool-reference: <server>/{stem} -->' where the "
+            f"generated parameter table goes (found {len(markers)})"
+        )
+    elif markers[0][1] != stem:
+        problems.append(
+            f"{page}: the marker names {markers[0][1]!r}; a page documents the tool of its file "
+            f"name: write '<!-- tool-reference: {markers[0][0]}/{stem} -->' or rename the page"
+        )
+    elif tool is not None and markers[0][0] != tool.server:
+        problems.append(
+            f"{page}: {stem} is served by {tool.server}, not {markers[0][0]}: write "
+            f"'<!-- tool-reference: {tool.server}/{stem} -->'"
+        )
 
-    for name in live:
-        if name not in documented:
-            params, required = schema_params(live[name])
-            rows = ", ".join(f"{p} ({'yes' if p in required else 'no'})" for p in params)
-            problems.append(
-                f"{page}: add a section '### `{name}`' for the live tool {name!r}"
-                + (f", with table rows for: {rows}" if rows else " (it takes no parameters)")
-            )
-    for name, section in documented.items():
-        if name not in live:
-            problems.append(
-                f"{page}:{section.line}: remove the section '### `{name}`': no such tool is "
-                f"served (live tools: {', '.join(sorted(live))})"
-            )
-
-    for name, section in documented.items():
-        if name not in live:
-            continue
-        problems.extend(_section_drift(page, section, live[name]))
-    return problems
-
-
-def _section_drift(page: str, section: Section, schema: dict[str, Any]) -> list[str]:
-    name = section.name
-    where = f"{page}:{section.line} (### `{name}`)"
-    params, required = schema_params(schema)
-    properties = schema.get("properties") or {}
-    rows, problems = parameter_table(section)
-    problems = [f"{page}: {p}" for p in problems]
-    if rows is None:
-        if params:
-            listed = ", ".join(f"{p} ({'yes' if p in required else 'no'})" for p in params)
-            problems.append(
-                f"{where}: add a parameter table '| {' | '.join(TABLE_HEADER)} |' with one row "
-                f"per parameter: {listed}"
-            )
-        rows = []
-    seen: dict[str, Row] = {}
-    for row in rows:
-        if row.name in seen:
-            problems.append(
-                f"{page}:{row.line}: remove the duplicate row for parameter {row.name!r}"
-            )
-            continue
-        seen[row.name] = row
-        if row.name not in properties:
-            problems.append(
-                f"{page}:{row.line}: remove the row for parameter {row.name!r} of {name}: the live "
-                f"schema has no such parameter (it has: {', '.join(params) or 'none'})"
-            )
-            continue
-        want = "yes" if row.name in required else "no"
-        if row.required not in ("yes", "no"):
-            problems.append(
-                f"{page}:{row.line}: the required column of {name}.{row.name} must be 'yes' or "
-                f"'no', not {row.required!r}; write {want!r}"
-            )
-        elif row.required != want:
-            problems.append(
-                f"{page}:{row.line}: change the required column of {name}.{row.name} from "
-                f"{row.required!r} to {want!r} (the live schema "
-                f"{'requires' if want == 'yes' else 'does not require'} it)"
-            )
-    for param in params:
-        if param not in seen:
-            want = "yes" if param in required else "no"
-            problems.append(
-                f"{where}: add the table row '| `{param}` | {type_hint(properties[param])} | "
-                f"{want} | ... | ... |' for parameter {param!r}"
-            )
-
-    example = example_arguments(section)
-    if example is None:
-        problems.append(f"{where}: add an example call: a ```json block with the arguments")
-    else:
-        arguments, line = example
-        if isinstance(arguments, tuple):
-            problems.append(
-                f"{page}:{line}: the example of {name} is not valid JSON: {arguments[1]}"
-            )
-        elif not isinstance(arguments, dict):
-            problems.append(f"{page}:{line}: the example of {name} must be a JSON object")
-        else:
-            for key in arguments:
-                if key not in properties:
-                    problems.append(
-                        f"{page}:{line}: remove {key!r} from the example of {name}: the live "
-                        "schema has no such parameter"
-                    )
-            for key in sorted(required - set(arguments)):
+    if schema is not None:
+        params = {row[0] for row in gen.parameter_rows(schema)}
+        params |= {re.split(r"[.\[\]]+", p)[-1] for p in params}
+        for number, line in prose(text):
+            for token in re.findall(r"`([^`\n]+)`", line):
+                match = CODE_NAME.match(token.strip())
+                if not match:
+                    continue
+                name = match.group(1)
+                if name in params or name in known or name in NOT_PARAMETERS:
+                    continue
                 problems.append(
-                    f"{page}:{line}: add the required argument {key!r} to the example of {name}"
+                    f"{page}:{number}: `{name}` is not a parameter of {stem} (it has: "
+                    f"{', '.join(sorted(params)) or 'none'}); fix the prose, or add it to "
+                    "NOT_PARAMETERS in tests/test_docs.py if it is not meant as one"
                 )
+
+    found = example(text)
+    if found is None:
+        problems.append(f"{page}: add a '## Example' section with a ```json block: the arguments")
+        return problems
+    line, body = found
+    try:
+        arguments = json.loads(body)
+    except ValueError as exc:
+        return [*problems, f"{page}:{line}: the example is not valid JSON: {exc}"]
+    if not isinstance(arguments, dict):
+        return [*problems, f"{page}:{line}: the example must be a JSON object of arguments"]
+    if schema is not None:
+        import jsonschema
+
+        properties = schema.get("properties") or {}
+        for key in arguments:
+            if key not in properties:
+                problems.append(
+                    f"{page}:{line}: remove {key!r} from the example: {stem} has no such "
+                    f"parameter (it has: {', '.join(properties) or 'none'})"
+                )
+        for error in jsonschema.Draft202012Validator(schema).iter_errors(arguments):
+            where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
+            problems.append(f"{page}:{line}: the example's {where}: {error.message}")
     return problems
 
 
 # -- the tests ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("server", sorted(SERVERS))
-async def test_server_page_matches_the_live_tools(server: str, tmp_path: Path) -> None:
-    page, live_tools = SERVERS[server]
-    live = await live_tools(tmp_path)
-    assert live, f"{server} lists no tools"
-    text = (DOCS / page).read_text(encoding="utf-8")
-    problems = drift(f"docs/{page}", text, live)
+def test_every_live_tool_has_one_page_and_every_page_a_live_tool(catalog: Any) -> None:
+    pages = {path.stem for path in TOOL_PAGES}
+    problems = []
+    owners: dict[str, list[str]] = {}
+    for server, tools in catalog.tools.items():
+        for tool in tools:
+            owners.setdefault(tool.name, []).append(server)
+            if tool.name not in pages:
+                problems.append(
+                    f"add docs/tools/{tool.name}.md for {server}'s tool {tool.name!r}, with the "
+                    f"line '<!-- tool-reference: {server}/{tool.name} -->' and an example"
+                )
+    for name, servers in owners.items():
+        if len(servers) > 1:
+            problems.append(
+                f"{name} is served by {' and '.join(servers)}: one page cannot hold both"
+            )
+    for server, names in gen.tool_pages().items():
+        if server in catalog.missing:
+            continue  # cannot be listed here; its pages are checked where it can
+        for name in names:
+            if server not in catalog.tools:
+                problems.append(f"docs/tools/{name}.md: no server named {server!r}")
+            elif name not in owners:
+                problems.append(
+                    f"docs/tools/{name}.md: {server} serves no tool {name!r}: remove the page "
+                    f"or rename it (live tools: {', '.join(t.name for t in catalog.tools[server])})"
+                )
+    assert not problems, "\n".join(problems)
+    assert set(catalog.tools) >= {"memory-tools", "filesystem"}
+
+
+@pytest.mark.parametrize("path", TOOL_PAGES, ids=[p.stem for p in TOOL_PAGES])
+def test_tool_page_hand_written_parts(path: Path, catalog: Any) -> None:
+    tool = catalog.find(path.stem)
+    server = tool.server if tool else None
+    known = {t.name for tools in catalog.tools.values() for t in tools}
+    if server is not None:
+        known |= settings_names(server)
+    page = f"docs/tools/{path.name}"
+    problems = page_problems(
+        page, path.read_text(encoding="utf-8"), tool, known, tool.schema if tool else None
+    )
     if problems:
-        pytest.fail(
-            f"docs/{page} is out of date with the live {server} tools:\n"
-            + "\n".join(f"  - {p}" for p in problems),
-            pytrace=False,
-        )
+        pytest.fail(f"{page}:\n" + "\n".join(f"  - {p}" for p in problems), pytrace=False)
 
 
-def test_drift_check_catches_each_kind_of_drift() -> None:
+def test_page_checker_catches_each_kind_of_drift() -> None:
     """The checker itself: a page with one of each mistake gets one message for each."""
-    live = {
-        "alpha": {
+    tool = gen.Tool(
+        name="alpha",
+        server="demo",
+        description="Do alpha.",
+        schema={
             "type": "object",
-            "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
-            "required": ["a"],
+            "properties": {"a_key": {"type": "string"}, "count": {"type": "integer"}},
+            "required": ["a_key"],
         },
-        "beta": {"type": "object", "properties": {}},
-    }
+        annotations={},
+    )
     page = """\
-# demo
+# `alpha`
+
+Give `a_key`, `old_name: 3` and `some_setting`; `plain` words and `isError` are fine.
+
+<!-- tool-reference: other/alpha -->
 
 ```bash
-### `not_a_tool` (inside a fence: ignored)
+`not_checked` inside a fence
 ```
 
-### `alpha`
-
-| name | type | required | default | description |
-|---|---|---|---|---|
-| `a` | string | no | | wrong required flag |
-| `old` | string | no | | stale |
+## Example
 
 ```json
-{"a": "x", "gone": 1}
-```
-
-### `gamma`
-
-No such tool.
-"""
-    problems = "\n".join(drift("page.md", page, live))
-    assert "add a section '### `beta`'" in problems
-    assert "remove the section '### `gamma`'" in problems
-    assert "change the required column of alpha.a from 'no' to 'yes'" in problems
-    assert "remove the row for parameter 'old'" in problems
-    assert "add the table row '| `b` | integer | no | ... | ... |'" in problems
-    assert "remove 'gone' from the example of alpha" in problems
-    assert "not_a_tool" not in problems
-
-    fixed = """\
-### `alpha`
-
-| name | type | required | default | description |
-|---|---|---|---|---|
-| `a` | string | yes | | text, with a \\| pipe |
-| `b` | integer | no | `0` | count |
-
-```json
-{"a": "x"}
-```
-
-### `beta`
-
-This tool takes no parameters.
-
-```json
-{}
+{"count": "two", "gone": 1}
 ```
 """
-    assert drift("page.md", fixed, live) == []
+    problems = "\n".join(page_problems("alpha.md", page, tool, {"some_setting"}, tool.schema))
+    assert "alpha is served by demo, not other" in problems
+    assert "`old_name` is not a parameter of alpha" in problems
+    assert "remove 'gone' from the example" in problems
+    assert "'a_key' is a required property" in problems
+    assert "'two' is not of type 'integer'" in problems
+    for fine in ("`a_key`", "some_setting", "plain", "isError", "not_checked"):
+        assert f"{fine} is not a parameter" not in problems
 
-
-def test_popoto_page_matches_popotos_own_definitions() -> None:
-    """popoto-memory serves tool_definitions() unchanged; the page follows popoto, too."""
-    pytest.importorskip(
-        "popoto.integrations.mcp_server", reason="the popoto extra is not installed"
+    assert "not valid JSON" in "\n".join(
+        page_problems("alpha.md", page.replace('"two"', "two"), tool, set(), tool.schema)
     )
-    from popoto.integrations.mcp_server import tool_definitions
+    assert "exactly one line" in "\n".join(
+        page_problems(
+            "alpha.md", page.replace("<!-- tool-reference: other/alpha -->", ""), tool, set(), None
+        )
+    )
+    fixed = page.replace("other/alpha", "demo/alpha").replace("`old_name: 3` and ", "")
+    fixed = fixed.replace('{"count": "two", "gone": 1}', '{"a_key": "x", "count": 2}')
+    assert page_problems("alpha.md", fixed, tool, {"some_setting"}, tool.schema) == []
 
-    live = {d["name"]: d["inputSchema"] for d in tool_definitions()}
-    page = "docs/servers/popoto-memory.md"
-    problems = drift(page, (ROOT / page).read_text(encoding="utf-8"), live)
-    if problems:
-        pytest.fail("\n".join(problems), pytrace=False)
+
+def table_rows(markdown: str, header: str) -> list[list[str]]:
+    """The cells of the Markdown table under the line *header*."""
+    lines = markdown.splitlines()
+    start = lines.index(header)
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip("|"))])
+    return rows
 
 
-def test_mkdocs_build_strict(tmp_path: Path) -> None:
-    for module in ("mkdocs", "material", "mkdocstrings_handlers.python"):
-        if importlib.util.find_spec(module.split(".")[0]) is None:
+def test_the_generator_renders_every_live_tool_as_its_schema_says(catalog: Any) -> None:
+    rendered = 0
+    for tools in catalog.tools.values():
+        for tool in tools:
+            block = gen.render_tool(tool)
+            properties = tool.schema.get("properties") or {}
+            required = set(tool.schema.get("required") or [])
+            if not properties:
+                assert "This tool takes no parameters." in block, tool.name
+            else:
+                rows = table_rows(block, "| name | type | required | default | description |")
+                top = {r[0].strip("`"): r for r in rows if "." not in r[0] and "[]" not in r[0]}
+                assert list(top) == list(properties), tool.name
+                for name, row in top.items():
+                    assert row[2] == ("yes" if name in required else "no"), (tool.name, name)
+                    if "default" in properties[name]:
+                        assert row[3] == f"`{json.dumps(properties[name]['default'])}`"
+            hints = table_rows(block, "| read-only | destructive | idempotent | open world |")
+            expected = [
+                gen.hint(tool.annotations.get(key))
+                for key in (
+                    "read_only_hint",
+                    "destructive_hint",
+                    "idempotent_hint",
+                    "open_world_hint",
+                )
+            ]
+            assert hints == [expected], tool.name
+            assert f"../servers/{tool.server}.md" in block
+            rendered += 1
+    assert rendered >= 25  # memory-tools 11 + filesystem 14 (+ popoto-memory 4)
+
+
+def test_the_generator_reads_nested_and_optional_types() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "Edit": {
+                "type": "object",
+                "properties": {"oldText": {"type": "string", "description": "a | b <c>"}},
+                "required": ["oldText"],
+            }
+        },
+        "properties": {
+            "head": {
+                "anyOf": [{"type": "integer", "minimum": 0}, {"type": "null"}],
+                "default": None,
+            },
+            "sortBy": {"enum": ["name", "size"], "default": "name"},
+            "edits": {"type": "array", "items": {"$ref": "#/$defs/Edit"}, "minItems": 1},
+            "importance": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        "required": ["edits"],
+    }
+    rows = {row[0]: row for row in gen.parameter_rows(schema)}
+    assert rows["head"][1:4] == ("integer ≥ 0, or null", False, "null")
+    assert rows["sortBy"][1] == 'one of `"name"`, `"size"`'
+    assert rows["edits"][1:3] == ("array of objects (at least 1)", True)
+    assert rows["edits[].oldText"][1:3] == ("string", True)
+    assert rows["importance"][1] == "number 0–1"
+    assert gen.escape("a | b <c> *x*") == r"a \| b &lt;c&gt; \*x\*"
+
+
+def run_mkdocs(site: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    for module in ("mkdocs", "material", "mkdocstrings_handlers"):
+        if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed (pip install -e '.[docs]')")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
         cwd=ROOT,
-        env=env,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
+
+
+def test_mkdocs_build_strict(tmp_path: Path, catalog: Any) -> None:
+    site = tmp_path / "site"
+    result = run_mkdocs(site)
     assert result.returncode == 0, (
         "mkdocs build --strict failed:\n" + result.stdout[-4000:] + result.stderr[-4000:]
     )
-    assert (tmp_path / "site" / "servers" / "memory-tools" / "index.html").exists()
+    page = (site / "tools" / "write_memory" / "index.html").read_text(encoding="utf-8")
+    assert "<code>key</code>" in page and "The text to remember" in page  # generated table
+    assert "Prefers concise answers" in page  # the hand-written example
+    overview = (site / "servers" / "memory-tools" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../../tools/write_memory/"' in overview  # the generated index links it
+    for tools in catalog.tools.values():
+        for tool in tools:
+            assert (site / "tools" / tool.name / "index.html").exists(), tool.name
+
+
+def test_mkdocs_build_without_popoto_notes_what_is_missing(tmp_path: Path) -> None:
+    """popoto is an optional extra: without it the docs still build, and say why the
+    popoto-memory tables are missing."""
+    blocker = tmp_path / "blocker" / "popoto"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'popoto'\", name='popoto')\n"
+    )
+    site = tmp_path / "site"
+    pythonpath = os.pathsep.join(filter(None, [str(blocker.parent), os.environ.get("PYTHONPATH")]))
+    result = run_mkdocs(site, {"PYTHONPATH": pythonpath})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    page = (site / "tools" / "memory_search" / "index.html").read_text(encoding="utf-8")
+    assert "Generated reference unavailable" in page
+    assert "doc-processing-std-tools[popoto]" in page
+    assert "deploy process" in page  # the hand-written part is still there
+    assert "<code>path</code>" in (site / "tools" / "memory_view" / "index.html").read_text(
+        encoding="utf-8"
+    )

@@ -24,11 +24,11 @@ from types import SimpleNamespace
 import anyio
 import pytest
 from conftest import launcher_command, text_of
+from rpc_helpers import PROTOCOL, Reply, initialize_params, open_session, request, rpc
 
 from doc_processing_std_tools.launcher.cli import main
 
 TESTS = Path(__file__).resolve().parent
-PROTOCOL = "2025-11-25"
 TOKENS = ("first-token-3f9a", "second-token-77c1")
 SERVING_LINE = re.compile(r'serving \d+ tools? on (http://127\.0\.0\.1:(\d+)[^\s"]*)')
 
@@ -101,88 +101,6 @@ def _wait_until_serving(port: int) -> None:
             pass
         assert time.monotonic() < deadline, "the launcher never answered /health"
         time.sleep(0.05)
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> dict:
-        return json.loads(self.body)
-
-
-def request(
-    port: int,
-    method: str,
-    path: str,
-    *,
-    host: str | None = "default",
-    headers: dict[str, str] | None = None,
-    body: bytes | None = None,
-    timeout: float = 30,
-) -> Reply:
-    """One raw HTTP request with full control over the Host header (None: no Host at all)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
-        if host is not None:
-            conn.putheader("Host", f"127.0.0.1:{port}" if host == "default" else host)
-        for name, value in (headers or {}).items():
-            conn.putheader(name, value)
-        if body is not None:
-            conn.putheader("Content-Length", str(len(body)))
-        conn.endheaders(body)
-        response = conn.getresponse()
-        return Reply(
-            response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-        )
-    finally:
-        conn.close()
-
-
-def rpc(
-    port: int,
-    method: str,
-    params: dict | None = None,
-    *,
-    session: str | None = None,
-    host: str | None = "default",
-    headers: dict[str, str] | None = None,
-    request_id: int | None = 1,
-) -> Reply:
-    """A JSON-RPC message POSTed to /mcp as the official clients do."""
-    message: dict = {"jsonrpc": "2.0", "method": method}
-    if request_id is not None:
-        message["id"] = request_id
-    if params is not None:
-        message["params"] = params
-    all_headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": PROTOCOL,
-        **({"Mcp-Session-Id": session} if session else {}),
-        **(headers or {}),
-    }
-    return request(
-        port, "POST", "/mcp", host=host, headers=all_headers, body=json.dumps(message).encode()
-    )
-
-
-def open_session(port: int, headers: dict[str, str] | None = None) -> str:
-    """Initialize an MCP session over raw HTTP; returns its id."""
-    params = {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    }
-    reply = rpc(port, "initialize", params, headers=headers)
-    assert reply.status == 200, reply
-    session = reply.headers["mcp-session-id"]
-    done = rpc(port, "notifications/initialized", session=session, headers=headers, request_id=None)
-    assert done.status == 202, done
-    return session
 
 
 # -- Host and Origin ---------------------------------------------------------------
@@ -406,11 +324,7 @@ def test_tokens_per_route(authed, headers, expected) -> None:
     init = rpc(
         port,
         "initialize",
-        {
-            "protocolVersion": PROTOCOL,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
+        initialize_params("t"),
         headers=headers,
     )
     assert init.status == expected
@@ -657,12 +571,7 @@ def test_sessions_beyond_max_sessions_get_503_until_one_ends(limited) -> None:
     port = limited.port
     time.sleep(1.5)  # sessions of earlier tests have expired (session_idle_timeout: 1)
     sessions = [open_session(port) for _ in range(3)]
-    params = {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    }
-    assert rpc(port, "initialize", params).status == 503
+    assert rpc(port, "initialize", initialize_params("t")).status == 503
     headers = {"Mcp-Session-Id": sessions[0], "MCP-Protocol-Version": PROTOCOL}
     assert request(port, "DELETE", "/mcp", headers=headers).status == 200
     open_session(port)

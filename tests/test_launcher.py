@@ -17,6 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import REPO, launched, launcher_command, text_of
+from rpc_helpers import initialize as _initialize
+from rpc_helpers import message, receive, send
 
 from doc_processing_std_tools.launcher.cli import main
 from doc_processing_std_tools.launcher.config import ConfigError, load_config
@@ -444,24 +446,6 @@ def _spawn(config: Path, *extra: str) -> subprocess.Popen[bytes]:
     )
 
 
-def _initialize(proc: subprocess.Popen[bytes]) -> dict:
-    request = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"},
-        },
-    }
-    assert proc.stdin and proc.stdout
-    proc.stdin.write((json.dumps(request) + "\n").encode())
-    proc.stdin.flush()
-    line = proc.stdout.readline()
-    return json.loads(line)
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_stops_the_server_cleanly(write_config, signum: int) -> None:
     path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
@@ -590,9 +574,8 @@ def test_missing_popoto_extra_is_reported_and_the_others_still_start(
     try:
         assert "result" in _initialize(proc)
         assert proc.stdin and proc.stdout
-        proc.stdin.write(b'{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}\n')
-        proc.stdin.flush()
-        names = {tool["name"] for tool in json.loads(proc.stdout.readline())["result"]["tools"]}
+        send(proc, message("tools/list", {}, id=2))
+        names = {tool["name"] for tool in receive(proc, 2)["result"]["tools"]}
         assert "write_memory" in names
         assert "memory_search" not in names
     finally:

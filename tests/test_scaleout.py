@@ -22,6 +22,7 @@ import anyio
 import pytest
 from conftest import launcher_command
 from redis_helpers import REDIS_SERVER, running_redis
+from rpc_helpers import initialize_params, message, reply_message, rpc_headers
 
 SPAWN_TIMEOUT = 60
 HAVE_POPOTO = importlib.util.find_spec("popoto") is not None and REDIS_SERVER is not None
@@ -113,25 +114,12 @@ class RoundRobinClient:
     async def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         url = next(self.turn)
         self.served_by[url] += 1
-        request = {"jsonrpc": "2.0", "id": next(self.ids), "method": method, "params": params}
+        request_id = next(self.ids)
         response = await self.http.post(
-            url,
-            json=request,
-            headers={
-                "accept": "application/json, text/event-stream",
-                "mcp-protocol-version": "2025-11-25",
-            },
+            url, json=message(method, params, id=request_id), headers=rpc_headers()
         )
         assert response.status_code == 200, response.text
-        if response.headers["content-type"].startswith("text/event-stream"):
-            payloads = [
-                json.loads(line[5:])
-                for line in response.text.splitlines()
-                if line.startswith("data:")
-            ]
-            reply = next(p for p in payloads if p.get("id") == request["id"])
-        else:
-            reply = response.json()
+        reply = reply_message(response.headers["content-type"], response.text, request_id)
         assert "error" not in reply, reply
         return reply["result"]
 
@@ -148,14 +136,7 @@ async def test_two_stateless_launchers_serve_one_client_alternately(two_launcher
     urls, shared = two_launchers
     async with httpx2.AsyncClient(timeout=60) as http:
         client = RoundRobinClient(http, urls)
-        init = await client.rpc(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "round-robin", "version": "0"},
-            },
-        )
+        init = await client.rpc("initialize", initialize_params("round-robin"))
         assert init["serverInfo"]["name"]
         await client.call("memory_create", {"path": "log.md", "file_text": ""})
 
