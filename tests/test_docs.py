@@ -69,7 +69,7 @@ def catalog() -> Any:
 def settings_names(server: str) -> set[str]:
     from doc_processing_std_tools.servers import resolve_registered
 
-    model = resolve_registered(server).settings_model
+    model = resolve_registered(server).settings
     return set(model.model_fields) if model is not None else set()
 
 
