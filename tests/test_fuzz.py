@@ -102,31 +102,37 @@ def good_value(tool: str, name: str, schema: dict[str, Any]) -> Any:
     return GOOD_BY_TYPE.get(kind, "x")
 
 
-def shipped_environment(base: Path) -> dict[str, str]:
-    """The shipped config on one folder: memory in base/work/agent_memory, filesystem on base/work."""
+def shipped_environment(base: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shipped config on one folder: memory in base/work/agent_memory, filesystem on
+    base/work, which is also the working directory (settings defaults read os.environ)."""
     work = base / "work"
     (work / "agent_memory").mkdir(parents=True)
     (work / "a.txt").write_text("alpha\nbeta\n")
     (work / "m1.txt").write_text("to move")
     (work / "agent_memory" / "notes.md").write_text("alpha\n")
     (work / "agent_memory" / "seed.json").write_text('{"key": "seed", "value": "seed value"}')
-    return {
-        **os.environ,
-        "DPTTOOLS_MEMORY_DIR": str(work / "agent_memory"),
-        "DPTTOOLS_FS_ROOTS": str(work),
-        "XDG_DATA_HOME": str(base / "xdg"),  # popoto-memory's embedded store
-    }
+    monkeypatch.setenv("DPTTOOLS_MEMORY_DIR", str(work / "agent_memory"))
+    monkeypatch.setenv("DPTTOOLS_FS_ROOTS", str(work))
+    monkeypatch.setenv("XDG_DATA_HOME", str(base / "xdg"))  # popoto-memory's embedded store
+    monkeypatch.chdir(work)
+    return work
 
 
 @asynccontextmanager
-async def shipped_client(tmp_path: Path) -> AsyncIterator[tuple[Client, Path]]:
+async def shipped_client(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Client, Path]]:
     """A client on the composed shipped config (entered and left in the test's own task:
     the composition's task group must be)."""
-    env = shipped_environment(tmp_path)
-    composition = await compose(load_config(REPO / "configs" / "tools.yaml", environ=env))
+    work = shipped_environment(tmp_path, monkeypatch)
+    composition = await compose(load_config(REPO / "configs" / "tools.yaml"))
     try:
         async with Client(composition.root) as client:
-            yield client, tmp_path / "work"
+            seed = await call(client, "read_memory", {"key": "seed"})
+            assert seed == (False, "seed value"), seed  # the folder the test watches
+            # The first write makes the memory folder's lock marker (kept from then on).
+            assert not (await call(client, "write_memory", {"key": "warm", "value": "up"}))[0]
+            yield client, work
     finally:
         await composition.aclose()
 
@@ -149,6 +155,16 @@ def state(work: Path) -> dict[str, tuple]:
             else:
                 found[str(path)] = ("dir", stat.S_IMODE(info.st_mode))
     return found
+
+
+def changes(before: dict[str, tuple], after: dict[str, tuple]) -> str:
+    """What differs between two snapshots, briefly."""
+    lines = []
+    for name in sorted(before.keys() | after.keys()):
+        if before.get(name) != after.get(name):
+            old, new = before.get(name), after.get(name)
+            lines.append(f"{name}: {str(old)[:80]} -> {str(new)[:80]}")
+    return "; ".join(lines)[:600]
 
 
 def problems_of(tool: str, args: dict[str, Any], is_error: bool, text: str) -> list[str]:
@@ -213,8 +229,10 @@ def bad_calls(tool: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
     return calls
 
 
-async def test_every_tool_of_the_shipped_config_survives_bad_arguments(tmp_path: Path) -> None:
-    async with shipped_client(tmp_path) as (client, work):
+async def test_every_tool_of_the_shipped_config_survives_bad_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with shipped_client(tmp_path, monkeypatch) as (client, work):
         await every_tool_survives_bad_arguments(client, work)
 
 
@@ -230,8 +248,12 @@ async def every_tool_survives_bad_arguments(client: Client, work: Path) -> None:
             problems += problems_of(tool, args, is_error, text)
             if is_error:
                 refusals += 1
-                if state(work) != before:
-                    problems.append(f"{tool}: a refused call changed the folder: {text[:200]}")
+                after = state(work)
+                if after != before:
+                    problems.append(
+                        f"{tool}: a refused call changed the folder: {text[:200]}: "
+                        f"{changes(before, after)}"
+                    )
     assert problems == [], "\n".join(problems[:40])
     assert refusals > len(tools) * 10  # the bad arguments were refused, not ignored
     # still serving every server
@@ -273,8 +295,10 @@ JSON_VALUES = st.recursive(
 ARG_VALUES = JSON_VALUES | st.sampled_from(BAD_VALUES) | st.text(max_size=40)
 
 
-async def test_random_argument_mixes_on_the_shipped_config(tmp_path: Path) -> None:
-    async with shipped_client(tmp_path) as (client, work):
+async def test_random_argument_mixes_on_the_shipped_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with shipped_client(tmp_path, monkeypatch) as (client, work):
         await random_argument_mixes(client, work)
 
 
@@ -313,8 +337,12 @@ async def random_argument_mixes(client: Client, work: Path) -> None:
             before = state(work)
             is_error, text = await call(client, tool, args)
             problems += problems_of(tool, args, is_error, text)
-            if is_error and state(work) != before:
-                problems.append(f"{tool}: a refused call changed the folder: {text[:200]}")
+            after = state(work)
+            if is_error and after != before:
+                problems.append(
+                    f"{tool}: a refused call changed the folder: {text[:200]}: "
+                    f"{changes(before, after)}"
+                )
     assert problems == [], "\n".join(problems[:40])
 
 
@@ -443,3 +471,72 @@ def check_every_request_is_answered(
         assert "error" in reply or reply["result"].get("isError"), text[:300]
         assert len(text) < 4 * ERROR_LIMIT, text[:300]
         assert "Traceback" not in text and "errors.pydantic.dev" not in text, text[:300]
+
+
+# -- cross-server tampering through the composed shipped config ------------------------------
+
+RESERVED_TARGETS = [
+    "agent_memory/.dpt.lock",  # memory-tools' lock marker
+    ".dpt.lock",  # the filesystem root's own marker
+    "agent_memory/.dpt-tmp-x",
+    "agent_memory/.dpt",
+    "lock-alias",  # a symlink to agent_memory/.dpt.lock
+    "agent_memory/.DPT.lock/../.dpt.lock",
+]
+
+
+def tampering_calls(target: str) -> list[tuple[str, dict[str, Any]]]:
+    if target == "lock-alias":  # the link is followed by these (move_file moves the link)
+        return [
+            ("write_file", {"path": target, "content": "x"}),
+            ("edit_file", {"path": target, "edits": [{"oldText": "a", "newText": "b"}]}),
+            ("create_directory", {"path": f"{target}/x"}),
+            ("read_text_file", {"path": target}),
+            ("get_file_info", {"path": target}),
+        ]
+    return [
+        ("write_file", {"path": target, "content": "x"}),
+        ("edit_file", {"path": target, "edits": [{"oldText": "a", "newText": "b"}]}),
+        ("create_directory", {"path": target}),
+        ("create_directory", {"path": f"{target}/x"}),
+        ("move_file", {"source": target, "destination": "stolen"}),
+        ("move_file", {"source": "a.txt", "destination": target}),
+        ("read_text_file", {"path": target}),
+        ("get_file_info", {"path": target}),
+    ]
+
+
+async def test_filesystem_tools_cannot_touch_any_reserved_name_of_either_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12 item 8 through the shipped composition: every filesystem tool on every
+    ``.dpt*`` name (directly, via ``..`` or a symlink) is refused, changes nothing, and
+    memory-tools keeps working after each attempt."""
+    async with shipped_client(tmp_path, monkeypatch) as (client, work):
+        assert not (await call(client, "write_memory", {"key": "first", "value": "v"}))[0]
+        assert (work / "agent_memory" / ".dpt.lock").exists()
+        alias = work / "lock-alias"
+        problems = []
+        for n, (tool, args) in enumerate(
+            [call_ for target in RESERVED_TARGETS for call_ in tampering_calls(target)]
+        ):
+            if not alias.is_symlink():
+                alias.symlink_to("agent_memory/.dpt.lock")
+            before = state(work)
+            is_error, text = await call(client, tool, args)
+            if not is_error:
+                problems.append(f"{tool}({args}) was allowed: {text[:200]}")
+            if state(work) != before:
+                problems.append(f"{tool}({args}) changed the folder: {text[:200]}")
+            wrote = await call(client, "write_memory", {"key": f"after-{n}", "value": tool})
+            if wrote[0]:
+                problems.append(f"memory broken after {tool}({args}): {wrote[1][:200]}")
+        for tool, args in [
+            ("list_directory", {"path": "agent_memory"}),
+            ("directory_tree", {"path": "."}),
+            ("search_files", {"path": ".", "pattern": "**/.dpt*"}),
+        ]:
+            is_error, text = await call(client, tool, args)
+            if is_error or ".dpt" in text:
+                problems.append(f"{tool} shows a reserved name: {text[:300]}")
+    assert problems == [], "\n".join(problems)
