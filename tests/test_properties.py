@@ -286,6 +286,31 @@ class MemoryFilesModel(RuleBasedStateMachine):
         old = content[start : start + data.draw(st.integers(1, 6))]
         self.str_replace("/" + "/".join(parts), old, data.draw(TEXTS))
 
+    @precondition(lambda self: bool(self.files))
+    @rule(data=st.data(), text=TEXTS)
+    def insert_in_a_known_file(self, data: st.DataObject, text: str) -> None:
+        parts = data.draw(st.sampled_from(sorted(self.files)))
+        line = data.draw(st.integers(0, len(_split_lines(self.files[parts]))))
+        self.insert("/" + "/".join(parts), line, text)
+
+    @precondition(lambda self: bool(self.files or self.dirs))
+    @rule(data=st.data())
+    def view_a_known_path(self, data: st.DataObject) -> None:
+        parts = data.draw(st.sampled_from(sorted([*self.files, *self.dirs])))
+        self.view("/" + "/".join(parts))
+
+    @precondition(lambda self: bool(self.files or self.dirs))
+    @rule(data=st.data(), new=MEM_PATHS)
+    def rename_a_known_path(self, data: st.DataObject, new: str) -> None:
+        parts = data.draw(st.sampled_from(sorted([*self.files, *self.dirs])))
+        self.rename("/" + "/".join(parts), new)
+
+    @precondition(lambda self: bool(self.files or self.dirs))
+    @rule(data=st.data())
+    def delete_a_known_path(self, data: st.DataObject) -> None:
+        parts = data.draw(st.sampled_from(sorted([*self.files, *self.dirs])))
+        self.delete("/" + "/".join(parts))
+
     # -- the folder always equals the model --
 
     @invariant()
