@@ -1,23 +1,28 @@
 """Speed figures, side by side in one run: interleaved rounds, medians, ratios.
 
-1. ``import doc_processing_std_tools`` (target: at most 30 ms over a bare interpreter).
-2. Time to the first ``tools/list`` answer: ``dpt-launch`` (memory-tools mounted) vs a
-   trivial one-tool FastMCP server started the same way (target ratio <= 1.10), plus
-   the shipped ``configs/tools.yaml`` (all three servers, embedded redis-server).
-3. ``write_memory`` + ``read_memory`` calls/s through ``dpt-launch`` vs memory-tools
-   run alone (``python -m doc_processing_std_tools.memory``) (target ratio >= 0.90), and
-   the same with memory-tools mounted as an external stdio server (``command:``) vs a
-   direct connection to it (target ratio >= 0.90).
-4. ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
-5. popoto-memory figures (``benchmarks/popoto_bench.py``) when the extra is installed.
+Sections (each returns named figures, ``name -> value``, printed as they come):
 
-Run: ``python benchmarks/run.py [--quick]``. Machines here are shared and noisy:
-read ratios, not absolute numbers, and rerun before believing a regression.
+1. ``import``: ``import doc_processing_std_tools`` (target: at most 30 ms over a bare interpreter).
+2. ``first-list``: time to the first ``tools/list`` answer: ``dpt-launch`` (memory-tools mounted)
+   vs a trivial one-tool FastMCP server started the same way (target ratio <= 1.10), plus the
+   shipped ``configs/tools.yaml`` (all three servers, embedded redis-server).
+3. ``calls``: ``write_memory`` + ``read_memory`` calls/s through ``dpt-launch`` vs memory-tools
+   run alone (target ratio >= 0.90), and memory-tools mounted as an external stdio server
+   (``command:``) vs a direct connection to it (target ratio >= 0.90).
+4. ``search``: ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
+5. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
+   ``figures(quick: bool) -> dict[str, float]``), each skipped with a line when missing.
+
+Run: ``python benchmarks/run.py [--quick] [--report]``. ``--report`` also writes
+``docs/performance.md`` (a table of every figure, with targets) and its charts under
+``docs/performance/`` (``pip install '.[bench]'`` for matplotlib). Machines here are shared
+and noisy: read ratios, not absolute numbers, and rerun before believing a regression.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import os
@@ -26,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -33,6 +40,20 @@ import anyio
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PY = sys.executable
+sys.path.insert(0, str(HERE))
+
+from report import Section, print_figures, write_report  # noqa: E402
+
+# Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
+EXTRA_SECTIONS = [
+    "external",
+    "memory_scale",
+    "filesystem_bounds",
+    "startup",
+    "resources",
+    "popoto_bench",
+]
+POPOTO_SECTIONS = {"popoto_bench"}
 
 TRIVIAL_SERVER = """
 from fastmcp import FastMCP
@@ -46,10 +67,6 @@ mcp.run(show_banner=False)
 
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
-
-
-def print_row(label: str, value: str) -> None:
-    print(f"  {label:<58} {value}")
 
 
 # -- 1. import cost -----------------------------------------------------------------
@@ -227,104 +244,183 @@ def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
     return {"search_ms": median_ms(ours), "grep_ms": median_ms(grep), "matches": found}
 
 
+# -- sections: named figures -------------------------------------------------------------
+
+
+def section_import(rounds: int) -> dict[str, float]:
+    imp = bench_import(rounds * 2)
+    return {
+        "python -c pass (ms)": imp["bare_ms"],
+        "python -c 'import doc_processing_std_tools' (ms)": imp["import_ms"],
+        "import cost (ms, target <= 30)": imp["import_ms"] - imp["bare_ms"],
+    }
+
+
+def section_first_list(rounds: int, workdir: Path, with_popoto: bool) -> dict[str, float]:
+    redis_proc = None
+    redis_url = None
+    if with_popoto:
+        from popoto_bench import start_test_redis
+
+        redis_proc, port = start_test_redis(workdir)
+        redis_url = f"redis://127.0.0.1:{port}/1"
+    try:
+        first = bench_first_list(rounds, workdir, redis_url)
+    finally:
+        if redis_proc is not None:
+            redis_proc.terminate()
+            redis_proc.wait(timeout=10)
+    figures = {
+        "trivial one-tool FastMCP server (ms)": first["trivial"],
+        "dpt-launch, memory-tools mounted (ms)": first["launcher"],
+        "dpt-launch, configs/tools.yaml (3 servers, embedded redis) (ms)": first["shipped"],
+        "first tools/list launcher / trivial ratio (target <= 1.10)": first["launcher"]
+        / first["trivial"],
+        "first tools/list shipped config / trivial ratio (target <= 1.10)": first["shipped"]
+        / first["trivial"],
+    }
+    if redis_url:
+        figures["dpt-launch, popoto-memory on a running redis (ms)"] = first["popoto-redis"]
+        figures["dpt-launch, popoto-memory embedded (starts redis) (ms)"] = first["popoto-embedded"]
+        figures["embedded - running: the cost of starting redis-server (ms)"] = (
+            first["popoto-embedded"] - first["popoto-redis"]
+        )
+    return figures
+
+
+def section_calls(rounds: int, quick: bool, workdir: Path) -> dict[str, float]:
+    calls_n = 200 if quick else 400
+    calls = anyio.run(bench_calls, rounds, calls_n, workdir)
+    ext = anyio.run(lambda: bench_calls(rounds, calls_n, workdir, external=True))
+    return {
+        "memory-tools alone, python -m doc_processing_std_tools.memory (calls/s)": calls["alone"],
+        "memory-tools through dpt-launch (calls/s)": calls["launcher"],
+        "calls/s launcher / alone ratio (target >= 0.90)": calls["launcher"] / calls["alone"],
+        "external stdio server (command:), connected directly (calls/s)": ext["alone"],
+        "external stdio server (command:), through dpt-launch (calls/s)": ext["launcher"],
+        "calls/s external via launcher / direct ratio (target >= 0.90)": ext["launcher"]
+        / ext["alone"],
+    }
+
+
+def section_search(rounds: int, workdir: Path) -> dict[str, float]:
+    search = bench_search(10_000, rounds, workdir)
+    return {
+        "search_memory, 10,000 keys (ms)": search["search_ms"],
+        "grep -rFil, same folder (ms)": search["grep_ms"],
+        "search_memory 10k keys / grep ratio (target <= 1.0)": search["search_ms"]
+        / search["grep_ms"],
+        "search_memory matches (count)": float(search["matches"]),
+    }
+
+
+def skip_reason(name: str, with_popoto: bool, skip_popoto: bool) -> str | None:
+    """Why ``benchmarks/<name>.py`` cannot give figures now, or None."""
+    if name in POPOTO_SECTIONS and not with_popoto:
+        return "skipped: " + ("--skip-popoto" if skip_popoto else "pip install '.[popoto]'")
+    if importlib.util.find_spec(name) is None:
+        return f"skipped: benchmarks/{name}.py not present"
+    if not hasattr(importlib.import_module(name), "figures"):
+        return f"skipped: benchmarks/{name}.py has no figures(quick)"
+    return None
+
+
 # -- main ------------------------------------------------------------------------------------
 
 
-def main() -> None:
+def run_section(title: str, key: str, measure: Callable[[], dict[str, float]]) -> Section:
+    """Run one section, print it as it comes; a failure is printed and recorded, not fatal."""
+    print(title)
+    start = time.perf_counter()
+    try:
+        section = Section(key, title, measure())
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        section = Section(key, title, {}, f"failed: {type(exc).__name__}: {exc}"[:300])
+    section.seconds = time.perf_counter() - start
+    print_figures(section)
+    return section
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
     parser.add_argument("--skip-popoto", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--only", default="", help="comma-separated section keys to run (e.g. import,search)"
+    )
+    parser.add_argument(
+        "--report",
+        nargs="?",
+        const=str(REPO / "docs" / "performance.md"),
+        default=None,
+        metavar="PATH",
+        help="also write the figures and charts to PATH (default docs/performance.md)",
+    )
+    args = parser.parse_args(argv)
     rounds = 3 if args.quick else 9
-    has_popoto = importlib.util.find_spec("popoto") is not None
+    only = {key for key in args.only.split(",") if key}
+    with_popoto = importlib.util.find_spec("popoto") is not None and not args.skip_popoto
+    wanted = lambda key: not only or key in only  # noqa: E731
+    started = time.time()
+    sections: list[Section] = []
 
     with tempfile.TemporaryDirectory(prefix="dpt-bench-") as tmp:
         workdir = Path(tmp)
-        print("1. import cost (median of fresh interpreters)")
-        imp = bench_import(rounds * 2)
-        print_row("python -c pass", f"{imp['bare_ms']:.1f} ms")
-        print_row("python -c 'import doc_processing_std_tools'", f"{imp['import_ms']:.1f} ms")
-        print_row(
-            "import cost (difference; target <= 30 ms)",
-            f"{imp['import_ms'] - imp['bare_ms']:.1f} ms",
-        )
+        ours: list[tuple[str, str, Callable[[], dict[str, float]]]] = [
+            (
+                "1. import cost (median of fresh interpreters)",
+                "import",
+                lambda: section_import(rounds),
+            ),
+            (
+                "2. spawn -> initialize -> first tools/list answer (median)",
+                "first-list",
+                lambda: section_first_list(rounds, workdir, with_popoto),
+            ),
+            (
+                "3. write_memory+read_memory over stdio, sequential (median calls/s)",
+                "calls",
+                lambda: section_calls(rounds, args.quick, workdir),
+            ),
+            (
+                "4. search_memory over 10,000 keys vs grep -rFil (median)",
+                "search",
+                lambda: section_search(rounds, workdir),
+            ),
+        ]
+        for title, key, measure in ours:
+            if wanted(key):
+                sections.append(run_section(title, key, measure))
 
-        print("2. spawn -> initialize -> first tools/list answer (median)")
-        redis_proc = None
-        redis_url = None
-        if has_popoto and not args.skip_popoto:
-            sys.path.insert(0, str(HERE))
-            from popoto_bench import start_test_redis
+    for number, name in enumerate(EXTRA_SECTIONS, start=len(ours) + 1):
+        if not wanted(name):
+            continue
+        title = f"{number}. {name} (benchmarks/{name}.py)"
+        why = skip_reason(name, with_popoto, args.skip_popoto)
+        if why is None:
+            module = importlib.import_module(name)
+            measure = lambda module=module: dict(module.figures(args.quick))  # noqa: E731
+            sections.append(run_section(title, name, measure))
+            continue
+        print(title)
+        section = Section(name, title, {}, why)
+        print_figures(section)
+        sections.append(section)
+        if name == "popoto_bench" and "no figures" in why:  # its output, as before
+            importlib.import_module(name).main()
 
-            redis_proc, port = start_test_redis(workdir)
-            redis_url = f"redis://127.0.0.1:{port}/1"
-        try:
-            first = bench_first_list(rounds, workdir, redis_url)
-        finally:
-            if redis_proc is not None:
-                redis_proc.terminate()
-                redis_proc.wait(timeout=10)
-        print_row("trivial one-tool FastMCP server", f"{first['trivial']:.0f} ms")
-        print_row("dpt-launch, memory-tools mounted", f"{first['launcher']:.0f} ms")
-        print_row(
-            "dpt-launch, configs/tools.yaml (3 servers, embedded redis)",
-            f"{first['shipped']:.0f} ms",
+    if args.report:
+        written = write_report(
+            sections,
+            Path(args.report),
+            quick=args.quick,
+            rounds=rounds,
+            elapsed=time.time() - started,
         )
-        print_row(
-            "ratio launcher / trivial (target <= 1.10)",
-            f"{first['launcher'] / first['trivial']:.2f}x",
-        )
-        print_row("ratio shipped config / trivial", f"{first['shipped'] / first['trivial']:.2f}x")
-        if redis_url:
-            print_row(
-                "dpt-launch, popoto-memory on a running redis", f"{first['popoto-redis']:.0f} ms"
-            )
-            print_row(
-                "dpt-launch, popoto-memory embedded (starts redis)",
-                f"{first['popoto-embedded']:.0f} ms",
-            )
-            print_row(
-                "embedded - running (the cost of starting redis-server)",
-                f"{first['popoto-embedded'] - first['popoto-redis']:+.0f} ms",
-            )
-
-        print("3. write_memory+read_memory over stdio, sequential (median calls/s)")
-        calls = anyio.run(bench_calls, rounds, 200 if args.quick else 400, workdir)
-        print_row(
-            "memory-tools alone (python -m doc_processing_std_tools.memory)",
-            f"{calls['alone']:.0f} calls/s",
-        )
-        print_row("through dpt-launch", f"{calls['launcher']:.0f} calls/s")
-        print_row(
-            "ratio launcher / alone (target >= 0.90)", f"{calls['launcher'] / calls['alone']:.2f}x"
-        )
-        ext = anyio.run(
-            lambda: bench_calls(rounds, 200 if args.quick else 400, workdir, external=True)
-        )
-        print_row("memory-tools as an external stdio server (command:)", "")
-        print_row("  connected directly", f"{ext['alone']:.0f} calls/s")
-        print_row("  through dpt-launch (proxied)", f"{ext['launcher']:.0f} calls/s")
-        print_row(
-            "  ratio launcher / direct (target >= 0.90)",
-            f"{ext['launcher'] / ext['alone']:.2f}x",
-        )
-
-        print("4. search_memory over 10,000 keys vs grep -rFil (median)")
-        search = bench_search(10_000, rounds, workdir)
-        print_row(f"search_memory ({search['matches']} matches)", f"{search['search_ms']:.0f} ms")
-        print_row("grep -rFil on the same folder", f"{search['grep_ms']:.0f} ms")
-        print_row("ratio search_memory / grep", f"{search['search_ms'] / search['grep_ms']:.2f}x")
-
-    if args.skip_popoto:
-        return
-    if not has_popoto:
-        print("5. popoto-memory: skipped (pip install '.[popoto]')")
-        return
-    print("5. popoto-memory")
-    import popoto_bench
-
-    popoto_bench.main()
+        print(f"report: {', '.join(str(path) for path in written)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
