@@ -16,6 +16,7 @@ from conftest import launched, launcher_command, text_of
 
 TESTS = Path(__file__).resolve().parent
 EXTERNAL = TESTS / "external_server.py"
+RESULTS = TESTS / "results_server.py"  # a tool for each part of a result
 
 
 def external_entry(name: str, counter: Path, extra: str = "") -> str:
@@ -260,3 +261,94 @@ async def test_a_timed_out_call_is_cancelled_at_the_server(write_config, tmp_pat
             while not marker.exists():
                 await anyio.sleep(0.1)
     assert marker.read_text() == "cancelled"
+
+
+async def test_results_pass_through_the_launcher_unchanged(write_config, tmp_path: Path) -> None:
+    """Text, structured content, _meta, isError and progress: as the server sent them."""
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{RESULTS}]\n    namespace: ext\n"
+    )
+    reports: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, total, message))
+
+    async with launched(config) as session:
+        shaped = await session.call_tool("ext_shaped", {})
+        assert not shaped.is_error
+        assert text_of(shaped) == "two items"
+        assert shaped.structured_content == {"items": ["a", "b"]}
+        assert shaped.meta == {"source": "external"}
+        failed = await session.call_tool("ext_fail", {})
+        assert failed.is_error and "the external tool refused" in text_of(failed)
+        bad = await session.call_tool("ext_count_to", {"steps": "many"})
+        assert bad.is_error and "steps" in text_of(bad)
+        counted = await session.call_tool(
+            "ext_count_to", {"steps": 3}, progress_callback=on_progress
+        )
+        assert text_of(counted) == "counted"
+        with anyio.fail_after(10):
+            while len(reports) < 3:  # progress notifications may trail the result
+                await anyio.sleep(0.05)
+    assert reports == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+async def test_external_calls_are_relayed_on_the_session_not_through_fastmcp(
+    tmp_path: Path,
+) -> None:
+    """The composed server's own tools/call path is not used for an external tool (per-call cost)."""
+    from fastmcp import Client
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "servers:\n"
+        + external_entry(
+            "ext", tmp_path / "c", "    namespace: ext\n    tools: {exclude: [delete_*]}\n"
+        )
+    )
+    composition = await compose(load_config(config))
+    through_fastmcp: list[str] = []
+    call_tool = composition.root.call_tool
+
+    async def spy(name: str, *args: object, **kwargs: object) -> object:
+        through_fastmcp.append(name)
+        return await call_tool(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    composition.root.call_tool = spy  # type: ignore[method-assign]
+    try:
+        async with Client(composition.root, mode="legacy") as client:
+            assert (await client.call_tool("ext_bump", {})).data == 1
+            excluded = await client.call_tool_mcp("ext_delete_everything", {})
+            assert excluded.is_error and "ext_delete_everything" in excluded.content[0].text
+        assert set(through_fastmcp) == {"ext_delete_everything"}  # filtered out: not relayed
+        async with Client(composition.root) as client:  # a 2026-era client: the fastmcp way
+            assert (await client.call_tool("ext_bump", {})).data == 2
+        assert set(through_fastmcp) == {"ext_delete_everything", "ext_bump"}
+    finally:
+        await composition.aclose()
+    assert (tmp_path / "c").read_text() == "2"
+
+
+async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
+    write_config, tmp_path: Path
+) -> None:
+    config = write_config(
+        "servers:\n" + external_entry("ext", tmp_path / "c", "    namespace: ext\n")
+    )
+    async with launched(config) as session:
+        pid = int(text_of(await session.call_tool("ext_whoami", {})))
+        outcome = []
+
+        async def nap() -> None:
+            outcome.append(await session.call_tool("ext_nap", {"seconds": 30}))
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(nap)
+                await anyio.sleep(1)
+                os.kill(pid, signal.SIGKILL)
+        assert outcome[0].is_error
+        assert "server 'ext' is restarting (attempt 1)" in text_of(outcome[0])

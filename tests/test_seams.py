@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
-from fastmcp import Client, FastMCP
+from fastmcp import Client, Context, FastMCP
+from fastmcp.tools import ToolResult
 
 from doc_processing_std_tools.launcher import seams
 from doc_processing_std_tools.locking import PROCESS_LOCK
@@ -119,3 +120,57 @@ def test_only_servers_with_fastmcp_defaults_are_served_through_their_providers()
     hidden = FastMCP("hidden")
     hidden.disable(names={"x"})
     assert not seams.behaves_as_default(hidden)
+
+
+async def test_send_raw_request_returns_the_result_dict_and_relays_progress() -> None:
+    """``ClientSession._stamp`` and ``_dispatcher.send_raw_request``: the wire result, untouched."""
+    server = FastMCP("raw")
+
+    @server.tool
+    async def count(steps: int, ctx: Context) -> ToolResult:
+        for step in range(1, steps + 1):
+            await ctx.report_progress(step, steps)
+        return ToolResult(structured_content={"n": steps}, meta={"kept": True})
+
+    reports: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append(progress)
+
+    async with Client(server, mode="legacy") as client:
+        raw = await seams.send_raw_request(
+            client,
+            "tools/call",
+            {"name": "count", "arguments": {"steps": 2}},
+            on_progress=on_progress,
+        )
+    assert isinstance(raw, dict)
+    assert raw["structuredContent"] == {"n": 2} and raw["_meta"] == {"kept": True}
+    assert raw.get("isError", False) is False
+    assert reports == [1, 2]
+
+
+async def test_server_middleware_added_first_sees_raw_params_and_may_answer_alone() -> None:
+    """``Server.middleware`` (mcp 2, provisional): first in the chain, before fastmcp's dispatch."""
+    server = FastMCP("mw")
+
+    @server.tool
+    def echo(text: str) -> str:
+        return text
+
+    seen: list[tuple[str, object]] = []
+
+    async def answer(ctx, call_next):
+        seen.append((ctx.method, ctx.params))
+        if ctx.method == "tools/call" and ctx.params["name"] == "short":
+            return {"content": [{"type": "text", "text": "answered"}], "isError": False}
+        return await call_next(ctx)
+
+    seams.add_server_middleware(server, answer)
+    async with Client(server, mode="legacy") as client:
+        short = await client.call_tool_mcp("short", {"x": 1})
+        assert short.content[0].text == "answered"
+        assert (await client.call_tool("echo", {"text": "hi"})).data == "hi"
+    calls = [params for method, params in seen if method == "tools/call"]
+    assert calls[0]["name"] == "short" and calls[0]["arguments"] == {"x": 1}
+    assert calls[1]["name"] == "echo"

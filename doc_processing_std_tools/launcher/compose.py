@@ -176,6 +176,8 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     from fastmcp import FastMCP
 
     from .. import __version__
+    from .external import ToolRelay
+    from .seams import add_server_middleware
     from .sessions import SessionRegistry
 
     sessions = AsyncExitStack()
@@ -198,7 +200,10 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     except BaseException:
         await sessions.aclose()
         raise
-    return Composition(root, mounts, skipped, loaded, sessions, group)
+    composition = Composition(root, mounts, skipped, loaded, sessions, group)
+    # External servers' tool calls go straight over their sessions (per-call cost).
+    add_server_middleware(root, ToolRelay(root, lambda: composition.mounts))
+    return composition
 
 
 async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:

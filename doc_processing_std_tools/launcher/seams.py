@@ -7,7 +7,7 @@ small: anything that works through public API belongs elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -192,6 +192,15 @@ def _guarded_tool_class() -> Any:
         def locked(self) -> bool:
             return self._lock
 
+        @property
+        def inner_name(self) -> str:
+            """The wrapped tool's own name (before any namespace)."""
+            return self._inner.name
+
+        async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
+            """Await *call* under this tool's rules (``ToolError`` when refused or too slow)."""
+            return await self._guarded(call)
+
         async def _guarded(self, call: Any) -> Any:
             reason = self._unavailable() if self._unavailable else None
             if reason:
@@ -221,6 +230,41 @@ def _guarded_tool_class() -> Any:
 
     _GUARDED_TOOL = GuardedTool
     return GuardedTool
+
+
+def add_server_middleware(server: FastMCP, middleware: Any) -> None:
+    """Put *middleware* first in the mcp SDK server's chain (``Server.middleware``, provisional).
+
+    It then sees every request before fastmcp does, raw params and all, and may
+    answer it itself without calling the rest of the chain.
+    """
+    server._mcp_server.middleware.insert(0, middleware)
+
+
+async def send_raw_request(
+    client: Any,
+    method: str,
+    params: dict[str, Any],
+    *,
+    on_progress: Callable[[float, float | None, str | None], Awaitable[None]] | None = None,
+) -> dict[str, Any]:
+    """Send one request on a connected fastmcp ``Client``'s SDK session; its raw result dict.
+
+    ``ClientSession.send_request`` wants a typed request and validates the typed
+    result; a relay needs neither. This stamps the request as the session would
+    (``ClientSession._stamp``: protocol headers for HTTP) and sends it through the
+    session's dispatcher (``_dispatcher.send_raw_request``), which sends
+    ``notifications/cancelled`` when the caller is cancelled, gives the request a
+    progress token of its own when *on_progress* is set, and raises ``MCPError``
+    for an error response or a closed connection.
+    """
+    session = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)
+    if on_progress is not None:
+        opts["on_progress"] = on_progress
+    return await session._dispatcher.send_raw_request(method, data["params"], opts)
 
 
 def remove_provider(server: FastMCP, provider: Provider) -> None:
