@@ -34,12 +34,13 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
@@ -50,6 +51,8 @@ from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+
+R = TypeVar("R")
 
 SERVER_NAME = "memory-tools"
 # Every state-changing tool takes locking.exclusive() itself (process lock + flock),
@@ -63,6 +66,9 @@ MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
 MAX_PATH_CHARS = 4096  # PATH_MAX: longer paths would only make very deep folder chains
+MAX_LISTED_OCCURRENCES = 20  # lines named when memory_str_replace finds old_str many times
+HEAD_BYTES = 4096  # read of an entry's start that names its key (keys are <= 200 bytes)
+EDIT_ATTEMPTS = 3  # optimistic edits before one runs wholly under the locks
 
 # RESERVED_PREFIX covers locking.LOCK_FILE_NAME and containment.TEMP_PREFIX.
 
@@ -202,6 +208,65 @@ def _snippet(lines: list[str], first: int, last: int) -> str:
     return _numbered(lines, max(0, first - 2), min(len(lines), last + 3))
 
 
+def _snippet_at(content: str, first: int, last: int) -> str:
+    """Like :func:`_snippet` on ``_split_lines(content)``, without splitting the whole text."""
+    start_line = max(0, first - 2)
+    start = 0
+    for _ in range(start_line):  # at most first - 2 finds, each resuming where the last stopped
+        start = content.find("\n", start) + 1
+    lines = []
+    pos = start
+    while len(lines) < last + 3 - start_line and pos < len(content):
+        end = content.find("\n", pos)
+        if end == -1:
+            lines.append(content[pos:])
+            break
+        lines.append(content[pos:end])
+        pos = end + 1
+    return "\n".join(
+        f"{start_line + i + 1:>{LINE_NUMBER_WIDTH}}\t{line}" for i, line in enumerate(lines)
+    )
+
+
+def _multiple_occurrences(content: str, old_str: str, pos: int) -> str:
+    """The refusal for an old_str found more than once: its lines, at most
+    MAX_LISTED_OCCURRENCES of them (linear in the text, whatever the count)."""
+    lines: list[int] = []
+    line, counted = 1, 0
+    while pos != -1 and len(lines) < MAX_LISTED_OCCURRENCES:
+        line += content.count("\n", counted, pos)
+        counted = pos
+        lines.append(line)
+        pos = content.find(old_str, pos + 1)
+    listed = ", ".join(map(str, lines))
+    if pos == -1:
+        return (
+            f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
+            f"in lines: {listed}. Please ensure it is unique"
+        )
+    total = content.count(old_str)
+    return (
+        f"No replacement was performed. old_str `{quote(old_str)}` occurs {total:,} times; "
+        f"the first {len(lines)} are in lines: {listed}. Please ensure it is unique"
+    )
+
+
+def _decode_text(data: bytes, display: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MemoryStoreError(
+            f"The file {display} is not UTF-8 text and cannot be shown or edited"
+        ) from None
+
+
+def _encode_text(text: str, display: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"Cannot write {display}: the text is not valid Unicode") from None
+
+
 def _human_size(size: int) -> str:
     units = ("B", "K", "M", "G")
     index = min((size.bit_length() - 1) // 10, len(units) - 1) if size > 0 else 0
@@ -238,6 +303,25 @@ def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
         key = obj["key"] if _flatten_key(obj["key"]) == stem else stem
         return key, obj["value"]
     return stem, text
+
+
+# Our own layout, ``{"key": "...", "value": "...``, as _encode_json writes it.
+_KEY_HEAD = re.compile(rb'\A\s*\{\s*"key"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,\s*"value"\s*:\s*"')
+
+
+def _key_in_head(stem: str, head: bytes) -> str:
+    """The key named in the first bytes of an entry written by write_memory, else the stem.
+
+    For entries too large to decode whole: the key comes first, so the head names it.
+    """
+    match = _KEY_HEAD.match(head)
+    if match is None:
+        return stem
+    try:
+        key = json.loads(match.group(1))
+    except ValueError:
+        return stem
+    return key if isinstance(key, str) and _flatten_key(key) == stem else stem
 
 
 def _is_entry_name(name: str) -> bool:
@@ -366,29 +450,6 @@ class MemoryStore:
         except ValueError as exc:  # e.g. a name the OS cannot encode
             raise MemoryStoreError(f"Cannot {action} {display}: {exc}") from None
 
-    def _read_text(self, jail: Jail, abs_path: str, display: str) -> str:
-        with self._guard(display, "read"):
-            info = jail.lstat(abs_path)
-            if not stat.S_ISREG(info.st_mode):
-                raise MemoryStoreError(f"The path {display} is not a file.")
-            data = jail.read_bytes(abs_path)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MemoryStoreError(
-                f"The file {display} is not UTF-8 text and cannot be shown or edited"
-            ) from None
-
-    def _write_text(self, jail: Jail, abs_path: str, display: str, text: str) -> None:
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise MemoryStoreError(
-                f"Cannot write {display}: the text is not valid Unicode"
-            ) from None
-        with self._guard(display, "write"):
-            jail.write_atomic(abs_path, data)
-
     # -- key-value interface --------------------------------------------------
 
     @staticmethod
@@ -447,10 +508,10 @@ class MemoryStore:
             path = self._abs(jail, [name])
             previous: str | None = None
             existed = False
-            try:
-                old = jail.read_bytes(path)
-                existed = True
-                previous = _decode_entry(name[:-5], old)[0]
+            try:  # only the head: the previous key is named there, the value may be huge
+                with jail.open_file(path) as (handle, _real):
+                    existed = True
+                    previous = _key_in_head(name[:-5], handle.read(HEAD_BYTES))
             except FileNotFoundError:
                 pass
             except IsADirectoryError:
@@ -521,7 +582,9 @@ class MemoryStore:
                 return self._view_dir(jail, target, display, info)
         if not stat.S_ISREG(info.st_mode):
             raise MemoryStoreError(f"Unsupported file type for {display}")
-        lines = _split_lines(self._read_text(jail, target, display))
+        with self._guard(display, "read"):
+            data = jail.read_bytes(target)
+        lines = _split_lines(_decode_text(data, display))
         if len(lines) > MAX_LINES:
             raise MemoryStoreError(
                 f"File {display} exceeds maximum line limit of {MAX_LINES:,} lines."
@@ -594,64 +657,85 @@ class MemoryStore:
                 raise MemoryStoreError(f"File {display} already exists") from None
         return f"File created successfully at: {display}"
 
-    def _edit_target(self, jail: Jail, parts: list[str], display: str) -> tuple[str, str]:
+    def _file_bytes(self, jail: Jail, parts: list[str], display: str) -> bytes:
+        """The bytes of the regular file at *parts* (refusing folders and other types)."""
         target = self._abs(jail, parts)
         with self._guard(display, "edit"):
             info = jail.lstat(target)
-        if not stat.S_ISREG(info.st_mode):
-            raise MemoryStoreError(f"The path {display} is not a file.")
-        return target, self._read_text(jail, target, display)
+            if not stat.S_ISREG(info.st_mode):
+                raise MemoryStoreError(f"The path {display} is not a file.")
+            return jail.read_bytes(target)
+
+    def _edit(self, parts: list[str], display: str, change: Callable[[str], tuple[str, R]]) -> R:
+        """Apply *change* (old text -> (new text, result)) to a file, holding the locks only to write.
+
+        The read, the search and the new content are computed before the locks are taken
+        (so a slow or refused edit never makes other writers wait); under the locks the
+        file is read again and written only if its bytes are still those *change* saw.
+        When another writer keeps changing it, the last attempt runs wholly under the locks.
+        """
+        for attempt in range(EDIT_ATTEMPTS):
+            optimistic = attempt < EDIT_ATTEMPTS - 1
+            if optimistic:
+                before = self._file_bytes(self._jail(), parts, display)
+                new_text, result = change(_decode_text(before, display))
+                data = _encode_text(new_text, display)
+            with self._locked() as jail:
+                current = self._file_bytes(jail, parts, display)
+                if not optimistic:
+                    new_text, result = change(_decode_text(current, display))
+                    data = _encode_text(new_text, display)
+                elif current != before:
+                    continue  # changed since it was read: compute again from the new text
+                with self._guard(display, "write"):
+                    jail.write_atomic(self._abs(jail, parts), data)
+                return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         parts, display = self._parse_path(path)
         if old_str == "":
             raise MemoryStoreError("No replacement was performed: old_str must not be empty.")
-        with self._locked() as jail:
-            target, content = self._edit_target(jail, parts, display)
-            count = content.count(old_str)
-            if count == 0:
-                raise MemoryStoreError(
-                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear verbatim "
-                    f"in {display}."
-                )
-            if count > 1:
-                lines, pos = [], content.find(old_str)
-                while pos != -1:
-                    lines.append(content.count("\n", 0, pos) + 1)
-                    pos = content.find(old_str, pos + 1)
-                raise MemoryStoreError(
-                    f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
-                    f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
-                )
+
+        def change(content: str) -> tuple[str, str]:
             pos = content.find(old_str)
+            if pos == -1:
+                raise MemoryStoreError(
+                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear "
+                    f"verbatim in {display}."
+                )
+            if content.find(old_str, pos + 1) != -1:
+                raise MemoryStoreError(_multiple_occurrences(content, old_str, pos))
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
-            self._write_text(jail, target, display, new_content)
-        first = content.count("\n", 0, pos)
-        snippet = _snippet(_split_lines(new_content), first, first + new_str.count("\n"))
-        return (
-            "The memory file has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + snippet
-        )
+            first = content.count("\n", 0, pos)
+            snippet = _snippet_at(new_content, first, first + new_str.count("\n"))
+            return new_content, (
+                "The memory file has been edited. Here is the snippet showing the change "
+                "(with line numbers):\n" + snippet
+            )
+
+        return self._edit(parts, display, change)
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         parts, display = self._parse_path(path)
-        with self._locked() as jail:
-            target, content = self._edit_target(jail, parts, display)
+
+        def change(content: str) -> tuple[str, str]:
             lines = _split_lines(content)
             if insert_line < 0 or insert_line > len(lines):
                 raise MemoryStoreError(
-                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within the "
-                    f"range [0, {len(lines)}]."
+                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within "
+                    f"the range [0, {len(lines)}]."
                 )
             text = insert_text[:-1] if insert_text.endswith("\n") else insert_text
             new_lines = text.split("\n")
             result = [*lines[:insert_line], *new_lines, *lines[insert_line:]]
-            self._write_text(jail, target, display, "\n".join(result) + "\n")
-        snippet = _snippet(result, insert_line, insert_line + len(new_lines) - 1)
-        return (
-            f"The file {display} has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + snippet
-        )
+            snippet = _snippet(result, insert_line, insert_line + len(new_lines) - 1)
+            return "\n".join(result) + "\n", (
+                f"The file {display} has been edited. Here is the snippet showing the change "
+                "(with line numbers):\n" + snippet
+            )
+
+        return self._edit(parts, display, change)
 
     def delete_path(self, path: str) -> str:
         parts, display = self._parse_path(path)
