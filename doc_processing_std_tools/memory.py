@@ -31,21 +31,24 @@ with the store's lock file, and every write is atomic.
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
+from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from . import locking, workspace
-from .containment import ContainmentError, Jail
+from .containment import TEMP_PREFIX, ContainmentError, Jail, remove_if_stale
 from .settings import ServerSettings, resolve_path
 from .text import bounded, quote, sendable
 
@@ -283,6 +286,24 @@ def _encode_json(obj: Any) -> bytes:
         return (json.dumps(obj, indent=2) + "\n").encode("ascii")
 
 
+def _encode_entry(key: str, value: str) -> bytes:
+    """``_encode_json({"key": key, "value": value})``, byte for byte, in one pass over the
+    value (json.dumps with an indent takes its slower pure-Python path)."""
+    from json.encoder import encode_basestring, encode_basestring_ascii
+
+    try:
+        text = (
+            f'{{\n  "key": {encode_basestring(key)},\n  "value": {encode_basestring(value)}\n}}\n'
+        )
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: keep them as \\u escapes
+        text = (
+            f'{{\n  "key": {encode_basestring_ascii(key)},\n'
+            f'  "value": {encode_basestring_ascii(value)}\n}}\n'
+        )
+        return text.encode("ascii")
+
+
 def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
     """(key, value) of a top-level .json file; value None when it is not UTF-8 text."""
     try:
@@ -329,6 +350,455 @@ def _is_entry_name(name: str) -> bool:
     return name.endswith(".json") and not name.startswith(".")
 
 
+# -- the key-value entries' index -------------------------------------------------
+
+
+MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
+INDEX_BUDGET_CHARS = 64 << 20  # characters of values (and folded values) kept in memory
+# A file changed less than this before it was read may change again within the same
+# timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
+RACY_NS = 2_000_000_000
+INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
+INDEX_MAGIC = b"DPT-MEMORY-INDEX 3\n"
+
+TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_SAVED_INTS = 6  # per saved entry: inode, size, mtime_ns, ctime_ns, kind, has a value
+
+
+class IndexedEntry(NamedTuple):
+    """What the index knows of one ``<key>.json`` entry (a tuple: thousands are made at once)."""
+
+    name: str  # the file name
+    # (inode, size, mtime_ns, ctime_ns) proving the content unchanged; None when nothing
+    # can (a file changed just before it was read, a symlink, an unreadable file)
+    sig: tuple[int, int, int, int] | None
+    kind: int  # TEXT, NOT_UTF8, LARGE or UNREADABLE
+    key: str
+    size: int  # bytes, when read
+    value: str | None  # a TEXT entry's value; None when not kept (over the budget)
+    folded_key: str
+    folded_value: str | None  # value.casefold(), the same object when equal
+
+    def without_value(self) -> IndexedEntry:
+        return self._replace(value=None, folded_value=None)
+
+    @property
+    def cost(self) -> int:
+        """Characters kept in memory for the value."""
+        if self.value is None:
+            return 0
+        return len(self.value) * (1 if self.folded_value is self.value else 2)
+
+
+def _entry(
+    name: str,
+    sig: tuple[int, int, int, int] | None,
+    kind: int,
+    key: str,
+    size: int,
+    value: str | None = None,
+) -> IndexedEntry:
+    folded = None
+    if value is not None:
+        folded = value.casefold()
+        if folded == value:
+            folded = value  # one string, not two
+    return IndexedEntry(name, sig, kind, key, size, value, key.casefold(), folded)
+
+
+def _index_dir() -> Path:
+    """Where saved indexes live: the per-user cache folder (never the memory folder)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(workspace.APP_NAME)) / "memory-index"
+
+
+def _entry_from_fd(name: str, fd: int, now_ns: int, keep: bool) -> IndexedEntry | None:
+    """Read the entry open as *fd* (None when it is not a regular file any more)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    stem = name[: -len(".json")]
+    sig: tuple[int, int, int, int] | None = None
+    if now_ns - info.st_ctime_ns > RACY_NS:
+        sig = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    if info.st_size > MAX_INDEXED_BYTES:
+        key = _key_in_head(stem, os.read(fd, HEAD_BYTES))
+        return _entry(name, sig, LARGE, key, info.st_size)
+    chunks = []
+    size = 0
+    while chunk := os.read(fd, max(info.st_size + 1 - size, 1 << 16)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_INDEXED_BYTES:  # it grew while we read: next time it is seen as large
+            key = _key_in_head(stem, b"".join(chunks)[:HEAD_BYTES])
+            return _entry(name, None, LARGE, key, size)
+    key, value = _decode_entry(stem, b"".join(chunks))
+    if value is None:
+        return _entry(name, sig, NOT_UTF8, key, size)
+    return _entry(name, sig, TEXT, key, size, value if keep else None)
+
+
+def _unreadable(name: str) -> IndexedEntry:
+    """Present but unreadable (permissions, swapped for a symlink): listed, never matched."""
+    return _entry(name, None, UNREADABLE, name[: -len(".json")], 0)
+
+
+class EntryIndex:
+    """The key-value entries of one memory folder, kept between calls and checked on each.
+
+    Each call lists the folder (skipped while the folder's own stat is unchanged) and stats
+    every entry: one whose (inode, size, mtime, ctime) is unchanged is taken from memory,
+    any other is read again. So changes made behind the server's back (another launcher, an
+    editor) are always seen. Files changed within :data:`RACY_NS` before they were read are
+    read again on every call until they are older, so a rewrite within one timestamp tick
+    cannot hide. Values are kept up to :data:`INDEX_BUDGET_CHARS` in all (others are read
+    again when searched); entries over :data:`MAX_INDEXED_BYTES` are never loaded whole.
+
+    The index is saved (in the per-user cache folder, a few seconds after a change) so that
+    the first search of a new process does not read every file: it still stats them all.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()  # guards the fields below; held for no disk work
+        self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
+        self._listing: tuple[tuple[int, int, int], list[str]] | None = None
+        self._save_pending = False
+
+    # -- scanning -------------------------------------------------------------------
+
+    def entries(self, jail: Jail) -> list[IndexedEntry]:
+        """Every entry, sorted by file name, checked against the disk now."""
+        with jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            known = self._by_name
+            if known is None:
+                known = self._load(fd)
+            names = self._names(fd)
+            fresh: dict[str, IndexedEntry] = {}
+            changed = len(names) != len(known)
+            now_ns = time.time_ns()
+            budget = INDEX_BUDGET_CHARS
+            lstat, is_reg, get = os.stat, stat.S_ISREG, known.get
+            for name in names:
+                try:
+                    info = lstat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                entry = get(name)
+                if (
+                    entry is None
+                    or entry.sig != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                    or not is_reg(info.st_mode)
+                ):
+                    changed = True
+                    if is_reg(info.st_mode):
+                        entry = self._read(fd, name, now_ns, budget > 0)
+                    elif stat.S_ISLNK(info.st_mode):
+                        entry = self._read_link(jail, name, now_ns)
+                    else:
+                        continue  # a folder or a special file: not an entry
+                    if entry is None:
+                        continue
+                if entry.value is not None:
+                    if budget <= 0:  # over the budget: read again when searched
+                        entry = entry.without_value()
+                    budget -= entry.cost
+                fresh[name] = entry
+        with self._lock:
+            self._by_name = fresh
+            if changed:
+                self._schedule_save()
+        return list(fresh.values())
+
+    def _names(self, fd: int) -> list[str]:
+        """The entry names (sorted), from memory while the folder's own stat is unchanged."""
+        info = os.fstat(fd)
+        sig = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        listing = self._listing
+        if listing is not None and listing[0] == sig:
+            return listing[1]
+        now_ns = time.time_ns()
+        names = []
+        for name in os.listdir(fd):
+            if name[0] == ".":
+                if name.startswith(TEMP_PREFIX):
+                    remove_if_stale(fd, name)  # a dead writer's litter
+            elif name.endswith(".json"):
+                names.append(name)
+        names.sort()
+        self._listing = (sig, names) if now_ns - info.st_ctime_ns > RACY_NS else None
+        return names
+
+    @staticmethod
+    def _read(fd: int, name: str, now_ns: int, keep: bool) -> IndexedEntry | None:
+        try:
+            file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None  # removed while we scanned
+        except OSError:
+            return _unreadable(name)
+        try:
+            return _entry_from_fd(name, file_fd, now_ns, keep)
+        except OSError:
+            return _unreadable(name)
+        finally:
+            os.close(file_fd)
+
+    @staticmethod
+    def _read_link(jail: Jail, name: str, now_ns: int) -> IndexedEntry | None:
+        """A symlinked entry, followed only while it stays inside (read every time: changes
+        of its target do not show in the link's own stat)."""
+        try:
+            with jail.open_file(f"{jail.roots[0]}/{name}") as (handle, _real):
+                entry = _entry_from_fd(name, handle.fileno(), now_ns, True)
+        except (OSError, ValueError):  # escaping or broken symlink, a folder...
+            return None
+        return entry._replace(sig=None) if entry is not None else None
+
+    @staticmethod
+    def value_of(jail: Jail, entry: IndexedEntry) -> str | None:
+        """The value of a TEXT entry, read again when it was not kept (over the budget)."""
+        if entry.value is not None or entry.kind != TEXT:
+            return entry.value
+        again = None
+        with (
+            suppress(OSError, ValueError),
+            jail.open_file(f"{jail.roots[0]}/{entry.name}") as (handle, _real),
+        ):
+            again = _entry_from_fd(entry.name, handle.fileno(), 0, True)
+        return again.value if again is not None else None
+
+    # -- the saved copy -------------------------------------------------------------
+
+    def _path(self) -> Path:
+        import hashlib
+
+        real = os.path.realpath(self.folder)
+        return _index_dir() / f"{hashlib.sha256(os.fsencode(real)).hexdigest()[:32]}.idx"
+
+    def _load(self, fd: int) -> dict[str, IndexedEntry]:
+        """The saved index of this folder (empty when missing, foreign or damaged)."""
+        try:
+            data = self._path().read_bytes()
+            info = os.fstat(fd)
+            return {e.name: e for e in decode_index(data, (info.st_dev, info.st_ino))}
+        except (OSError, ValueError, IndexError, OverflowError):
+            return {}
+
+    def _schedule_save(self) -> None:
+        """Save a few seconds from now, or at exit (one pending save at a time). Caller
+        holds _lock."""
+        if self._save_pending:
+            return
+        self._save_pending = True
+        _UNSAVED.add(self)
+        timer = threading.Timer(INDEX_SAVE_DELAY, self.save)
+        timer.daemon = True
+        timer.start()
+
+    def save(self) -> None:
+        """Write the saved copy now (atomically; a failure only costs the next process time)."""
+        with self._lock:
+            self._save_pending = False
+            _UNSAVED.discard(self)
+            entries = list((self._by_name or {}).values())
+        try:
+            info = os.stat(self.folder)
+            data = encode_index(entries, (info.st_dev, info.st_ino))
+            path = self._path()
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            temp.write_bytes(data)
+            os.replace(temp, path)  # no fsync: a cache, checked entry by entry when loaded
+        except OSError:
+            pass
+
+
+_UNSAVED: set[EntryIndex] = set()  # indexes with a save pending
+
+
+@atexit.register
+def _save_at_exit() -> None:
+    for index in list(_UNSAVED):
+        index.save()
+
+
+def encode_index(entries: list[IndexedEntry], folder_id: tuple[int, int]) -> bytes:
+    """The entries with a sig, as: magic, header ints, 6 ints per entry, three text blobs.
+
+    The blobs hold the names, the keys and the values, each joined by NUL (which no file
+    name or key holds; entries whose value holds one are left out). Native byte order:
+    a per-user cache, read back by the same machine.
+    """
+    from array import array
+
+    saved = [
+        e
+        for e in entries
+        if e.sig is not None and e.kind != UNREADABLE and not (e.value and "\0" in e.value)
+    ]
+    ints = array("q")
+    for entry in saved:
+        ints.extend(entry.sig)  # type: ignore[arg-type]
+        ints.extend((entry.kind, entry.value is not None))
+    blobs = [
+        "\0".join(texts).encode("utf-8", "surrogatepass")
+        for texts in (
+            [e.name for e in saved],
+            [e.key for e in saved],
+            [e.value or "" for e in saved],
+        )
+    ]
+    header = array("q", [*folder_id, len(saved), *(len(blob) for blob in blobs)])
+    return b"".join([INDEX_MAGIC, header.tobytes(), ints.tobytes(), *blobs])
+
+
+def decode_index(data: bytes, folder_id: tuple[int, int]) -> list[IndexedEntry]:
+    """The entries of :func:`encode_index`'s bytes; ValueError when foreign or damaged."""
+    from array import array
+
+    if not data.startswith(INDEX_MAGIC):
+        raise ValueError("not an index")
+    pos = len(INDEX_MAGIC)
+    header = array("q", data[pos : pos + 48])
+    pos += 48
+    if len(header) != 6 or (header[0], header[1]) != folder_id:
+        raise ValueError("another folder's index")
+    count, *sizes = header[2:]
+    if count < 1 or min(sizes) < 0 or pos + 8 * _SAVED_INTS * count + sum(sizes) != len(data):
+        raise ValueError("an empty or damaged index")
+    ints = array("q", data[pos : pos + 8 * _SAVED_INTS * count])
+    pos += len(ints) * 8
+    texts = []
+    for size in sizes:
+        texts.append(data[pos : pos + size].decode("utf-8", "surrogatepass"))
+        pos += size
+    names, keys, values = (text.split("\0") for text in texts)
+    folded_keys, folded_values = texts[1].casefold().split("\0"), texts[2].casefold().split("\0")
+    if not len(names) == len(keys) == len(values) == len(folded_values) == count:
+        raise ValueError("a damaged index")
+    kinds, has_value = ints[4::_SAVED_INTS], ints[5::_SAVED_INTS]
+    if not set(kinds) <= {TEXT, NOT_UTF8, LARGE}:
+        raise ValueError("a damaged index")
+    sigs = zip(*(ints[i::_SAVED_INTS] for i in range(4)), strict=True)
+    kept = [v if has else None for v, has in zip(values, has_value, strict=True)]
+    # A folded value equal to its value is the same object (half the memory).
+    folded = [
+        None if v is None else (v if f == v else f)
+        for v, f in zip(kept, folded_values, strict=True)
+    ]
+    sizes_column = ints[1::_SAVED_INTS]
+    rows = zip(names, sigs, kinds, keys, sizes_column, kept, folded_keys, folded, strict=True)
+    return list(map(tuple.__new__, repeat(IndexedEntry), rows))
+
+
+# -- folder trees, iteratively ----------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _folder_id(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def walk_tree(
+    top_fd: int,
+    enter: Callable[[int, list[os.DirEntry[str]]], list[str]],
+    leave: Callable[[int, str], None] | None = None,
+) -> None:
+    """Visit the folder *top_fd* and every real folder below it, depth first, iteratively.
+
+    ``enter(fd, entries)`` gets each folder's descriptor and entries and returns the names
+    of the subfolders to visit; ``leave(parent_fd, name)`` runs once a subfolder is done.
+    Symlinks are never followed. One descriptor is held at a time, whatever the depth: the
+    walk climbs back through ``..`` and checks that it is the folder it came from (device
+    and inode), so a folder moved away meanwhile stops the walk instead of leading it out.
+    """
+    fd = os.dup(top_fd)
+    try:
+        with os.scandir(fd) as listing:
+            levels = [("", _folder_id(fd), enter(fd, list(listing)))]
+        while levels:
+            pending = levels[-1][2]
+            if pending:
+                name = pending.pop()
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # gone, or swapped for a symlink or a file since the listing
+                os.close(fd)
+                fd = child
+                with os.scandir(fd) as listing:
+                    levels.append((name, _folder_id(fd), enter(fd, list(listing))))
+                continue
+            name = levels.pop()[0]
+            if not levels:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            if _folder_id(fd) != levels[-1][1]:
+                raise OSError(errno.ESTALE, "A folder was moved away during the walk", name)
+            if leave is not None:
+                leave(fd, name)
+    finally:
+        os.close(fd)
+
+
+def _subfolders(entries: list[os.DirEntry[str]]) -> list[str]:
+    """The names of the real folders (not symlinks) among *entries*, last first."""
+    names = []
+    for entry in entries:
+        with suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+    names.sort(reverse=True)
+    return names
+
+
+def sweep_tree(top_fd: int) -> None:
+    """Remove dead writers' temp files in a folder and all below it (see remove_if_stale)."""
+
+    def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        for entry in entries:
+            if entry.name.startswith(TEMP_PREFIX):
+                remove_if_stale(fd, entry.name)
+        return _subfolders(entries)
+
+    walk_tree(top_fd, enter)
+
+
+def remove_tree(parent_fd: int, name: str) -> None:
+    """Delete the folder *name* of *parent_fd* with everything in it, at any depth.
+
+    Iterative and holding one descriptor at a time (:func:`walk_tree`); symlinks are
+    removed themselves, never followed.
+    """
+
+    def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        folders = _subfolders(entries)
+        keep = set(folders)
+        for entry in entries:
+            if entry.name not in keep:
+                with suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+        return folders
+
+    def leave(fd: int, child: str) -> None:
+        with suppress(FileNotFoundError):
+            os.rmdir(child, dir_fd=fd)
+
+    top = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        walk_tree(top, enter, leave)
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
 class MemoryStore:
     """The memory tools' logic, without MCP: methods return the result text and
     raise :class:`MemoryStoreError` with the message for the user."""
@@ -336,6 +806,7 @@ class MemoryStore:
     def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
         self.memory_dir = Path(memory_dir)
         self._swept = False  # stale temp files are removed on first use
+        self.index = EntryIndex(self.memory_dir)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -354,9 +825,15 @@ class MemoryStore:
             ) from None
         if not self._swept:
             self._swept = True
-            with suppress(OSError):  # a crash's litter; listings hide what is left anyway
-                jail.sweep(str(jail.roots[0]), recursive=True)
+            # A crash's litter, removed beside the first call rather than before it (listings
+            # hide it meanwhile, and remove what they meet).
+            threading.Thread(target=self._sweep, args=(jail,), daemon=True).start()
         return jail
+
+    @staticmethod
+    def _sweep(jail: Jail) -> None:
+        with suppress(OSError), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            sweep_tree(fd)
 
     @contextmanager
     def _locked(self) -> Iterator[Jail]:
@@ -480,29 +957,11 @@ class MemoryStore:
             )
         return name
 
-    def _entries(self, jail: Jail) -> Iterator[tuple[str, str | None]]:
-        """(key, value) of every top-level entry, sorted by file name; never raises on content."""
-        root = self._abs(jail, [])
-        with self._guard("/", "list"):
-            scan = list(jail.scan_files(root, select=_is_entry_name))
-        for entry, data in scan:
-            stem = entry.name[: -len(".json")]
-            if data is None:
-                if entry.kind == "file":  # present but unreadable: listed, never matched
-                    yield stem, None
-                if entry.kind != "symlink":
-                    continue
-                try:  # a symlink is followed only while it stays inside the folder
-                    data = jail.read_bytes(self._abs(jail, [entry.name]))
-                except (OSError, ValueError):  # escaping or broken symlink, a folder...
-                    continue
-            yield _decode_entry(stem, data)
-
     def write(self, key: str, value: str) -> str:
         name = self.key_file_name(key)
         if not isinstance(value, str):
             raise MemoryStoreError(f"The value must be a string, got {type(value).__name__}")
-        data = _encode_json({"key": key, "value": value})
+        data = _encode_entry(key, value)
         display = "/" + name
         with self._locked() as jail, self._guard(display, "write"):
             path = self._abs(jail, [name])
@@ -543,20 +1002,35 @@ class MemoryStore:
             )
         return value
 
+    def _indexed(self) -> tuple[Jail, list[IndexedEntry]]:
+        jail = self._jail()
+        with self._guard("/", "list"):
+            return jail, self.index.entries(jail)
+
     def search(self, query: str) -> str:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
         needle = query.casefold()
-        results = [
-            {"key": key, "value": value}
-            for key, value in self._entries(self._jail())
-            if value is not None and (needle in key.casefold() or needle in value.casefold())
-        ]
+        jail, entries = self._indexed()
+        results: list[dict[str, Any]] = []
+        for entry in entries:
+            if entry.kind == TEXT:
+                value, folded = entry.value, entry.folded_value
+                if value is None or folded is None:  # not kept in memory: read it now
+                    value = self.index.value_of(jail, entry)
+                    if value is None:
+                        continue
+                    folded = value.casefold() if needle not in entry.folded_key else ""
+                if needle in entry.folded_key or needle in folded:
+                    results.append({"key": entry.key, "value": value})
+            elif entry.kind == LARGE and needle in entry.folded_key:
+                results.append({"key": entry.key, "value": None, "size": entry.size})
         results.sort(key=lambda item: item["key"])
         return json.dumps(results, ensure_ascii=False)
 
     def list_keys(self) -> str:
-        return json.dumps(sorted(key for key, _ in self._entries(self._jail())), ensure_ascii=False)
+        _jail, entries = self._indexed()
+        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
 
     def delete(self, key: str) -> str:
         name = self.key_file_name(key)
@@ -747,7 +1221,14 @@ class MemoryStore:
             with self._guard(display, "delete", f"The path {display} does not exist"):
                 if jail.realpath(target) == jail.roots[0]:
                     raise refuse
-                jail.remove(target, recursive=True)
+                with jail.resolve(target, follow_last=False) as found:
+                    info = found.lstat()
+                    if found.name is None or info is None:
+                        raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+                    if stat.S_ISDIR(info.st_mode):
+                        remove_tree(found.parent_fd, found.name)  # at any depth
+                    else:
+                        os.unlink(found.name, dir_fd=found.parent_fd)
         return f"Successfully deleted {display}"
 
     def rename(self, old_path: str, new_path: str) -> str:

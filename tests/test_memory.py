@@ -283,8 +283,16 @@ async def test_large_value_round_trips_untruncated(client: Client):
     value = ("0123456789abcdef" * 65536) + "END"  # just over 1 MB
     await ok(client, "write_memory", key="big", value=value)
     assert await ok(client, "read_memory", key="big") == value
+    # Over MAX_INDEXED_BYTES (1 MiB): matched by key only, listed without its value.
+    assert json.loads(await ok(client, "search_memory", query="end")) == []
+    found = json.loads(await ok(client, "search_memory", query="BIG"))
+    size = len(memory._encode_json({"key": "big", "value": value}))
+    assert found == [{"key": "big", "value": None, "size": size}]
+    assert json.loads(await ok(client, "list_memory_keys")) == ["big"]
+    below = "x" * (memory.MAX_INDEXED_BYTES - 100) + "END"
+    await ok(client, "write_memory", key="below", value=below)
     found = json.loads(await ok(client, "search_memory", query="end"))
-    assert found == [{"key": "big", "value": value}]
+    assert found == [{"key": "below", "value": below}]
 
 
 async def test_unicode_values(client: Client, mem: Path):
@@ -821,7 +829,9 @@ class _Interleaved(MemoryStore):
     """A store whose next lock is preceded by another writer's change (as a second
     launcher would make between this call's read and its lock)."""
 
-    before_lock: list = []
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.before_lock: list = []
 
     def _locked(self):  # type: ignore[override]
         if self.before_lock:
