@@ -71,6 +71,7 @@ RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
 MAX_PATH_CHARS = 4096  # PATH_MAX: longer paths would only make very deep folder chains
 MAX_LISTED_OCCURRENCES = 20  # lines named when memory_str_replace finds old_str many times
 HEAD_BYTES = 4096  # read of an entry's start that names its key (keys are <= 200 bytes)
+SWEEP_DELAY = 3.0  # seconds from the first call to the sweep of dead writers' temp files
 EDIT_ATTEMPTS = 3  # optimistic edits before one runs wholly under the locks
 
 # RESERVED_PREFIX covers locking.LOCK_FILE_NAME and containment.TEMP_PREFIX.
@@ -583,7 +584,8 @@ class EntryIndex:
         try:
             data = self._path().read_bytes()
             info = os.fstat(fd)
-            return {e.name: e for e in decode_index(data, (info.st_dev, info.st_ino))}
+            entries = decode_index(data, (info.st_dev, info.st_ino))
+            return dict(zip([e.name for e in entries], entries, strict=True))
         except (OSError, ValueError, IndexError, OverflowError):
             return {}
 
@@ -825,9 +827,11 @@ class MemoryStore:
             ) from None
         if not self._swept:
             self._swept = True
-            # A crash's litter, removed beside the first call rather than before it (listings
-            # hide it meanwhile, and remove what they meet).
-            threading.Thread(target=self._sweep, args=(jail,), daemon=True).start()
+            # A crash's litter, removed a moment after the first call rather than before it
+            # (listings hide it meanwhile, and remove what they meet).
+            sweep = threading.Timer(SWEEP_DELAY, self._sweep, args=(jail,))
+            sweep.daemon = True
+            sweep.start()
         return jail
 
     @staticmethod
@@ -1410,7 +1414,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
             ),
         ],
     ) -> str:
-        """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches)."""
+        """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches); an entry over 1 MiB is matched by its key only and listed with "value": null and its "size" in bytes (read it with read_memory)."""
         return run(store.search, query)
 
     @server.tool(output_schema=None, annotations=READ)
