@@ -355,7 +355,7 @@ def _is_entry_name(name: str) -> bool:
 
 
 MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
-INDEX_BUDGET_CHARS = 64 << 20  # characters of values (and folded values) kept in memory
+INDEX_BUDGET_CHARS = 32 << 20  # characters of values (and folded values) kept in memory
 # A file changed less than this before it was read may change again within the same
 # timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
 RACY_NS = 2_000_000_000
