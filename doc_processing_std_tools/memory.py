@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import errno
+import gc
 import json
 import os
 import re
@@ -360,7 +361,7 @@ INDEX_BUDGET_CHARS = 32 << 20  # characters of values (and folded values) kept i
 # timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
 RACY_NS = 2_000_000_000
 INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
-INDEX_MAGIC = b"DPT-MEMORY-INDEX 3\n"
+INDEX_MAGIC = b"DPT-MEMORY-INDEX 4\n"
 
 TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -446,6 +447,19 @@ def _unreadable(name: str) -> IndexedEntry:
     return _entry(name, None, UNREADABLE, name[: -len(".json")], 0)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a scan makes (and keeps) 100,000s of tuples:
+    the collector would walk them all again and again, doubling the time of a cold scan."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class EntryIndex:
     """The key-value entries of one memory folder, kept between calls and checked on each.
 
@@ -472,7 +486,7 @@ class EntryIndex:
 
     def entries(self, jail: Jail) -> list[IndexedEntry]:
         """Every entry, sorted by file name, checked against the disk now."""
-        with jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+        with _gc_paused(), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
             known = self._by_name
             if known is None:
                 known = self._load(fd)
@@ -584,7 +598,9 @@ class EntryIndex:
         try:
             data = self._path().read_bytes()
             info = os.fstat(fd)
-            entries = decode_index(data, (info.st_dev, info.st_ino))
+            entries, listing = decode_index(data, (info.st_dev, info.st_ino))
+            if self._listing is None:
+                self._listing = listing
             return dict(zip([e.name for e in entries], entries, strict=True))
         except (OSError, ValueError, IndexError, OverflowError):
             return {}
@@ -606,9 +622,10 @@ class EntryIndex:
             self._save_pending = False
             _UNSAVED.discard(self)
             entries = list((self._by_name or {}).values())
+            listing = self._listing
         try:
             info = os.stat(self.folder)
-            data = encode_index(entries, (info.st_dev, info.st_ino))
+            data = encode_index(entries, (info.st_dev, info.st_ino), listing)
             path = self._path()
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -627,12 +644,18 @@ def _save_at_exit() -> None:
         index.save()
 
 
-def encode_index(entries: list[IndexedEntry], folder_id: tuple[int, int]) -> bytes:
-    """The entries with a sig, as: magic, header ints, 6 ints per entry, three text blobs.
+Listing = tuple[tuple[int, int, int], list[str]]  # the folder's (inode, mtime, ctime), names
 
-    The blobs hold the names, the keys and the values, each joined by NUL (which no file
-    name or key holds; entries whose value holds one are left out). Native byte order:
-    a per-user cache, read back by the same machine.
+
+def encode_index(
+    entries: list[IndexedEntry], folder_id: tuple[int, int], listing: Listing | None = None
+) -> bytes:
+    """The entries with a sig (and the folder's listing), as: magic, header ints, 6 ints per
+    entry, four text blobs.
+
+    The blobs hold the names, the keys, the values and the listing's names, each joined by
+    NUL (which no file name or key holds; entries whose value holds one are left out).
+    Native byte order: a per-user cache, read back by the same machine.
     """
     from array import array
 
@@ -651,24 +674,30 @@ def encode_index(entries: list[IndexedEntry], folder_id: tuple[int, int]) -> byt
             [e.name for e in saved],
             [e.key for e in saved],
             [e.value or "" for e in saved],
+            listing[1] if listing else [],
         )
     ]
-    header = array("q", [*folder_id, len(saved), *(len(blob) for blob in blobs)])
+    folder_sig = listing[0] if listing else (-1, -1, -1)
+    header = array("q", [*folder_id, *folder_sig, len(saved), *(len(blob) for blob in blobs)])
     return b"".join([INDEX_MAGIC, header.tobytes(), ints.tobytes(), *blobs])
 
 
-def decode_index(data: bytes, folder_id: tuple[int, int]) -> list[IndexedEntry]:
-    """The entries of :func:`encode_index`'s bytes; ValueError when foreign or damaged."""
+def decode_index(
+    data: bytes, folder_id: tuple[int, int]
+) -> tuple[list[IndexedEntry], Listing | None]:
+    """The entries and listing of :func:`encode_index`'s bytes; ValueError when foreign or
+    damaged."""
     from array import array
 
     if not data.startswith(INDEX_MAGIC):
         raise ValueError("not an index")
     pos = len(INDEX_MAGIC)
-    header = array("q", data[pos : pos + 48])
-    pos += 48
-    if len(header) != 6 or (header[0], header[1]) != folder_id:
+    header = array("q", data[pos : pos + 80])
+    pos += 80
+    if len(header) != 10 or (header[0], header[1]) != folder_id:
         raise ValueError("another folder's index")
-    count, *sizes = header[2:]
+    folder_sig = (header[2], header[3], header[4])
+    count, *sizes = header[5:]
     if count < 1 or min(sizes) < 0 or pos + 8 * _SAVED_INTS * count + sum(sizes) != len(data):
         raise ValueError("an empty or damaged index")
     ints = array("q", data[pos : pos + 8 * _SAVED_INTS * count])
@@ -677,7 +706,8 @@ def decode_index(data: bytes, folder_id: tuple[int, int]) -> list[IndexedEntry]:
     for size in sizes:
         texts.append(data[pos : pos + size].decode("utf-8", "surrogatepass"))
         pos += size
-    names, keys, values = (text.split("\0") for text in texts)
+    names, keys, values = (text.split("\0") for text in texts[:3])
+    listing = (folder_sig, texts[3].split("\0") if texts[3] else []) if folder_sig[0] >= 0 else None
     folded_keys, folded_values = texts[1].casefold().split("\0"), texts[2].casefold().split("\0")
     if not len(names) == len(keys) == len(values) == len(folded_values) == count:
         raise ValueError("a damaged index")
@@ -693,7 +723,7 @@ def decode_index(data: bytes, folder_id: tuple[int, int]) -> list[IndexedEntry]:
     ]
     sizes_column = ints[1::_SAVED_INTS]
     rows = zip(names, sigs, kinds, keys, sizes_column, kept, folded_keys, folded, strict=True)
-    return list(map(tuple.__new__, repeat(IndexedEntry), rows))
+    return list(map(tuple.__new__, repeat(IndexedEntry), rows)), listing
 
 
 # -- folder trees, iteratively ----------------------------------------------------
