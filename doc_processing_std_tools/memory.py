@@ -479,6 +479,7 @@ class EntryIndex:
         self.folder = folder
         self._lock = threading.Lock()  # guards the fields below; held for no disk work
         self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
+        self._trusted = 0  # how many of them have a sig (those are saved)
         self._listing: tuple[tuple[int, int, int], list[str]] | None = None
         self._save_pending = False
 
@@ -487,12 +488,13 @@ class EntryIndex:
     def entries(self, jail: Jail) -> list[IndexedEntry]:
         """Every entry, sorted by file name, checked against the disk now."""
         with _gc_paused(), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
-            known = self._by_name
+            known, known_trusted = self._by_name, self._trusted
             if known is None:
                 known = self._load(fd)
+                known_trusted = len(known)
             names = self._names(fd)
             fresh: dict[str, IndexedEntry] = {}
-            changed = len(names) != len(known)
+            reused = newly_trusted = 0
             now_ns = time.time_ns()
             budget = INDEX_BUDGET_CHARS
             lstat, is_reg, get = os.stat, stat.S_ISREG, known.get
@@ -507,7 +509,6 @@ class EntryIndex:
                     or entry.sig != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
                     or not is_reg(info.st_mode)
                 ):
-                    changed = True
                     if is_reg(info.st_mode):
                         entry = self._read(fd, name, now_ns, budget > 0)
                     elif stat.S_ISLNK(info.st_mode):
@@ -516,14 +517,18 @@ class EntryIndex:
                         continue  # a folder or a special file: not an entry
                     if entry is None:
                         continue
+                    newly_trusted += entry.sig is not None
+                else:
+                    reused += 1
                 if entry.value is not None:
                     if budget <= 0:  # over the budget: read again when searched
                         entry = entry.without_value()
                     budget -= entry.cost
                 fresh[name] = entry
         with self._lock:
-            self._by_name = fresh
-            if changed:
+            self._by_name, self._trusted = fresh, reused + newly_trusted
+            # What would be saved changed (racy files and symlinks read again are not saved).
+            if newly_trusted or reused != known_trusted:
                 self._schedule_save()
         return list(fresh.values())
 

@@ -289,3 +289,26 @@ def test_a_refused_edit_of_a_big_file_changes_nothing(mem: Path, call):
     with pytest.raises(MemoryStoreError):
         call(store)
     assert snapshot(mem) == before
+
+
+@pytest.mark.usefixtures("settled")
+def test_the_index_is_saved_again_only_when_what_it_saves_changed(mem: Path):
+    for i in range(5):
+        entry(mem, f"k{i}", f"value {i}")
+    (mem / "link.json").symlink_to("k0.json")  # read again every call, never saved
+    (mem / "folder.json").mkdir()
+    store = MemoryStore(mem)
+    search(store, "")
+    assert store.index._save_pending
+    store.index.save()
+    for _ in range(3):
+        search(store, "")
+        assert not store.index._save_pending
+    tick()
+    entry(mem, "k1", "changed")
+    search(store, "")
+    assert store.index._save_pending
+    store.index.save()
+    (mem / "k2.json").unlink()
+    search(store, "")
+    assert store.index._save_pending
