@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from hypothesis import given
+from hypothesis import strategies as st
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, Settings, create_server
@@ -884,3 +886,25 @@ def test_write_memory_names_the_previous_key_of_a_large_value(mem: Path):
     assert store.write("a_b", "small") == (
         "Memory 'a_b' saved, replacing the value of 'a/b' (same file a_b.json)."
     )
+
+
+# -- helpers that replaced slower equivalents ------------------------------------------
+
+TEXT = st.text(
+    alphabet=st.sampled_from(list('a"\\\n\t\x00\x1fé☃\ud800\udcff😀\u2028')), max_size=12
+)
+
+
+@given(key=TEXT, value=TEXT)
+def test_encode_entry_is_json_dumps_byte_for_byte(key: str, value: str):
+    assert memory._encode_entry(key, value) == memory._encode_json({"key": key, "value": value})
+
+
+@given(content=st.text(alphabet="ab\n\r", max_size=30), data=st.data())
+def test_snippet_at_matches_the_split_lines_snippet(content: str, data):
+    lines = memory._split_lines(content)
+    if not lines:
+        return
+    first = data.draw(st.integers(0, len(lines) - 1))
+    last = data.draw(st.integers(first, len(lines) - 1))
+    assert memory._snippet_at(content, first, last) == memory._snippet(lines, first, last)
