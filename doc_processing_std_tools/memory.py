@@ -31,25 +31,32 @@ with the store's lock file, and every write is atomic.
 
 from __future__ import annotations
 
+import atexit
 import errno
+import gc
 import json
 import os
+import re
 import stat
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
+from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple, TypeVar
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 
 from . import locking, workspace
-from .containment import ContainmentError, Jail
+from .containment import TEMP_PREFIX, ContainmentError, Jail, remove_if_stale
 from .settings import ServerSettings, resolve_path
 from .text import bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+
+R = TypeVar("R")
 
 SERVER_NAME = "memory-tools"
 # Every state-changing tool takes locking.exclusive() itself (process lock + flock),
@@ -63,6 +70,10 @@ MAX_LINES = 999_999
 LINE_NUMBER_WIDTH = 6
 RESERVED_PREFIX = ".dpt"  # ".dpt.lock" and ".dpt-tmp-*"
 MAX_PATH_CHARS = 4096  # PATH_MAX: longer paths would only make very deep folder chains
+MAX_LISTED_OCCURRENCES = 20  # lines named when memory_str_replace finds old_str many times
+HEAD_BYTES = 4096  # read of an entry's start that names its key (keys are <= 200 bytes)
+SWEEP_DELAY = 3.0  # seconds from the first call to the sweep of dead writers' temp files
+EDIT_ATTEMPTS = 3  # optimistic edits before one runs wholly under the locks
 
 # RESERVED_PREFIX covers locking.LOCK_FILE_NAME and containment.TEMP_PREFIX.
 
@@ -202,6 +213,65 @@ def _snippet(lines: list[str], first: int, last: int) -> str:
     return _numbered(lines, max(0, first - 2), min(len(lines), last + 3))
 
 
+def _snippet_at(content: str, first: int, last: int) -> str:
+    """Like :func:`_snippet` on ``_split_lines(content)``, without splitting the whole text."""
+    start_line = max(0, first - 2)
+    start = 0
+    for _ in range(start_line):  # at most first - 2 finds, each resuming where the last stopped
+        start = content.find("\n", start) + 1
+    lines = []
+    pos = start
+    while len(lines) < last + 3 - start_line and pos < len(content):
+        end = content.find("\n", pos)
+        if end == -1:
+            lines.append(content[pos:])
+            break
+        lines.append(content[pos:end])
+        pos = end + 1
+    return "\n".join(
+        f"{start_line + i + 1:>{LINE_NUMBER_WIDTH}}\t{line}" for i, line in enumerate(lines)
+    )
+
+
+def _multiple_occurrences(content: str, old_str: str, pos: int) -> str:
+    """The refusal for an old_str found more than once: its lines, at most
+    MAX_LISTED_OCCURRENCES of them (linear in the text, whatever the count)."""
+    lines: list[int] = []
+    line, counted = 1, 0
+    while pos != -1 and len(lines) < MAX_LISTED_OCCURRENCES:
+        line += content.count("\n", counted, pos)
+        counted = pos
+        lines.append(line)
+        pos = content.find(old_str, pos + 1)
+    listed = ", ".join(map(str, lines))
+    if pos == -1:
+        return (
+            f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
+            f"in lines: {listed}. Please ensure it is unique"
+        )
+    total = content.count(old_str)
+    return (
+        f"No replacement was performed. old_str `{quote(old_str)}` occurs {total:,} times; "
+        f"the first {len(lines)} are in lines: {listed}. Please ensure it is unique"
+    )
+
+
+def _decode_text(data: bytes, display: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise MemoryStoreError(
+            f"The file {display} is not UTF-8 text and cannot be shown or edited"
+        ) from None
+
+
+def _encode_text(text: str, display: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"Cannot write {display}: the text is not valid Unicode") from None
+
+
 def _human_size(size: int) -> str:
     units = ("B", "K", "M", "G")
     index = min((size.bit_length() - 1) // 10, len(units) - 1) if size > 0 else 0
@@ -216,6 +286,24 @@ def _encode_json(obj: Any) -> bytes:
         return (json.dumps(obj, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
     except UnicodeEncodeError:  # lone surrogates: keep them as \\u escapes
         return (json.dumps(obj, indent=2) + "\n").encode("ascii")
+
+
+def _encode_entry(key: str, value: str) -> bytes:
+    """``_encode_json({"key": key, "value": value})``, byte for byte, in one pass over the
+    value (json.dumps with an indent takes its slower pure-Python path)."""
+    from json.encoder import encode_basestring, encode_basestring_ascii
+
+    try:
+        text = (
+            f'{{\n  "key": {encode_basestring(key)},\n  "value": {encode_basestring(value)}\n}}\n'
+        )
+        return text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: keep them as \\u escapes
+        text = (
+            f'{{\n  "key": {encode_basestring_ascii(key)},\n'
+            f'  "value": {encode_basestring_ascii(value)}\n}}\n'
+        )
+        return text.encode("ascii")
 
 
 def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
@@ -240,9 +328,512 @@ def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
     return stem, text
 
 
+# Our own layout, ``{"key": "...", "value": "...``, as _encode_json writes it.
+_KEY_HEAD = re.compile(rb'\A\s*\{\s*"key"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,\s*"value"\s*:\s*"')
+
+
+def _key_in_head(stem: str, head: bytes) -> str:
+    """The key named in the first bytes of an entry written by write_memory, else the stem.
+
+    For entries too large to decode whole: the key comes first, so the head names it.
+    """
+    match = _KEY_HEAD.match(head)
+    if match is None:
+        return stem
+    try:
+        key = json.loads(match.group(1))
+    except ValueError:
+        return stem
+    return key if isinstance(key, str) and _flatten_key(key) == stem else stem
+
+
 def _is_entry_name(name: str) -> bool:
     """Top-level ``<key>.json`` files are key-value entries; hidden ones never are."""
     return name.endswith(".json") and not name.startswith(".")
+
+
+# -- the key-value entries' index -------------------------------------------------
+
+
+MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
+INDEX_BUDGET_CHARS = 32 << 20  # characters of values (and folded values) kept in memory
+# A file changed less than this before it was read may change again within the same
+# timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
+RACY_NS = 2_000_000_000
+INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
+INDEX_MAGIC = b"DPT-MEMORY-INDEX 4\n"
+
+TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_SAVED_INTS = 6  # per saved entry: inode, size, mtime_ns, ctime_ns, kind, has a value
+
+
+class IndexedEntry(NamedTuple):
+    """What the index knows of one ``<key>.json`` entry (a tuple: thousands are made at once)."""
+
+    name: str  # the file name
+    # (inode, size, mtime_ns, ctime_ns) proving the content unchanged; None when nothing
+    # can (a file changed just before it was read, a symlink, an unreadable file)
+    sig: tuple[int, int, int, int] | None
+    kind: int  # TEXT, NOT_UTF8, LARGE or UNREADABLE
+    key: str
+    size: int  # bytes, when read
+    value: str | None  # a TEXT entry's value; None when not kept (over the budget)
+    folded_key: str
+    folded_value: str | None  # value.casefold(), the same object when equal
+
+    def without_value(self) -> IndexedEntry:
+        return self._replace(value=None, folded_value=None)
+
+    @property
+    def cost(self) -> int:
+        """Characters kept in memory for the value."""
+        if self.value is None:
+            return 0
+        return len(self.value) * (1 if self.folded_value is self.value else 2)
+
+
+def _entry(
+    name: str,
+    sig: tuple[int, int, int, int] | None,
+    kind: int,
+    key: str,
+    size: int,
+    value: str | None = None,
+) -> IndexedEntry:
+    folded = None
+    if value is not None:
+        folded = value.casefold()
+        if folded == value:
+            folded = value  # one string, not two
+    return IndexedEntry(name, sig, kind, key, size, value, key.casefold(), folded)
+
+
+def _index_dir() -> Path:
+    """Where saved indexes live: the per-user cache folder (never the memory folder)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(workspace.APP_NAME)) / "memory-index"
+
+
+def _entry_from_fd(name: str, fd: int, now_ns: int, keep: bool) -> IndexedEntry | None:
+    """Read the entry open as *fd* (None when it is not a regular file any more)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    stem = name[: -len(".json")]
+    sig: tuple[int, int, int, int] | None = None
+    if now_ns - info.st_ctime_ns > RACY_NS:
+        sig = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    if info.st_size > MAX_INDEXED_BYTES:
+        key = _key_in_head(stem, os.read(fd, HEAD_BYTES))
+        return _entry(name, sig, LARGE, key, info.st_size)
+    chunks = []
+    size = 0
+    while chunk := os.read(fd, max(info.st_size + 1 - size, 1 << 16)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_INDEXED_BYTES:  # it grew while we read: next time it is seen as large
+            key = _key_in_head(stem, b"".join(chunks)[:HEAD_BYTES])
+            return _entry(name, None, LARGE, key, size)
+    key, value = _decode_entry(stem, b"".join(chunks))
+    if value is None:
+        return _entry(name, sig, NOT_UTF8, key, size)
+    return _entry(name, sig, TEXT, key, size, value if keep else None)
+
+
+def _unreadable(name: str) -> IndexedEntry:
+    """Present but unreadable (permissions, swapped for a symlink): listed, never matched."""
+    return _entry(name, None, UNREADABLE, name[: -len(".json")], 0)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a scan makes (and keeps) 100,000s of tuples:
+    the collector would walk them all again and again, doubling the time of a cold scan."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class EntryIndex:
+    """The key-value entries of one memory folder, kept between calls and checked on each.
+
+    Each call lists the folder (skipped while the folder's own stat is unchanged) and stats
+    every entry: one whose (inode, size, mtime, ctime) is unchanged is taken from memory,
+    any other is read again. So changes made behind the server's back (another launcher, an
+    editor) are always seen. Files changed within :data:`RACY_NS` before they were read are
+    read again on every call until they are older, so a rewrite within one timestamp tick
+    cannot hide. Values are kept up to :data:`INDEX_BUDGET_CHARS` in all (others are read
+    again when searched); entries over :data:`MAX_INDEXED_BYTES` are never loaded whole.
+
+    The index is saved (in the per-user cache folder, a few seconds after a change) so that
+    the first search of a new process does not read every file: it still stats them all.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()  # guards the fields below; held for no disk work
+        self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
+        self._trusted = 0  # how many of them have a sig (those are saved)
+        self._listing: tuple[tuple[int, int, int], list[str]] | None = None
+        self._save_pending = False
+
+    # -- scanning -------------------------------------------------------------------
+
+    def entries(self, jail: Jail) -> list[IndexedEntry]:
+        """Every entry, sorted by file name, checked against the disk now."""
+        with _gc_paused(), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            known, known_trusted = self._by_name, self._trusted
+            if known is None:
+                known = self._load(fd)
+                known_trusted = len(known)
+            names = self._names(fd)
+            fresh: dict[str, IndexedEntry] = {}
+            reused = newly_trusted = 0
+            now_ns = time.time_ns()
+            budget = INDEX_BUDGET_CHARS
+            lstat, is_reg, get = os.stat, stat.S_ISREG, known.get
+            for name in names:
+                try:
+                    info = lstat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                entry = get(name)
+                if (
+                    entry is None
+                    or entry.sig != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                    or not is_reg(info.st_mode)
+                ):
+                    if is_reg(info.st_mode):
+                        entry = self._read(fd, name, now_ns, budget > 0)
+                    elif stat.S_ISLNK(info.st_mode):
+                        entry = self._read_link(jail, name, now_ns)
+                    else:
+                        continue  # a folder or a special file: not an entry
+                    if entry is None:
+                        continue
+                    newly_trusted += entry.sig is not None
+                else:
+                    reused += 1
+                if entry.value is not None:
+                    if budget <= 0:  # over the budget: read again when searched
+                        entry = entry.without_value()
+                    budget -= entry.cost
+                fresh[name] = entry
+        with self._lock:
+            self._by_name, self._trusted = fresh, reused + newly_trusted
+            # What would be saved changed (racy files and symlinks read again are not saved).
+            if newly_trusted or reused != known_trusted:
+                self._schedule_save()
+        return list(fresh.values())
+
+    def _names(self, fd: int) -> list[str]:
+        """The entry names (sorted), from memory while the folder's own stat is unchanged."""
+        info = os.fstat(fd)
+        sig = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        listing = self._listing
+        if listing is not None and listing[0] == sig:
+            return listing[1]
+        now_ns = time.time_ns()
+        names = []
+        for name in os.listdir(fd):
+            if name[0] == ".":
+                if name.startswith(TEMP_PREFIX):
+                    remove_if_stale(fd, name)  # a dead writer's litter
+            elif name.endswith(".json"):
+                names.append(name)
+        names.sort()
+        self._listing = (sig, names) if now_ns - info.st_ctime_ns > RACY_NS else None
+        return names
+
+    @staticmethod
+    def _read(fd: int, name: str, now_ns: int, keep: bool) -> IndexedEntry | None:
+        try:
+            file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None  # removed while we scanned
+        except OSError:
+            return _unreadable(name)
+        try:
+            return _entry_from_fd(name, file_fd, now_ns, keep)
+        except OSError:
+            return _unreadable(name)
+        finally:
+            os.close(file_fd)
+
+    @staticmethod
+    def _read_link(jail: Jail, name: str, now_ns: int) -> IndexedEntry | None:
+        """A symlinked entry, followed only while it stays inside (read every time: changes
+        of its target do not show in the link's own stat)."""
+        try:
+            with jail.open_file(f"{jail.roots[0]}/{name}") as (handle, _real):
+                entry = _entry_from_fd(name, handle.fileno(), now_ns, True)
+        except (OSError, ValueError):  # escaping or broken symlink, a folder...
+            return None
+        return entry._replace(sig=None) if entry is not None else None
+
+    @staticmethod
+    def value_of(jail: Jail, entry: IndexedEntry) -> str | None:
+        """The value of a TEXT entry, read again when it was not kept (over the budget)."""
+        if entry.value is not None or entry.kind != TEXT:
+            return entry.value
+        again = None
+        with (
+            suppress(OSError, ValueError),
+            jail.open_file(f"{jail.roots[0]}/{entry.name}") as (handle, _real),
+        ):
+            again = _entry_from_fd(entry.name, handle.fileno(), 0, True)
+        return again.value if again is not None else None
+
+    # -- the saved copy -------------------------------------------------------------
+
+    def _path(self) -> Path:
+        import hashlib
+
+        real = os.path.realpath(self.folder)
+        return _index_dir() / f"{hashlib.sha256(os.fsencode(real)).hexdigest()[:32]}.idx"
+
+    def _load(self, fd: int) -> dict[str, IndexedEntry]:
+        """The saved index of this folder (empty when missing, foreign or damaged)."""
+        try:
+            data = self._path().read_bytes()
+            info = os.fstat(fd)
+            entries, listing = decode_index(data, (info.st_dev, info.st_ino))
+            if self._listing is None:
+                self._listing = listing
+            return dict(zip([e.name for e in entries], entries, strict=True))
+        except (OSError, ValueError, IndexError, OverflowError):
+            return {}
+
+    def _schedule_save(self) -> None:
+        """Save a few seconds from now, or at exit (one pending save at a time). Caller
+        holds _lock."""
+        if self._save_pending:
+            return
+        self._save_pending = True
+        _UNSAVED.add(self)
+        timer = threading.Timer(INDEX_SAVE_DELAY, self.save)
+        timer.daemon = True
+        timer.start()
+
+    def save(self) -> None:
+        """Write the saved copy now (atomically; a failure only costs the next process time)."""
+        with self._lock:
+            self._save_pending = False
+            _UNSAVED.discard(self)
+            entries = list((self._by_name or {}).values())
+            listing = self._listing
+        try:
+            info = os.stat(self.folder)
+            data = encode_index(entries, (info.st_dev, info.st_ino), listing)
+            path = self._path()
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            temp.write_bytes(data)
+            os.replace(temp, path)  # no fsync: a cache, checked entry by entry when loaded
+        except OSError:
+            pass
+
+
+_UNSAVED: set[EntryIndex] = set()  # indexes with a save pending
+
+
+@atexit.register
+def _save_at_exit() -> None:
+    for index in list(_UNSAVED):
+        index.save()
+
+
+Listing = tuple[tuple[int, int, int], list[str]]  # the folder's (inode, mtime, ctime), names
+
+
+def encode_index(
+    entries: list[IndexedEntry], folder_id: tuple[int, int], listing: Listing | None = None
+) -> bytes:
+    """The entries with a sig (and the folder's listing), as: magic, header ints, 6 ints per
+    entry, four text blobs.
+
+    The blobs hold the names, the keys, the values and the listing's names, each joined by
+    NUL (which no file name or key holds; entries whose value holds one are left out).
+    Native byte order: a per-user cache, read back by the same machine.
+    """
+    from array import array
+
+    saved = [
+        e
+        for e in entries
+        if e.sig is not None and e.kind != UNREADABLE and not (e.value and "\0" in e.value)
+    ]
+    ints = array("q")
+    for entry in saved:
+        ints.extend(entry.sig)  # type: ignore[arg-type]
+        ints.extend((entry.kind, entry.value is not None))
+    blobs = [
+        "\0".join(texts).encode("utf-8", "surrogatepass")
+        for texts in (
+            [e.name for e in saved],
+            [e.key for e in saved],
+            [e.value or "" for e in saved],
+            listing[1] if listing else [],
+        )
+    ]
+    folder_sig = listing[0] if listing else (-1, -1, -1)
+    header = array("q", [*folder_id, *folder_sig, len(saved), *(len(blob) for blob in blobs)])
+    return b"".join([INDEX_MAGIC, header.tobytes(), ints.tobytes(), *blobs])
+
+
+def decode_index(
+    data: bytes, folder_id: tuple[int, int]
+) -> tuple[list[IndexedEntry], Listing | None]:
+    """The entries and listing of :func:`encode_index`'s bytes; ValueError when foreign or
+    damaged."""
+    from array import array
+
+    if not data.startswith(INDEX_MAGIC):
+        raise ValueError("not an index")
+    pos = len(INDEX_MAGIC)
+    header = array("q", data[pos : pos + 80])
+    pos += 80
+    if len(header) != 10 or (header[0], header[1]) != folder_id:
+        raise ValueError("another folder's index")
+    folder_sig = (header[2], header[3], header[4])
+    count, *sizes = header[5:]
+    if count < 1 or min(sizes) < 0 or pos + 8 * _SAVED_INTS * count + sum(sizes) != len(data):
+        raise ValueError("an empty or damaged index")
+    ints = array("q", data[pos : pos + 8 * _SAVED_INTS * count])
+    pos += len(ints) * 8
+    texts = []
+    for size in sizes:
+        texts.append(data[pos : pos + size].decode("utf-8", "surrogatepass"))
+        pos += size
+    names, keys, values = (text.split("\0") for text in texts[:3])
+    listing = (folder_sig, texts[3].split("\0") if texts[3] else []) if folder_sig[0] >= 0 else None
+    folded_keys, folded_values = texts[1].casefold().split("\0"), texts[2].casefold().split("\0")
+    if not len(names) == len(keys) == len(values) == len(folded_values) == count:
+        raise ValueError("a damaged index")
+    kinds, has_value = ints[4::_SAVED_INTS], ints[5::_SAVED_INTS]
+    if not set(kinds) <= {TEXT, NOT_UTF8, LARGE}:
+        raise ValueError("a damaged index")
+    sigs = zip(*(ints[i::_SAVED_INTS] for i in range(4)), strict=True)
+    kept = [v if has else None for v, has in zip(values, has_value, strict=True)]
+    # A folded value equal to its value is the same object (half the memory).
+    folded = [
+        None if v is None else (v if f == v else f)
+        for v, f in zip(kept, folded_values, strict=True)
+    ]
+    sizes_column = ints[1::_SAVED_INTS]
+    rows = zip(names, sigs, kinds, keys, sizes_column, kept, folded_keys, folded, strict=True)
+    return list(map(tuple.__new__, repeat(IndexedEntry), rows)), listing
+
+
+# -- folder trees, iteratively ----------------------------------------------------
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _folder_id(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
+
+
+def walk_tree(
+    top_fd: int,
+    enter: Callable[[int, list[os.DirEntry[str]]], list[str]],
+    leave: Callable[[int, str], None] | None = None,
+) -> None:
+    """Visit the folder *top_fd* and every real folder below it, depth first, iteratively.
+
+    ``enter(fd, entries)`` gets each folder's descriptor and entries and returns the names
+    of the subfolders to visit; ``leave(parent_fd, name)`` runs once a subfolder is done.
+    Symlinks are never followed. One descriptor is held at a time, whatever the depth: the
+    walk climbs back through ``..`` and checks that it is the folder it came from (device
+    and inode), so a folder moved away meanwhile stops the walk instead of leading it out.
+    """
+    fd = os.dup(top_fd)
+    try:
+        with os.scandir(fd) as listing:
+            levels = [("", _folder_id(fd), enter(fd, list(listing)))]
+        while levels:
+            pending = levels[-1][2]
+            if pending:
+                name = pending.pop()
+                try:
+                    child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # gone, or swapped for a symlink or a file since the listing
+                os.close(fd)
+                fd = child
+                with os.scandir(fd) as listing:
+                    levels.append((name, _folder_id(fd), enter(fd, list(listing))))
+                continue
+            name = levels.pop()[0]
+            if not levels:
+                break
+            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            if _folder_id(fd) != levels[-1][1]:
+                raise OSError(errno.ESTALE, "A folder was moved away during the walk", name)
+            if leave is not None:
+                leave(fd, name)
+    finally:
+        os.close(fd)
+
+
+def _subfolders(entries: list[os.DirEntry[str]]) -> list[str]:
+    """The names of the real folders (not symlinks) among *entries*, last first."""
+    names = []
+    for entry in entries:
+        with suppress(OSError):
+            if entry.is_dir(follow_symlinks=False):
+                names.append(entry.name)
+    names.sort(reverse=True)
+    return names
+
+
+def sweep_tree(top_fd: int) -> None:
+    """Remove dead writers' temp files in a folder and all below it (see remove_if_stale)."""
+
+    def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        for entry in entries:
+            if entry.name.startswith(TEMP_PREFIX):
+                remove_if_stale(fd, entry.name)
+        return _subfolders(entries)
+
+    walk_tree(top_fd, enter)
+
+
+def remove_tree(parent_fd: int, name: str) -> None:
+    """Delete the folder *name* of *parent_fd* with everything in it, at any depth.
+
+    Iterative and holding one descriptor at a time (:func:`walk_tree`); symlinks are
+    removed themselves, never followed.
+    """
+
+    def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
+        folders = _subfolders(entries)
+        keep = set(folders)
+        for entry in entries:
+            if entry.name not in keep:
+                with suppress(FileNotFoundError):
+                    os.unlink(entry.name, dir_fd=fd)
+        return folders
+
+    def leave(fd: int, child: str) -> None:
+        with suppress(FileNotFoundError):
+            os.rmdir(child, dir_fd=fd)
+
+    top = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    try:
+        walk_tree(top, enter, leave)
+    finally:
+        os.close(top)
+    os.rmdir(name, dir_fd=parent_fd)
 
 
 class MemoryStore:
@@ -252,6 +843,7 @@ class MemoryStore:
     def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
         self.memory_dir = Path(memory_dir)
         self._swept = False  # stale temp files are removed on first use
+        self.index = EntryIndex(self.memory_dir)
 
     # -- plumbing -------------------------------------------------------------
 
@@ -270,9 +862,17 @@ class MemoryStore:
             ) from None
         if not self._swept:
             self._swept = True
-            with suppress(OSError):  # a crash's litter; listings hide what is left anyway
-                jail.sweep(str(jail.roots[0]), recursive=True)
+            # A crash's litter, removed a moment after the first call rather than before it
+            # (listings hide it meanwhile, and remove what they meet).
+            sweep = threading.Timer(SWEEP_DELAY, self._sweep, args=(jail,))
+            sweep.daemon = True
+            sweep.start()
         return jail
+
+    @staticmethod
+    def _sweep(jail: Jail) -> None:
+        with suppress(OSError), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            sweep_tree(fd)
 
     @contextmanager
     def _locked(self) -> Iterator[Jail]:
@@ -366,29 +966,6 @@ class MemoryStore:
         except ValueError as exc:  # e.g. a name the OS cannot encode
             raise MemoryStoreError(f"Cannot {action} {display}: {exc}") from None
 
-    def _read_text(self, jail: Jail, abs_path: str, display: str) -> str:
-        with self._guard(display, "read"):
-            info = jail.lstat(abs_path)
-            if not stat.S_ISREG(info.st_mode):
-                raise MemoryStoreError(f"The path {display} is not a file.")
-            data = jail.read_bytes(abs_path)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MemoryStoreError(
-                f"The file {display} is not UTF-8 text and cannot be shown or edited"
-            ) from None
-
-    def _write_text(self, jail: Jail, abs_path: str, display: str, text: str) -> None:
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise MemoryStoreError(
-                f"Cannot write {display}: the text is not valid Unicode"
-            ) from None
-        with self._guard(display, "write"):
-            jail.write_atomic(abs_path, data)
-
     # -- key-value interface --------------------------------------------------
 
     @staticmethod
@@ -419,38 +996,20 @@ class MemoryStore:
             )
         return name
 
-    def _entries(self, jail: Jail) -> Iterator[tuple[str, str | None]]:
-        """(key, value) of every top-level entry, sorted by file name; never raises on content."""
-        root = self._abs(jail, [])
-        with self._guard("/", "list"):
-            scan = list(jail.scan_files(root, select=_is_entry_name))
-        for entry, data in scan:
-            stem = entry.name[: -len(".json")]
-            if data is None:
-                if entry.kind == "file":  # present but unreadable: listed, never matched
-                    yield stem, None
-                if entry.kind != "symlink":
-                    continue
-                try:  # a symlink is followed only while it stays inside the folder
-                    data = jail.read_bytes(self._abs(jail, [entry.name]))
-                except (OSError, ValueError):  # escaping or broken symlink, a folder...
-                    continue
-            yield _decode_entry(stem, data)
-
     def write(self, key: str, value: str) -> str:
         name = self.key_file_name(key)
         if not isinstance(value, str):
             raise MemoryStoreError(f"The value must be a string, got {type(value).__name__}")
-        data = _encode_json({"key": key, "value": value})
+        data = _encode_entry(key, value)
         display = "/" + name
         with self._locked() as jail, self._guard(display, "write"):
             path = self._abs(jail, [name])
             previous: str | None = None
             existed = False
-            try:
-                old = jail.read_bytes(path)
-                existed = True
-                previous = _decode_entry(name[:-5], old)[0]
+            try:  # only the head: the previous key is named there, the value may be huge
+                with jail.open_file(path) as (handle, _real):
+                    existed = True
+                    previous = _key_in_head(name[:-5], handle.read(HEAD_BYTES))
             except FileNotFoundError:
                 pass
             except IsADirectoryError:
@@ -482,20 +1041,35 @@ class MemoryStore:
             )
         return value
 
+    def _indexed(self) -> tuple[Jail, list[IndexedEntry]]:
+        jail = self._jail()
+        with self._guard("/", "list"):
+            return jail, self.index.entries(jail)
+
     def search(self, query: str) -> str:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
         needle = query.casefold()
-        results = [
-            {"key": key, "value": value}
-            for key, value in self._entries(self._jail())
-            if value is not None and (needle in key.casefold() or needle in value.casefold())
-        ]
+        jail, entries = self._indexed()
+        results: list[dict[str, Any]] = []
+        for entry in entries:
+            if entry.kind == TEXT:
+                value, folded = entry.value, entry.folded_value
+                if value is None or folded is None:  # not kept in memory: read it now
+                    value = self.index.value_of(jail, entry)
+                    if value is None:
+                        continue
+                    folded = value.casefold() if needle not in entry.folded_key else ""
+                if needle in entry.folded_key or needle in folded:
+                    results.append({"key": entry.key, "value": value})
+            elif entry.kind == LARGE and needle in entry.folded_key:
+                results.append({"key": entry.key, "value": None, "size": entry.size})
         results.sort(key=lambda item: item["key"])
         return json.dumps(results, ensure_ascii=False)
 
     def list_keys(self) -> str:
-        return json.dumps(sorted(key for key, _ in self._entries(self._jail())), ensure_ascii=False)
+        _jail, entries = self._indexed()
+        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
 
     def delete(self, key: str) -> str:
         name = self.key_file_name(key)
@@ -521,7 +1095,9 @@ class MemoryStore:
                 return self._view_dir(jail, target, display, info)
         if not stat.S_ISREG(info.st_mode):
             raise MemoryStoreError(f"Unsupported file type for {display}")
-        lines = _split_lines(self._read_text(jail, target, display))
+        with self._guard(display, "read"):
+            data = jail.read_bytes(target)
+        lines = _split_lines(_decode_text(data, display))
         if len(lines) > MAX_LINES:
             raise MemoryStoreError(
                 f"File {display} exceeds maximum line limit of {MAX_LINES:,} lines."
@@ -594,64 +1170,85 @@ class MemoryStore:
                 raise MemoryStoreError(f"File {display} already exists") from None
         return f"File created successfully at: {display}"
 
-    def _edit_target(self, jail: Jail, parts: list[str], display: str) -> tuple[str, str]:
+    def _file_bytes(self, jail: Jail, parts: list[str], display: str) -> bytes:
+        """The bytes of the regular file at *parts* (refusing folders and other types)."""
         target = self._abs(jail, parts)
         with self._guard(display, "edit"):
             info = jail.lstat(target)
-        if not stat.S_ISREG(info.st_mode):
-            raise MemoryStoreError(f"The path {display} is not a file.")
-        return target, self._read_text(jail, target, display)
+            if not stat.S_ISREG(info.st_mode):
+                raise MemoryStoreError(f"The path {display} is not a file.")
+            return jail.read_bytes(target)
+
+    def _edit(self, parts: list[str], display: str, change: Callable[[str], tuple[str, R]]) -> R:
+        """Apply *change* (old text -> (new text, result)) to a file, holding the locks only to write.
+
+        The read, the search and the new content are computed before the locks are taken
+        (so a slow or refused edit never makes other writers wait); under the locks the
+        file is read again and written only if its bytes are still those *change* saw.
+        When another writer keeps changing it, the last attempt runs wholly under the locks.
+        """
+        for attempt in range(EDIT_ATTEMPTS):
+            optimistic = attempt < EDIT_ATTEMPTS - 1
+            if optimistic:
+                before = self._file_bytes(self._jail(), parts, display)
+                new_text, result = change(_decode_text(before, display))
+                data = _encode_text(new_text, display)
+            with self._locked() as jail:
+                current = self._file_bytes(jail, parts, display)
+                if not optimistic:
+                    new_text, result = change(_decode_text(current, display))
+                    data = _encode_text(new_text, display)
+                elif current != before:
+                    continue  # changed since it was read: compute again from the new text
+                with self._guard(display, "write"):
+                    jail.write_atomic(self._abs(jail, parts), data)
+                return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def str_replace(self, path: str, old_str: str, new_str: str) -> str:
         parts, display = self._parse_path(path)
         if old_str == "":
             raise MemoryStoreError("No replacement was performed: old_str must not be empty.")
-        with self._locked() as jail:
-            target, content = self._edit_target(jail, parts, display)
-            count = content.count(old_str)
-            if count == 0:
-                raise MemoryStoreError(
-                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear verbatim "
-                    f"in {display}."
-                )
-            if count > 1:
-                lines, pos = [], content.find(old_str)
-                while pos != -1:
-                    lines.append(content.count("\n", 0, pos) + 1)
-                    pos = content.find(old_str, pos + 1)
-                raise MemoryStoreError(
-                    f"No replacement was performed. Multiple occurrences of old_str `{quote(old_str)}` "
-                    f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
-                )
+
+        def change(content: str) -> tuple[str, str]:
             pos = content.find(old_str)
+            if pos == -1:
+                raise MemoryStoreError(
+                    f"No replacement was performed, old_str `{quote(old_str)}` did not appear "
+                    f"verbatim in {display}."
+                )
+            if content.find(old_str, pos + 1) != -1:
+                raise MemoryStoreError(_multiple_occurrences(content, old_str, pos))
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
-            self._write_text(jail, target, display, new_content)
-        first = content.count("\n", 0, pos)
-        snippet = _snippet(_split_lines(new_content), first, first + new_str.count("\n"))
-        return (
-            "The memory file has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + snippet
-        )
+            first = content.count("\n", 0, pos)
+            snippet = _snippet_at(new_content, first, first + new_str.count("\n"))
+            return new_content, (
+                "The memory file has been edited. Here is the snippet showing the change "
+                "(with line numbers):\n" + snippet
+            )
+
+        return self._edit(parts, display, change)
 
     def insert(self, path: str, insert_line: int, insert_text: str) -> str:
         parts, display = self._parse_path(path)
-        with self._locked() as jail:
-            target, content = self._edit_target(jail, parts, display)
+
+        def change(content: str) -> tuple[str, str]:
             lines = _split_lines(content)
             if insert_line < 0 or insert_line > len(lines):
                 raise MemoryStoreError(
-                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within the "
-                    f"range [0, {len(lines)}]."
+                    f"Invalid `insert_line` parameter: {quote(insert_line)}. It should be within "
+                    f"the range [0, {len(lines)}]."
                 )
             text = insert_text[:-1] if insert_text.endswith("\n") else insert_text
             new_lines = text.split("\n")
             result = [*lines[:insert_line], *new_lines, *lines[insert_line:]]
-            self._write_text(jail, target, display, "\n".join(result) + "\n")
-        snippet = _snippet(result, insert_line, insert_line + len(new_lines) - 1)
-        return (
-            f"The file {display} has been edited. Here is the snippet showing the change "
-            "(with line numbers):\n" + snippet
-        )
+            snippet = _snippet(result, insert_line, insert_line + len(new_lines) - 1)
+            return "\n".join(result) + "\n", (
+                f"The file {display} has been edited. Here is the snippet showing the change "
+                "(with line numbers):\n" + snippet
+            )
+
+        return self._edit(parts, display, change)
 
     def delete_path(self, path: str) -> str:
         parts, display = self._parse_path(path)
@@ -663,7 +1260,14 @@ class MemoryStore:
             with self._guard(display, "delete", f"The path {display} does not exist"):
                 if jail.realpath(target) == jail.roots[0]:
                     raise refuse
-                jail.remove(target, recursive=True)
+                with jail.resolve(target, follow_last=False) as found:
+                    info = found.lstat()
+                    if found.name is None or info is None:
+                        raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+                    if stat.S_ISDIR(info.st_mode):
+                        remove_tree(found.parent_fd, found.name)  # at any depth
+                    else:
+                        os.unlink(found.name, dir_fd=found.parent_fd)
         return f"Successfully deleted {display}"
 
     def rename(self, old_path: str, new_path: str) -> str:
@@ -845,7 +1449,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
             ),
         ],
     ) -> str:
-        """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches)."""
+        """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches); an entry over 1 MiB is matched by its key only and listed with "value": null and its "size" in bytes (read it with read_memory)."""
         return run(store.search, query)
 
     @server.tool(output_schema=None, annotations=READ)

@@ -120,3 +120,18 @@ def _private_user_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator
             os.environ.pop("XDG_DATA_HOME", None)
         else:
             os.environ["XDG_DATA_HOME"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Per-user cache (memory-tools' saved search indexes) goes to a session temp folder."""
+    folder = tmp_path_factory.mktemp("xdg-cache")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if saved is None:
+            os.environ.pop("XDG_CACHE_HOME", None)
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
+from hypothesis import given
+from hypothesis import strategies as st
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, Settings, create_server
@@ -283,8 +285,16 @@ async def test_large_value_round_trips_untruncated(client: Client):
     value = ("0123456789abcdef" * 65536) + "END"  # just over 1 MB
     await ok(client, "write_memory", key="big", value=value)
     assert await ok(client, "read_memory", key="big") == value
+    # Over MAX_INDEXED_BYTES (1 MiB): matched by key only, listed without its value.
+    assert json.loads(await ok(client, "search_memory", query="end")) == []
+    found = json.loads(await ok(client, "search_memory", query="BIG"))
+    size = len(memory._encode_json({"key": "big", "value": value}))
+    assert found == [{"key": "big", "value": None, "size": size}]
+    assert json.loads(await ok(client, "list_memory_keys")) == ["big"]
+    below = "x" * (memory.MAX_INDEXED_BYTES - 100) + "END"
+    await ok(client, "write_memory", key="below", value=below)
     found = json.loads(await ok(client, "search_memory", query="end"))
-    assert found == [{"key": "big", "value": value}]
+    assert found == [{"key": "below", "value": below}]
 
 
 async def test_unicode_values(client: Client, mem: Path):
@@ -768,3 +778,133 @@ async def test_runs_over_stdio(tmp_path: Path):
             assert await ok(c, "read_memory", key="k") == "over stdio"
             assert "escape" in await err(c, "memory_view", path="../x")
     assert json.loads((tmp_path / "stdio-mem" / "k.json").read_text())["value"] == "over stdio"
+
+
+# -- lock hold time (issue 12): slow work before the locks, bounded refusals -------------
+
+
+def test_many_occurrences_are_refused_with_a_bounded_message(mem: Path):
+    store = MemoryStore(mem)
+    store.create("big.txt", "a\n" * 200_000)
+    with pytest.raises(MemoryStoreError) as caught:
+        store.str_replace("big.txt", "a", "b")
+    message = str(caught.value)
+    assert "occurs 200,000 times; the first 20 are in lines: 1, 2, 3," in message
+    assert message.endswith(", 19, 20. Please ensure it is unique")
+    assert len(message) < 300
+    assert (mem / "big.txt").read_text() == "a\n" * 200_000
+
+
+def test_a_refused_edit_takes_no_lock(mem: Path):
+    """The search runs before the locks: with another process's flock held on the
+    memory folder, a refused edit still answers (it would wait forever otherwise)."""
+    import fcntl
+
+    store = MemoryStore(mem)
+    store.create("big.txt", "a\n" * 1000)
+    fd = os.open(mem, os.O_RDONLY | os.O_DIRECTORY)
+    outcome: list[str] = []
+
+    def refused() -> None:
+        for call in (
+            lambda: store.str_replace("big.txt", "a", "b"),
+            lambda: store.str_replace("big.txt", "zzz", "b"),
+            lambda: store.insert("big.txt", 5000, "x"),
+        ):
+            try:
+                call()
+            except MemoryStoreError as exc:
+                outcome.append(str(exc))
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # as a second launcher in the middle of a write
+        thread = threading.Thread(target=refused)
+        thread.start()
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a refused edit waited for the folder lock"
+    finally:
+        os.close(fd)
+    assert len(outcome) == 3, outcome
+
+
+class _Interleaved(MemoryStore):
+    """A store whose next lock is preceded by another writer's change (as a second
+    launcher would make between this call's read and its lock)."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.before_lock: list = []
+
+    def _locked(self):  # type: ignore[override]
+        if self.before_lock:
+            self.before_lock.pop(0)()
+        return super()._locked()
+
+
+@pytest.mark.parametrize("how", ["replace", "in place, same size"])
+def test_an_edit_redoes_its_work_when_the_file_changed_before_the_lock(mem: Path, how: str):
+    store = _Interleaved(mem)
+    store.create("f.txt", "one\ntwo\nthree\n")
+    path = mem / "f.txt"
+
+    def other_writer() -> None:
+        if how == "replace":
+            MemoryStore(mem).create("other.txt", "one\nTWO\nthree\n")
+            os.replace(mem / "other.txt", path)
+        else:
+            info = path.stat()
+            with open(path, "r+b") as handle:
+                handle.write(b"ONE")
+            os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+
+    store.before_lock = [other_writer]
+    store.str_replace("f.txt", "three", "3")
+    assert path.read_text() == ("one\nTWO\n3\n" if how == "replace" else "ONE\ntwo\n3\n")
+    store.before_lock = [lambda: path.write_text("two only\n")]
+    with pytest.raises(MemoryStoreError, match="did not appear verbatim"):
+        store.str_replace("f.txt", "3", "three")  # gone by the time the lock was held
+    assert path.read_text() == "two only\n"
+    store.before_lock = [lambda: path.write_text("x\ny\n")]
+    assert "     2\tnew" in store.insert("f.txt", 1, "new")
+    assert path.read_text() == "x\nnew\ny\n"
+
+
+def test_an_edit_raced_every_time_finishes_under_the_lock(mem: Path):
+    store = _Interleaved(mem)
+    store.create("f.txt", "n0\n")
+    path = mem / "f.txt"
+    writes = iter(range(1, 100))
+    store.before_lock = [lambda: path.write_text(f"n{next(writes)}\n")] * memory.EDIT_ATTEMPTS
+    store.insert("f.txt", 0, "top")
+    last = memory.EDIT_ATTEMPTS
+    assert path.read_text() == f"top\nn{last}\n"
+
+
+def test_write_memory_names_the_previous_key_of_a_large_value(mem: Path):
+    store = MemoryStore(mem)
+    store.write("a/b", "x" * 3_000_000)
+    assert store.write("a_b", "small") == (
+        "Memory 'a_b' saved, replacing the value of 'a/b' (same file a_b.json)."
+    )
+
+
+# -- helpers that replaced slower equivalents ------------------------------------------
+
+TEXT = st.text(
+    alphabet=st.sampled_from(list('a"\\\n\t\x00\x1fé☃\ud800\udcff😀\u2028')), max_size=12
+)
+
+
+@given(key=TEXT, value=TEXT)
+def test_encode_entry_is_json_dumps_byte_for_byte(key: str, value: str):
+    assert memory._encode_entry(key, value) == memory._encode_json({"key": key, "value": value})
+
+
+@given(content=st.text(alphabet="ab\n\r", max_size=30), data=st.data())
+def test_snippet_at_matches_the_split_lines_snippet(content: str, data):
+    lines = memory._split_lines(content)
+    if not lines:
+        return
+    first = data.draw(st.integers(0, len(lines) - 1))
+    last = data.draw(st.integers(first, len(lines) - 1))
+    assert memory._snippet_at(content, first, last) == memory._snippet(lines, first, last)

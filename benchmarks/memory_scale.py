@@ -1,0 +1,239 @@
+"""memory-tools at scale, side by side in one run (issue 12).
+
+1. ``search_memory`` through ``dpt-launch`` vs ``grep -rFil`` on the same folder, at 10,000 and
+   100,000 keys (``--quick`` skips 100,000): on a cold launcher (its first call, with the index
+   saved by an earlier launcher), warm (later calls), and once with no saved index at all.
+   Target: <= 1.0x grep, cold and warm.
+2. ``write_memory`` of 1, 4 and 16 MB through ``dpt-launch`` vs ``python -m
+   doc_processing_std_tools.memory`` alone. Target: launcher speed >= 0.90x alone at 16 MB, and
+   time linear in size.
+3. Peak RSS of a fresh process running ``list_memory_keys`` and ``search_memory`` with a 1 GB
+   (sparse) entry in the folder. Target: < 200 MB.
+
+Run: ``python benchmarks/memory_scale.py [--quick]``. Shared machines are noisy: read the
+ratios (each measured interleaved with its reference), not the absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+
+PY = sys.executable
+NEEDLE_EVERY = 1000  # one key in this many holds the needle
+SETTLE_SECONDS = 2.2  # files younger than memory.RACY_NS are re-read on every call
+
+
+def make_folder(folder: Path, keys: int) -> int:
+    """*keys* entries written directly (the write path is not measured here); matches."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(keys):
+        value = f"note {i} about project {i % 97}" + (" NEEDLE" if i % NEEDLE_EVERY == 0 else "")
+        (folder / f"key-{i}.json").write_text(json.dumps({"key": f"key-{i}", "value": value}))
+    return len(range(0, keys, NEEDLE_EVERY))
+
+
+def grep_seconds(folder: Path, expected: int) -> float:
+    start = time.perf_counter()
+    out = subprocess.run(["grep", "-rFil", "needle", str(folder)], capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert len(out.stdout.splitlines()) == expected, out.stdout[:200]
+    return elapsed
+
+
+def launcher_config(workdir: Path, folder: Path) -> Path:
+    config = workdir / f"{folder.name}.yaml"
+    config.write_text(
+        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {folder}}}\n"
+    )
+    return config
+
+
+async def session_calls(
+    command: list[str], env: dict[str, str], calls: list[tuple[str, dict]]
+) -> list[tuple[float, str]]:
+    """Start a server over stdio, then time each call (seconds, text); the start is not timed."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    results = []
+    with open(os.devnull, "w") as errlog:
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()  # as clients do first (the SDK caches output schemas)
+            for tool, args in calls:
+                start = time.perf_counter()
+                result = await session.call_tool(tool, args)
+                elapsed = time.perf_counter() - start
+                text = "".join(getattr(block, "text", "") for block in result.content)
+                assert not result.is_error, text[:300]
+                results.append((elapsed, text))
+    return results
+
+
+def launch_command(config: Path) -> list[str]:
+    return [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
+
+
+def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
+    folder = workdir / f"mem-{keys}"
+    expected = make_folder(folder, keys)
+    time.sleep(SETTLE_SECONDS)
+    config = launcher_config(workdir, folder)
+    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache"), "FASTMCP_LOG_LEVEL": "WARNING"}
+    search = ("search_memory", {"query": "needle"})
+
+    def run(calls: int) -> list[float]:
+        done = anyio.run(session_calls, launch_command(config), env, [search] * calls)
+        for _elapsed, text in done:
+            assert len(json.loads(text)) == expected, text[:200]
+        return [elapsed for elapsed, _text in done]
+
+    # No saved index: the very first search of this folder reads every file.
+    index_dir = workdir / "cache"
+    first_ever = run(1)[0]
+    saved = list(index_dir.rglob("*.idx"))  # written at the launcher's exit
+    cold: list[float] = []
+    warm: list[float] = []
+    grep: list[float] = []
+    for _ in range(rounds):
+        times = run(4)
+        cold.append(times[0])
+        warm.append(statistics.median(times[1:]))
+        grep.append(grep_seconds(folder, expected))
+    grep_ms = statistics.median(grep) * 1000
+    label = f"{keys // 1000}k keys"
+    return {
+        f"search_memory {label} / grep ratio, cold (target <= 1.0)": statistics.median(cold)
+        * 1000
+        / grep_ms,
+        f"search_memory {label} / grep ratio, warm (target <= 1.0)": statistics.median(warm)
+        * 1000
+        / grep_ms,
+        f"search_memory {label} / grep ratio, first search without a saved index": first_ever
+        * 1000
+        / grep_ms,
+        f"search_memory {label} cold (ms)": statistics.median(cold) * 1000,
+        f"search_memory {label} warm (ms)": statistics.median(warm) * 1000,
+        f"grep -rFil {label} (ms)": grep_ms,
+        f"search_memory {label} saved index present (1 = yes)": float(bool(saved)),
+    }
+
+
+def bench_write(
+    rounds: int, workdir: Path, sizes: tuple[int, ...] = (1, 4, 16)
+) -> dict[str, float]:
+    config = launcher_config(workdir, workdir / "mem-write-launcher")
+    commands = {
+        "launcher": launch_command(config),
+        "alone": [PY, "-m", "doc_processing_std_tools.memory"],
+    }
+    env = {
+        **os.environ,
+        "DPTTOOLS_MEMORY_DIR": str(workdir / "mem-write-alone"),
+        "XDG_CACHE_HOME": str(workdir / "cache"),
+        "FASTMCP_LOG_LEVEL": "WARNING",
+    }
+    values = {size: "v" * (size << 20) for size in sizes}
+    calls = [("write_memory", {"key": "warm", "value": "up"})]
+    for size in sizes:
+        calls += [("write_memory", {"key": f"k{size}", "value": values[size]})] * rounds
+    seconds: dict[str, dict[int, float]] = {}
+    order = list(commands)
+    samples: dict[str, dict[int, list[float]]] = {n: {s: [] for s in sizes} for n in commands}
+    for _ in range(2):  # two sessions each, alternating which goes first
+        for name in order:
+            done = anyio.run(session_calls, commands[name], env, calls)[1:]
+            for i, size in enumerate(sizes):
+                samples[name][size] += [t for t, _ in done[i * rounds : (i + 1) * rounds]]
+        order.reverse()
+    for name in commands:
+        seconds[name] = {size: statistics.median(samples[name][size]) for size in sizes}
+    top = sizes[-1]
+    figures = {
+        f"write_memory {top} MB launcher / alone ratio (target >= 0.90)": seconds["alone"][top]
+        / seconds["launcher"][top],
+        f"write_memory launcher {top} MB / {sizes[0]} MB time ratio (linear: {top // sizes[0]})": (
+            seconds["launcher"][top] / seconds["launcher"][sizes[0]]
+        ),
+        f"write_memory alone {top} MB / {sizes[0]} MB time ratio (linear: {top // sizes[0]})": (
+            seconds["alone"][top] / seconds["alone"][sizes[0]]
+        ),
+    }
+    for name in commands:
+        for size in sizes:
+            figures[f"write_memory {size} MB {name} (s)"] = seconds[name][size]
+    return figures
+
+
+RSS_PROBE = """
+import json, resource, sys
+from doc_processing_std_tools.memory import MemoryStore
+
+def peak_kb():
+    # VmHWM: this process's own peak (ru_maxrss may keep the peak of the process that
+    # forked us, carried over by exec)
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+store = MemoryStore(sys.argv[1])
+json.loads(store.list_keys())
+json.loads(store.search("note"))
+print(peak_kb())
+"""
+
+
+def bench_rss(workdir: Path) -> dict[str, float]:
+    folder = workdir / "mem-huge"
+    make_folder(folder, 1000)
+    with open(folder / "huge.json", "wb") as handle:
+        handle.truncate(1 << 30)  # 1 GB, sparse
+    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache")}
+    out = subprocess.run(
+        [PY, "-c", RSS_PROBE, str(folder)], capture_output=True, text=True, check=True, env=env
+    )
+    return {"list+search peak RSS with a 1 GB entry (MB) (target < 200)": int(out.stdout) / 1024}
+
+
+def figures(quick: bool = False) -> dict[str, float]:
+    rounds = 3 if quick else 7
+    results: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="dpt-memory-scale-") as tmp:
+        workdir = Path(tmp)
+        results.update(bench_search(10_000, rounds, workdir))
+        if not quick:
+            results.update(bench_search(100_000, max(3, rounds // 2), workdir))
+        results.update(bench_write(2 if quick else 3, workdir))
+        results.update(bench_rss(workdir))
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, no 100k keys")
+    args = parser.parse_args()
+    for name, value in figures(quick=args.quick).items():
+        print(f"  {name:<78} {value:10.3f}")
+
+
+if __name__ == "__main__":
+    main()
