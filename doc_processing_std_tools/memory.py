@@ -51,7 +51,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
 from . import locking, workspace
 from .containment import TEMP_PREFIX, ContainmentError, Jail, remove_if_stale
 from .settings import ServerSettings, resolve_path
-from .text import bounded, quote, sendable
+from .text import QUOTE_LIMIT, bounded, quote, sendable
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -211,6 +211,18 @@ def _numbered(lines: list[str], start: int, end: int) -> str:
 def _snippet(lines: list[str], first: int, last: int) -> str:
     """The changed lines [first, last] (0-based) with two lines of context each side."""
     return _numbered(lines, max(0, first - 2), min(len(lines), last + 3))
+
+
+def _edited(header: str, snippet: str) -> str:
+    """A success reply: *header* and the snippet, the snippet cut to QUOTE_LIMIT characters
+    (a 2 MB insert is not sent back whole; memory_view shows the rest)."""
+    if len(snippet) > QUOTE_LIMIT:
+        rest = snippet.count("\n", QUOTE_LIMIT)
+        snippet = (
+            f"{snippet[:QUOTE_LIMIT]}… (the snippet goes on for {len(snippet) - QUOTE_LIMIT:,} "
+            f"more characters and {rest:,} more lines: use memory_view with a view_range)"
+        )
+    return f"{header} Here is the snippet showing the change (with line numbers):\n{snippet}"
 
 
 def _snippet_at(content: str, first: int, last: int) -> str:
@@ -1222,10 +1234,7 @@ class MemoryStore:
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
             first = content.count("\n", 0, pos)
             snippet = _snippet_at(new_content, first, first + new_str.count("\n"))
-            return new_content, (
-                "The memory file has been edited. Here is the snippet showing the change "
-                "(with line numbers):\n" + snippet
-            )
+            return new_content, _edited("The memory file has been edited.", snippet)
 
         return self._edit(parts, display, change)
 
@@ -1243,9 +1252,8 @@ class MemoryStore:
             new_lines = text.split("\n")
             result = [*lines[:insert_line], *new_lines, *lines[insert_line:]]
             snippet = _snippet(result, insert_line, insert_line + len(new_lines) - 1)
-            return "\n".join(result) + "\n", (
-                f"The file {display} has been edited. Here is the snippet showing the change "
-                "(with line numbers):\n" + snippet
+            return "\n".join(result) + "\n", _edited(
+                f"The file {display} has been edited.", snippet
             )
 
         return self._edit(parts, display, change)

@@ -261,11 +261,6 @@ async def every_tool_survives_bad_arguments(client: Client, work: Path) -> None:
     assert not (await call(client, "list_memory_keys", {}))[0]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory.py: memory_insert/memory_str_replace success replies quote the edited lines "
-    "whole, so a 2 MB insert_text or new_str comes back as a 2 MB reply (issue 12 item 7)",
-)
 @pytest.mark.parametrize(
     ("tool", "args"),
     [
