@@ -13,7 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from doc_processing_std_tools import memory
-from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, Settings, create_server
+from doc_processing_std_tools.memory import (
+    MemoryStore,
+    MemoryStoreError,
+    Settings,
+    create_server,
+    formats,
+)
 
 ALL_TOOLS = {
     "write_memory",
@@ -288,7 +294,7 @@ async def test_large_value_round_trips_untruncated(client: Client):
     # Over MAX_INDEXED_BYTES (1 MiB): matched by key only, listed without its value.
     assert json.loads(await ok(client, "search_memory", query="end")) == []
     found = json.loads(await ok(client, "search_memory", query="BIG"))
-    size = len(memory._encode_json({"key": "big", "value": value}))
+    size = len(formats._encode_json({"key": "big", "value": value}))
     assert found == [{"key": "big", "value": None, "size": size}]
     assert json.loads(await ok(client, "list_memory_keys")) == ["big"]
     below = "x" * (memory.MAX_INDEXED_BYTES - 100) + "END"
@@ -897,14 +903,14 @@ TEXT = st.text(
 
 @given(key=TEXT, value=TEXT)
 def test_encode_entry_is_json_dumps_byte_for_byte(key: str, value: str):
-    assert memory._encode_entry(key, value) == memory._encode_json({"key": key, "value": value})
+    assert formats._encode_entry(key, value) == formats._encode_json({"key": key, "value": value})
 
 
 @given(content=st.text(alphabet="ab\n\r", max_size=30), data=st.data())
 def test_snippet_at_matches_the_split_lines_snippet(content: str, data):
-    lines = memory._split_lines(content)
+    lines = formats._split_lines(content)
     if not lines:
         return
     first = data.draw(st.integers(0, len(lines) - 1))
     last = data.draw(st.integers(first, len(lines) - 1))
-    assert memory._snippet_at(content, first, last) == memory._snippet(lines, first, last)
+    assert formats._snippet_at(content, first, last) == formats._snippet(lines, first, last)

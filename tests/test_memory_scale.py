@@ -16,7 +16,7 @@ from conftest import snapshot
 from fastmcp import Client
 
 from doc_processing_std_tools import memory
-from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError
+from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, trees
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     (as it does for files older than RACY_NS); each step below then waits a few
     timestamp ticks so a change shows in the file's ctime."""
     real = time.time_ns
-    monkeypatch.setattr(memory.time, "time_ns", lambda: real() + 10 * memory.RACY_NS)
+    monkeypatch.setattr(index.time, "time_ns", lambda: real() + 10 * index.RACY_NS)
 
 
 def tick() -> None:
@@ -90,9 +90,9 @@ def test_a_file_changed_just_before_it_was_read_is_read_again(mem: Path):
     info = path.stat()
     fd = os.open(path, os.O_RDONLY)
     try:
-        fresh = memory._entry_from_fd("k.json", fd, info.st_ctime_ns + 1, keep=True)
+        fresh = index._entry_from_fd("k.json", fd, info.st_ctime_ns + 1, keep=True)
         os.lseek(fd, 0, os.SEEK_SET)
-        old = memory._entry_from_fd("k.json", fd, info.st_ctime_ns + memory.RACY_NS + 1, True)
+        old = index._entry_from_fd("k.json", fd, info.st_ctime_ns + index.RACY_NS + 1, True)
     finally:
         os.close(fd)
     assert fresh is not None and fresh.sig is None  # never trusted: read again next time
@@ -119,7 +119,7 @@ def test_the_saved_index_is_checked_entry_by_entry(mem: Path, tmp_path: Path):
     found = search(second, "")
     assert found["k5"] == "changed after the save" and "k6" not in found and len(found) == 19
     # A damaged or foreign saved index is ignored.
-    for damage in (b"garbage", saved.read_bytes()[:-3], memory.INDEX_MAGIC + b"\0" * 100):
+    for damage in (b"garbage", saved.read_bytes()[:-3], index.INDEX_MAGIC + b"\0" * 100):
         saved.write_bytes(damage)
         assert search(MemoryStore(mem), "") == found
 
@@ -127,7 +127,7 @@ def test_the_saved_index_is_checked_entry_by_entry(mem: Path, tmp_path: Path):
 def test_values_over_the_memory_budget_are_read_when_searched(
     mem: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(memory, "INDEX_BUDGET_CHARS", 30)
+    monkeypatch.setattr(index, "INDEX_BUDGET_CHARS", 30)
     for i in range(10):
         entry(mem, f"k{i}", f"value number {i}")
     store = MemoryStore(mem)
@@ -259,12 +259,12 @@ def test_the_tree_walk_stops_when_a_folder_is_moved_away(mem: Path, tmp_path: Pa
     def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
         if os.path.exists(mem / "a" / "b" / "c") and not entries:  # in c: move b away
             os.rename(mem / "a" / "b", away)
-        return memory._subfolders(entries)
+        return trees._subfolders(entries)
 
     top = os.open(mem, os.O_RDONLY | os.O_DIRECTORY)
     try:
         with pytest.raises(OSError, match="moved away"):
-            memory.walk_tree(top, enter)
+            trees.walk_tree(top, enter)
     finally:
         os.close(top)
 

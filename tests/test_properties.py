@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from doc_processing_std_tools.containment import RESERVED_PREFIX, ContainmentError, Jail
-from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, _numbered, _split_lines
+from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError
+from doc_processing_std_tools.memory.formats import _numbered, _split_lines
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]

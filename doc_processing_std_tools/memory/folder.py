@@ -1,0 +1,194 @@
+"""One memory folder: its jail, its locks, and the edit loop that keeps slow reading and searching outside them."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from .. import locking
+from ..containment import ContainmentError, Jail
+from ..text import quote
+
+if TYPE_CHECKING:
+    pass
+from .formats import MAX_PATH_CHARS, RESERVED_PREFIX, MemoryStoreError, _decode_text, _encode_text
+from .index import EntryIndex
+from .trees import sweep_tree
+
+R = TypeVar("R")
+
+
+SWEEP_DELAY = 3.0  # seconds from the first call to the sweep of dead writers' temp files
+
+
+EDIT_ATTEMPTS = 3  # optimistic edits before one runs wholly under the locks
+
+
+class MemoryFolder:
+    """One memory folder: where it is, its jail, its locks, and the edit loop that
+    keeps slow work outside them. :class:`KeyValueStore` and :class:`FileCommands` work on it."""
+
+    def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
+        self.memory_dir = Path(memory_dir)
+        self._swept = False  # stale temp files are removed on first use
+        self.index = EntryIndex(self.memory_dir)
+
+    def _jail(self) -> Jail:
+        """A jail on the memory directory, creating the directory if it is missing."""
+        try:
+            os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
+            jail = Jail([self.memory_dir])
+        except (FileExistsError, NotADirectoryError):
+            raise MemoryStoreError(
+                f"The memory directory {self.memory_dir} is not a folder"
+            ) from None
+        except OSError as exc:
+            raise MemoryStoreError(
+                f"Cannot use the memory directory {self.memory_dir}: {exc.strerror or exc}"
+            ) from None
+        if not self._swept:
+            self._swept = True
+            # A crash's litter, removed a moment after the first call rather than before it
+            # (listings hide it meanwhile, and remove what they meet).
+            sweep = threading.Timer(SWEEP_DELAY, self._sweep, args=(jail,))
+            sweep.daemon = True
+            sweep.start()
+        return jail
+
+    @staticmethod
+    def _sweep(jail: Jail) -> None:
+        with suppress(OSError), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            sweep_tree(fd)
+
+    @contextmanager
+    def _locked(self) -> Iterator[Jail]:
+        """Hold the process lock and the store's file lock for a check-and-change."""
+        jail = self._jail()
+        with ExitStack() as stack:
+            try:
+                stack.enter_context(locking.exclusive(folders=[jail.roots[0]]))
+            except OSError as exc:
+                raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
+            yield jail
+
+    def _own_paths(self) -> list[list[str]]:
+        """The memory directory's absolute path as components, as given and resolved."""
+        given = os.path.abspath(self.memory_dir)
+        spellings = [given, os.path.realpath(given)]
+        return [[p for p in spelling.split("/") if p] for spelling in dict.fromkeys(spellings)]
+
+    @staticmethod
+    def _abs(jail: Jail, parts: list[str]) -> str:
+        """The jail path of *parts* below the root (absolute, so ``~`` is never expanded)."""
+        return "/".join([str(jail.roots[0]), *parts]) if parts else str(jail.roots[0])
+
+    def _parse_path(self, path: str) -> tuple[list[str], str]:
+        """(components, display form) of a memory path; refuses NUL and reserved names.
+
+        The memory directory's own absolute path, written at the start, names the
+        directory itself, so ``<memory_dir>/../x`` is refused as an escape instead
+        of being created as ``<memory_dir>/<memory_dir path>/x``.
+        """
+        if not isinstance(path, str):
+            raise MemoryStoreError(f"The path must be a string, got {type(path).__name__}")
+        if "\x00" in path:
+            raise MemoryStoreError(
+                f"Invalid path {quote(repr(path))}: paths cannot contain NUL bytes"
+            )
+        parts = [part for part in path.split("/") if part not in ("", ".")]
+        if path.startswith("/"):
+            for own in self._own_paths():
+                if parts[: len(own)] == own:
+                    parts = parts[len(own) :]
+                    break
+        display = quote("/" + "/".join(parts))
+        if len(path) > MAX_PATH_CHARS:
+            raise MemoryStoreError(
+                f"The path {display} is {len(path):,} characters long; the limit is "
+                f"{MAX_PATH_CHARS:,}"
+            )
+        for part in parts:
+            if part.startswith(RESERVED_PREFIX):
+                raise MemoryStoreError(
+                    f"The path {display} uses the reserved name {part!r}: names starting with "
+                    f"{RESERVED_PREFIX!r} belong to the memory server"
+                )
+        return parts, display
+
+    @contextmanager
+    def _guard(
+        self, display: str, action: str = "access", missing: str | None = None
+    ) -> Iterator[None]:
+        """Turn OS and containment errors into user-facing messages (*missing*: for ENOENT)."""
+        try:
+            yield
+        except MemoryStoreError:
+            raise
+        except ContainmentError as exc:
+            suffix = " via symlink" if exc.via_symlink else ""
+            raise MemoryStoreError(
+                f"Path {display} would escape the memory directory{suffix}"
+            ) from None
+        except FileNotFoundError:
+            raise MemoryStoreError(
+                missing or f"The path {display} does not exist. Please provide a valid path."
+            ) from None
+        except NotADirectoryError:
+            raise MemoryStoreError(
+                f"The path {display} is not valid: one of its parent folders is a file"
+            ) from None
+        except IsADirectoryError:
+            raise MemoryStoreError(f"The path {display} is a directory, not a file") from None
+        except UnicodeError:
+            raise MemoryStoreError(
+                f"Cannot {action} {display}: the text is not valid Unicode"
+            ) from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise MemoryStoreError(
+                    f"The path {display} has too many levels of symbolic links"
+                ) from None
+            raise MemoryStoreError(f"Cannot {action} {display}: {exc.strerror or exc}") from None
+        except ValueError as exc:  # e.g. a name the OS cannot encode
+            raise MemoryStoreError(f"Cannot {action} {display}: {exc}") from None
+
+    def _file_bytes(self, jail: Jail, parts: list[str], display: str) -> bytes:
+        """The bytes of the regular file at *parts* (refusing folders and other types)."""
+        target = self._abs(jail, parts)
+        with self._guard(display, "edit"):
+            info = jail.lstat(target)
+            if not stat.S_ISREG(info.st_mode):
+                raise MemoryStoreError(f"The path {display} is not a file.")
+            return jail.read_bytes(target)
+
+    def _edit(self, parts: list[str], display: str, change: Callable[[str], tuple[str, R]]) -> R:
+        """Apply *change* (old text -> (new text, result)) to a file, holding the locks only to write.
+
+        The read, the search and the new content are computed before the locks are taken
+        (so a slow or refused edit never makes other writers wait); under the locks the
+        file is read again and written only if its bytes are still those *change* saw.
+        When another writer keeps changing it, the last attempt runs wholly under the locks.
+        """
+        for attempt in range(EDIT_ATTEMPTS):
+            optimistic = attempt < EDIT_ATTEMPTS - 1
+            if optimistic:
+                before = self._file_bytes(self._jail(), parts, display)
+                new_text, result = change(_decode_text(before, display))
+                data = _encode_text(new_text, display)
+            with self._locked() as jail:
+                current = self._file_bytes(jail, parts, display)
+                if not optimistic:
+                    new_text, result = change(_decode_text(current, display))
+                    data = _encode_text(new_text, display)
+                elif current != before:
+                    continue  # changed since it was read: compute again from the new text
+                with self._guard(display, "write"):
+                    jail.write_atomic(self._abs(jail, parts), data)
+                return result
+        raise AssertionError("unreachable: the last attempt returns or raises")

@@ -1,0 +1,410 @@
+"""The index behind search_memory and list_memory_keys: what was read, checked against the folder on every call, and saved in the user cache for the next launcher."""
+
+from __future__ import annotations
+
+import atexit
+import gc
+import os
+import stat
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from itertools import repeat
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from .. import workspace
+from ..containment import TEMP_PREFIX, Jail, remove_if_stale
+
+if TYPE_CHECKING:
+    pass
+from .formats import HEAD_BYTES, _decode_entry, _key_in_head
+
+MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
+
+
+INDEX_BUDGET_CHARS = 32 << 20  # characters of values (and folded values) kept in memory
+
+
+# A file changed less than this before it was read may change again within the same
+# timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
+RACY_NS = 2_000_000_000
+
+
+INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
+
+
+INDEX_MAGIC = b"DPT-MEMORY-INDEX 4\n"
+
+
+TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+_SAVED_INTS = 6  # per saved entry: inode, size, mtime_ns, ctime_ns, kind, has a value
+
+
+class IndexedEntry(NamedTuple):
+    """What the index knows of one ``<key>.json`` entry (a tuple: thousands are made at once)."""
+
+    name: str  # the file name
+    # (inode, size, mtime_ns, ctime_ns) proving the content unchanged; None when nothing
+    # can (a file changed just before it was read, a symlink, an unreadable file)
+    sig: tuple[int, int, int, int] | None
+    kind: int  # TEXT, NOT_UTF8, LARGE or UNREADABLE
+    key: str
+    size: int  # bytes, when read
+    value: str | None  # a TEXT entry's value; None when not kept (over the budget)
+    folded_key: str
+    folded_value: str | None  # value.casefold(), the same object when equal
+
+    def without_value(self) -> IndexedEntry:
+        return self._replace(value=None, folded_value=None)
+
+    @property
+    def cost(self) -> int:
+        """Characters kept in memory for the value."""
+        if self.value is None:
+            return 0
+        return len(self.value) * (1 if self.folded_value is self.value else 2)
+
+
+def _entry(
+    name: str,
+    sig: tuple[int, int, int, int] | None,
+    kind: int,
+    key: str,
+    size: int,
+    value: str | None = None,
+) -> IndexedEntry:
+    folded = None
+    if value is not None:
+        folded = value.casefold()
+        if folded == value:
+            folded = value  # one string, not two
+    return IndexedEntry(name, sig, kind, key, size, value, key.casefold(), folded)
+
+
+def _index_dir() -> Path:
+    """Where saved indexes live: the per-user cache folder (never the memory folder)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(workspace.APP_NAME)) / "memory-index"
+
+
+def _entry_from_fd(name: str, fd: int, now_ns: int, keep: bool) -> IndexedEntry | None:
+    """Read the entry open as *fd* (None when it is not a regular file any more)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        return None
+    stem = name[: -len(".json")]
+    sig: tuple[int, int, int, int] | None = None
+    if now_ns - info.st_ctime_ns > RACY_NS:
+        sig = (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+    if info.st_size > MAX_INDEXED_BYTES:
+        key = _key_in_head(stem, os.read(fd, HEAD_BYTES))
+        return _entry(name, sig, LARGE, key, info.st_size)
+    chunks = []
+    size = 0
+    while chunk := os.read(fd, max(info.st_size + 1 - size, 1 << 16)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_INDEXED_BYTES:  # it grew while we read: next time it is seen as large
+            key = _key_in_head(stem, b"".join(chunks)[:HEAD_BYTES])
+            return _entry(name, None, LARGE, key, size)
+    key, value = _decode_entry(stem, b"".join(chunks))
+    if value is None:
+        return _entry(name, sig, NOT_UTF8, key, size)
+    return _entry(name, sig, TEXT, key, size, value if keep else None)
+
+
+def _unreadable(name: str) -> IndexedEntry:
+    """Present but unreadable (permissions, swapped for a symlink): listed, never matched."""
+    return _entry(name, None, UNREADABLE, name[: -len(".json")], 0)
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a scan makes (and keeps) 100,000s of tuples:
+    the collector would walk them all again and again, doubling the time of a cold scan."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class EntryIndex:
+    """The key-value entries of one memory folder, kept between calls and checked on each.
+
+    Each call lists the folder (skipped while the folder's own stat is unchanged) and stats
+    every entry: one whose (inode, size, mtime, ctime) is unchanged is taken from memory,
+    any other is read again. So changes made behind the server's back (another launcher, an
+    editor) are always seen. Files changed within :data:`RACY_NS` before they were read are
+    read again on every call until they are older, so a rewrite within one timestamp tick
+    cannot hide. Values are kept up to :data:`INDEX_BUDGET_CHARS` in all (others are read
+    again when searched); entries over :data:`MAX_INDEXED_BYTES` are never loaded whole.
+
+    The index is saved (in the per-user cache folder, a few seconds after a change) so that
+    the first search of a new process does not read every file: it still stats them all.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()  # guards the fields below; held for no disk work
+        self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
+        self._trusted = 0  # how many of them have a sig (those are saved)
+        self._listing: tuple[tuple[int, int, int], list[str]] | None = None
+        self._save_pending = False
+
+    # -- scanning -------------------------------------------------------------------
+
+    def entries(self, jail: Jail) -> list[IndexedEntry]:
+        """Every entry, sorted by file name, checked against the disk now."""
+        with _gc_paused(), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
+            known, known_trusted = self._by_name, self._trusted
+            if known is None:
+                known = self._load(fd)
+                known_trusted = len(known)
+            names = self._names(fd)
+            fresh: dict[str, IndexedEntry] = {}
+            reused = newly_trusted = 0
+            now_ns = time.time_ns()
+            budget = INDEX_BUDGET_CHARS
+            lstat, is_reg, get = os.stat, stat.S_ISREG, known.get
+            for name in names:
+                try:
+                    info = lstat(name, dir_fd=fd, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                entry = get(name)
+                if (
+                    entry is None
+                    or entry.sig != (info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+                    or not is_reg(info.st_mode)
+                ):
+                    if is_reg(info.st_mode):
+                        entry = self._read(fd, name, now_ns, budget > 0)
+                    elif stat.S_ISLNK(info.st_mode):
+                        entry = self._read_link(jail, name, now_ns)
+                    else:
+                        continue  # a folder or a special file: not an entry
+                    if entry is None:
+                        continue
+                    newly_trusted += entry.sig is not None
+                else:
+                    reused += 1
+                if entry.value is not None:
+                    if budget <= 0:  # over the budget: read again when searched
+                        entry = entry.without_value()
+                    budget -= entry.cost
+                fresh[name] = entry
+        with self._lock:
+            self._by_name, self._trusted = fresh, reused + newly_trusted
+            # What would be saved changed (racy files and symlinks read again are not saved).
+            if newly_trusted or reused != known_trusted:
+                self._schedule_save()
+        return list(fresh.values())
+
+    def _names(self, fd: int) -> list[str]:
+        """The entry names (sorted), from memory while the folder's own stat is unchanged."""
+        info = os.fstat(fd)
+        sig = (info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
+        listing = self._listing
+        if listing is not None and listing[0] == sig:
+            return listing[1]
+        now_ns = time.time_ns()
+        names = []
+        for name in os.listdir(fd):
+            if name[0] == ".":
+                if name.startswith(TEMP_PREFIX):
+                    remove_if_stale(fd, name)  # a dead writer's litter
+            elif name.endswith(".json"):
+                names.append(name)
+        names.sort()
+        self._listing = (sig, names) if now_ns - info.st_ctime_ns > RACY_NS else None
+        return names
+
+    @staticmethod
+    def _read(fd: int, name: str, now_ns: int, keep: bool) -> IndexedEntry | None:
+        try:
+            file_fd = os.open(name, _READ_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            return None  # removed while we scanned
+        except OSError:
+            return _unreadable(name)
+        try:
+            return _entry_from_fd(name, file_fd, now_ns, keep)
+        except OSError:
+            return _unreadable(name)
+        finally:
+            os.close(file_fd)
+
+    @staticmethod
+    def _read_link(jail: Jail, name: str, now_ns: int) -> IndexedEntry | None:
+        """A symlinked entry, followed only while it stays inside (read every time: changes
+        of its target do not show in the link's own stat)."""
+        try:
+            with jail.open_file(f"{jail.roots[0]}/{name}") as (handle, _real):
+                entry = _entry_from_fd(name, handle.fileno(), now_ns, True)
+        except (OSError, ValueError):  # escaping or broken symlink, a folder...
+            return None
+        return entry._replace(sig=None) if entry is not None else None
+
+    @staticmethod
+    def value_of(jail: Jail, entry: IndexedEntry) -> str | None:
+        """The value of a TEXT entry, read again when it was not kept (over the budget)."""
+        if entry.value is not None or entry.kind != TEXT:
+            return entry.value
+        again = None
+        with (
+            suppress(OSError, ValueError),
+            jail.open_file(f"{jail.roots[0]}/{entry.name}") as (handle, _real),
+        ):
+            again = _entry_from_fd(entry.name, handle.fileno(), 0, True)
+        return again.value if again is not None else None
+
+    # -- the saved copy -------------------------------------------------------------
+
+    def _path(self) -> Path:
+        import hashlib
+
+        real = os.path.realpath(self.folder)
+        return _index_dir() / f"{hashlib.sha256(os.fsencode(real)).hexdigest()[:32]}.idx"
+
+    def _load(self, fd: int) -> dict[str, IndexedEntry]:
+        """The saved index of this folder (empty when missing, foreign or damaged)."""
+        try:
+            data = self._path().read_bytes()
+            info = os.fstat(fd)
+            entries, listing = decode_index(data, (info.st_dev, info.st_ino))
+            if self._listing is None:
+                self._listing = listing
+            return dict(zip([e.name for e in entries], entries, strict=True))
+        except (OSError, ValueError, IndexError, OverflowError):
+            return {}
+
+    def _schedule_save(self) -> None:
+        """Save a few seconds from now, or at exit (one pending save at a time). Caller
+        holds _lock."""
+        if self._save_pending:
+            return
+        self._save_pending = True
+        _UNSAVED.add(self)
+        timer = threading.Timer(INDEX_SAVE_DELAY, self.save)
+        timer.daemon = True
+        timer.start()
+
+    def save(self) -> None:
+        """Write the saved copy now (atomically; a failure only costs the next process time)."""
+        with self._lock:
+            self._save_pending = False
+            _UNSAVED.discard(self)
+            entries = list((self._by_name or {}).values())
+            listing = self._listing
+        try:
+            info = os.stat(self.folder)
+            data = encode_index(entries, (info.st_dev, info.st_ino), listing)
+            path = self._path()
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            temp.write_bytes(data)
+            os.replace(temp, path)  # no fsync: a cache, checked entry by entry when loaded
+        except OSError:
+            pass
+
+
+_UNSAVED: set[EntryIndex] = set()  # indexes with a save pending
+
+
+@atexit.register
+def _save_at_exit() -> None:
+    for index in list(_UNSAVED):
+        index.save()
+
+
+Listing = tuple[tuple[int, int, int], list[str]]  # the folder's (inode, mtime, ctime), names
+
+
+def encode_index(
+    entries: list[IndexedEntry], folder_id: tuple[int, int], listing: Listing | None = None
+) -> bytes:
+    """The entries with a sig (and the folder's listing), as: magic, header ints, 6 ints per
+    entry, four text blobs.
+
+    The blobs hold the names, the keys, the values and the listing's names, each joined by
+    NUL (which no file name or key holds; entries whose value holds one are left out).
+    Native byte order: a per-user cache, read back by the same machine.
+    """
+    from array import array
+
+    saved = [
+        e
+        for e in entries
+        if e.sig is not None and e.kind != UNREADABLE and not (e.value and "\0" in e.value)
+    ]
+    ints = array("q")
+    for entry in saved:
+        ints.extend(entry.sig)  # type: ignore[arg-type]
+        ints.extend((entry.kind, entry.value is not None))
+    blobs = [
+        "\0".join(texts).encode("utf-8", "surrogatepass")
+        for texts in (
+            [e.name for e in saved],
+            [e.key for e in saved],
+            [e.value or "" for e in saved],
+            listing[1] if listing else [],
+        )
+    ]
+    folder_sig = listing[0] if listing else (-1, -1, -1)
+    header = array("q", [*folder_id, *folder_sig, len(saved), *(len(blob) for blob in blobs)])
+    return b"".join([INDEX_MAGIC, header.tobytes(), ints.tobytes(), *blobs])
+
+
+def decode_index(
+    data: bytes, folder_id: tuple[int, int]
+) -> tuple[list[IndexedEntry], Listing | None]:
+    """The entries and listing of :func:`encode_index`'s bytes; ValueError when foreign or
+    damaged."""
+    from array import array
+
+    if not data.startswith(INDEX_MAGIC):
+        raise ValueError("not an index")
+    pos = len(INDEX_MAGIC)
+    header = array("q", data[pos : pos + 80])
+    pos += 80
+    if len(header) != 10 or (header[0], header[1]) != folder_id:
+        raise ValueError("another folder's index")
+    folder_sig = (header[2], header[3], header[4])
+    count, *sizes = header[5:]
+    if count < 1 or min(sizes) < 0 or pos + 8 * _SAVED_INTS * count + sum(sizes) != len(data):
+        raise ValueError("an empty or damaged index")
+    ints = array("q", data[pos : pos + 8 * _SAVED_INTS * count])
+    pos += len(ints) * 8
+    texts = []
+    for size in sizes:
+        texts.append(data[pos : pos + size].decode("utf-8", "surrogatepass"))
+        pos += size
+    names, keys, values = (text.split("\0") for text in texts[:3])
+    listing = (folder_sig, texts[3].split("\0") if texts[3] else []) if folder_sig[0] >= 0 else None
+    folded_keys, folded_values = texts[1].casefold().split("\0"), texts[2].casefold().split("\0")
+    if not len(names) == len(keys) == len(values) == len(folded_values) == count:
+        raise ValueError("a damaged index")
+    kinds, has_value = ints[4::_SAVED_INTS], ints[5::_SAVED_INTS]
+    if not set(kinds) <= {TEXT, NOT_UTF8, LARGE}:
+        raise ValueError("a damaged index")
+    sigs = zip(*(ints[i::_SAVED_INTS] for i in range(4)), strict=True)
+    kept = [v if has else None for v, has in zip(values, has_value, strict=True)]
+    # A folded value equal to its value is the same object (half the memory).
+    folded = [
+        None if v is None else (v if f == v else f)
+        for v, f in zip(kept, folded_values, strict=True)
+    ]
+    sizes_column = ints[1::_SAVED_INTS]
+    rows = zip(names, sigs, kinds, keys, sizes_column, kept, folded_keys, folded, strict=True)
+    return list(map(tuple.__new__, repeat(IndexedEntry), rows)), listing

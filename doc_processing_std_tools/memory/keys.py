@@ -1,0 +1,138 @@
+"""The key-value tools over ``<key>.json`` entries: write, read, search, list and delete."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from ..containment import ContainmentError, Jail
+from ..text import quote
+
+if TYPE_CHECKING:
+    pass
+from .folder import MemoryFolder
+from .formats import (
+    HEAD_BYTES,
+    MAX_KEY_FILE_BYTES,
+    MemoryStoreError,
+    _decode_entry,
+    _encode_entry,
+    _flatten_key,
+    _key_in_head,
+)
+from .index import LARGE, TEXT, IndexedEntry
+
+
+class KeyValueStore(MemoryFolder):
+    """The key-value tools (write/read/search/list/delete_memory) over ``<key>.json`` entries."""
+
+    @staticmethod
+    def key_file_name(key: str) -> str:
+        """The file name a key is stored under, or MemoryStoreError if it cannot be one."""
+        if not isinstance(key, str):
+            raise MemoryStoreError(f"The key must be a string, got {type(key).__name__}")
+        if key == "":
+            raise MemoryStoreError("The key must not be empty")
+        if "\x00" in key:
+            raise MemoryStoreError(f"Invalid key {quote(repr(key))}: keys cannot contain NUL bytes")
+        flat = _flatten_key(key)
+        if flat in (".", "..") or flat.startswith("."):
+            raise MemoryStoreError(
+                f"Invalid key {quote(repr(key))}: keys cannot start with '.' (the file would be hidden)"
+            )
+        name = flat + ".json"
+        try:
+            size = len(name.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise MemoryStoreError(
+                f"Invalid key {quote(repr(key))}: it is not valid Unicode"
+            ) from None
+        if size > MAX_KEY_FILE_BYTES:
+            raise MemoryStoreError(
+                f"Invalid key: its file name {name[:40]!r}... is {size} bytes in UTF-8; the "
+                f"limit is {MAX_KEY_FILE_BYTES} bytes including the '.json' suffix"
+            )
+        return name
+
+    def write(self, key: str, value: str) -> str:
+        name = self.key_file_name(key)
+        if not isinstance(value, str):
+            raise MemoryStoreError(f"The value must be a string, got {type(value).__name__}")
+        data = _encode_entry(key, value)
+        display = "/" + name
+        with self._locked() as jail, self._guard(display, "write"):
+            path = self._abs(jail, [name])
+            previous: str | None = None
+            existed = False
+            try:  # only the head: the previous key is named there, the value may be huge
+                with jail.open_file(path) as (handle, _real):
+                    existed = True
+                    previous = _key_in_head(name[:-5], handle.read(HEAD_BYTES))
+            except FileNotFoundError:
+                pass
+            except IsADirectoryError:
+                raise MemoryStoreError(
+                    f"Cannot store key {key!r}: {display} is a folder, not a memory file"
+                ) from None
+            except ContainmentError:
+                raise
+            except OSError:
+                existed = True  # unreadable but present: it is replaced
+            jail.write_atomic(path, data)
+        if not existed:
+            return f"Memory {key!r} saved."
+        if previous is not None and previous != key:
+            return f"Memory {key!r} saved, replacing the value of {previous!r} (same file {name})."
+        return f"Memory {key!r} saved (the previous value was replaced)."
+
+    def read(self, key: str) -> str:
+        name = self.key_file_name(key)
+        jail = self._jail()
+        display = "/" + name
+        missing = f"No memory stored under key {key!r}. Use list_memory_keys to see the keys."
+        with self._guard(display, "read", missing):
+            data = jail.read_bytes(self._abs(jail, [name]))
+        value = _decode_entry(name[:-5], data)[1]
+        if value is None:
+            raise MemoryStoreError(
+                f"The memory file {name} for key {key!r} is not UTF-8 text and cannot be read"
+            )
+        return value
+
+    def _indexed(self) -> tuple[Jail, list[IndexedEntry]]:
+        jail = self._jail()
+        with self._guard("/", "list"):
+            return jail, self.index.entries(jail)
+
+    def search(self, query: str) -> str:
+        if not isinstance(query, str):
+            raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
+        needle = query.casefold()
+        jail, entries = self._indexed()
+        results: list[dict[str, Any]] = []
+        for entry in entries:
+            if entry.kind == TEXT:
+                value, folded = entry.value, entry.folded_value
+                if value is None or folded is None:  # not kept in memory: read it now
+                    value = self.index.value_of(jail, entry)
+                    if value is None:
+                        continue
+                    folded = value.casefold() if needle not in entry.folded_key else ""
+                if needle in entry.folded_key or needle in folded:
+                    results.append({"key": entry.key, "value": value})
+            elif entry.kind == LARGE and needle in entry.folded_key:
+                results.append({"key": entry.key, "value": None, "size": entry.size})
+        results.sort(key=lambda item: item["key"])
+        return json.dumps(results, ensure_ascii=False)
+
+    def list_keys(self) -> str:
+        _jail, entries = self._indexed()
+        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
+
+    def delete(self, key: str) -> str:
+        name = self.key_file_name(key)
+        display = "/" + name
+        missing = f"No memory stored under key {key!r}"
+        with self._locked() as jail, self._guard(display, "delete", missing):
+            jail.remove(self._abs(jail, [name]))
+        return f"Memory {key!r} deleted."

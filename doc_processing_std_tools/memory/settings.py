@@ -1,0 +1,138 @@
+"""memory-tools' settings: where the memory folder is (setting, variable, project folder, client root, per-user folder), and the --check hooks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+
+from .. import workspace
+from ..settings import ServerSettings, resolve_path
+
+if TYPE_CHECKING:
+    pass
+
+
+SERVER_NAME = "memory-tools"
+
+
+# Every state-changing tool takes locking.exclusive() itself (process lock + flock),
+# so the launcher must not hold the (non-re-entrant) process lock around them.
+LOCKS_ITSELF = True
+
+
+ENV_MEMORY_DIR = "DPTTOOLS_MEMORY_DIR"
+
+
+DEFAULT_MEMORY_DIR = "./agent_memory"
+
+
+MEMORY_FOLDER_NAME = "agent_memory"
+
+
+# Where the memory folder came from (Settings.source).
+FROM_SETTING = "setting"
+
+
+FROM_VARIABLE = "variable"
+
+
+FROM_CWD = "working directory"
+
+
+FROM_USER_DATA = "client's first root, else per-user data folder"
+
+
+def user_memory_dir() -> Path:
+    """``<per-user data folder>/agent_memory``, used when the working directory is no project."""
+    return workspace.user_data_dir() / MEMORY_FOLDER_NAME
+
+
+def _default_memory_dir() -> Path:
+    """$DPTTOOLS_MEMORY_DIR, else ./agent_memory when the working directory is a writable
+    project folder, else the per-user folder (a client root may replace it per session)."""
+    raw = os.environ.get(ENV_MEMORY_DIR)
+    if raw:
+        return resolve_path(raw, None)  # against the working directory, when first built
+    cwd = Path(os.getcwd())
+    candidate = resolve_path(DEFAULT_MEMORY_DIR, None)
+    if workspace.unsuitable_reason(cwd) is None and workspace.writable_reason(candidate) is None:
+        return candidate
+    return user_memory_dir()
+
+
+class Settings(ServerSettings):
+    """Settings of the ``memory-tools`` server."""
+
+    memory_dir: Path = Field(
+        default_factory=_default_memory_dir,
+        description=(
+            f"Folder holding the memories (created on first use). Default: ${ENV_MEMORY_DIR}, "
+            f"else {DEFAULT_MEMORY_DIR}; relative paths resolve against the config file's folder."
+        ),
+    )
+
+    _source: str = PrivateAttr(default=FROM_SETTING)
+
+    def model_post_init(self, context: Any, /) -> None:
+        if "memory_dir" in self.model_fields_set:
+            self._source = FROM_SETTING
+        elif os.environ.get(ENV_MEMORY_DIR):
+            self._source = FROM_VARIABLE
+        elif self.memory_dir == user_memory_dir():
+            self._source = FROM_USER_DATA
+        else:
+            self._source = FROM_CWD
+
+    @property
+    def source(self) -> str:
+        """Where memory_dir came from: setting, variable, working directory, or (when
+        FROM_USER_DATA) the client's first root per session, else the per-user folder."""
+        return self._source
+
+    @property
+    def follows_client_roots(self) -> bool:
+        return self._source == FROM_USER_DATA
+
+    @field_validator("memory_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("memory_dir must not be empty")
+        return value
+
+    @field_validator("memory_dir")
+    @classmethod
+    def _resolve(cls, value: Path, info: ValidationInfo) -> Path:
+        path = resolve_path(value, info)
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"{path} exists and is not a folder")
+        return path
+
+
+def describe(settings: Settings) -> list[tuple[str, str]]:
+    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
+    path = settings.memory_dir
+    state = "exists" if path.is_dir() else "created on first use"
+    if settings.follows_client_roots:
+        where = (
+            f"<client's first root>/{MEMORY_FOLDER_NAME} when the client sends roots, "
+            f"else {path} ({state})"
+        )
+    else:
+        where = f"{path} ({state})"
+    return [("memory_dir", where), ("memory from", settings.source)]
+
+
+def check(settings: Settings) -> list[tuple[str, str]]:
+    """(level, message) problems for ``dpt-launch --check`` and start-up (nothing created)."""
+    why = workspace.writable_reason(settings.memory_dir)
+    if why is None:
+        return []
+    return [("FAIL", f"memory-tools: the memory folder {why}; {_fix()}")]
+
+
+def _fix() -> str:
+    return f"set ${ENV_MEMORY_DIR} or the memory_dir setting to a writable folder"

@@ -1,0 +1,67 @@
+"""The store for the call running now: one per memory folder, chosen per session when the folder follows the client's roots."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import workspace
+
+if TYPE_CHECKING:
+    pass
+from .files import FileCommands
+from .formats import MemoryStoreError
+from .keys import KeyValueStore
+from .settings import MEMORY_FOLDER_NAME, Settings, _fix
+
+
+class MemoryStore(KeyValueStore, FileCommands):
+    """The memory tools' logic, without MCP: methods return the result text and
+    raise :class:`MemoryStoreError` with the message for the user."""
+
+
+class SessionStores:
+    """The :class:`MemoryStore` for the tool call running now.
+
+    A memory folder from the setting, the variable or the working directory is used
+    for every call. Otherwise each session uses ``<its client's first root>/agent_memory``
+    when the client sends roots, else the per-user folder. Store methods are looked
+    up per call: ``stores.write(...)``.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.default = MemoryStore(settings.memory_dir)
+        self._stores: dict[Path, MemoryStore] = {}
+        self._lock = threading.Lock()
+
+    def current(self) -> MemoryStore:
+        if not self.settings.follows_client_roots:
+            return self.default
+        try:
+            roots = workspace.current_client_roots()
+        except workspace.ClientRootsError as exc:
+            raise MemoryStoreError(str(exc)) from None
+        if not roots:
+            return self.default
+        folder = roots[0] / MEMORY_FOLDER_NAME
+        why = workspace.writable_reason(folder)
+        if why is not None:
+            raise MemoryStoreError(
+                f"The memory folder (agent_memory in the client's first root) {why}; {_fix()}"
+            )
+        with self._lock:
+            store = self._stores.get(folder)
+            if store is None:
+                store = self._stores[folder] = MemoryStore(folder)
+        return store
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def method(*args: Any) -> Any:
+            return getattr(self.current(), name)(*args)
+
+        return method
