@@ -46,6 +46,7 @@ import importlib
 import importlib.util
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -104,6 +105,7 @@ MISSING_POPOTO = (
 MAX_SAVE_CHARS = 20_000
 MAX_SAVE_RUN = 2_000  # the longest run of characters without whitespace
 WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
+MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
 READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
 CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
 
@@ -354,7 +356,10 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     """
     problems: list[tuple[str, str]] = []
     try:
-        importlib.import_module("popoto.integrations.mcp_server")
+        # Serving runs this too: popoto's import stays off its start-up path when the
+        # installed popoto is found (the background start reports a broken one per call).
+        if MCP_SERVER_MODULE in sys.modules or _installed_popoto_version() is None:
+            importlib.import_module(MCP_SERVER_MODULE)
     except ImportError as exc:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         if missing in ("", "popoto"):
