@@ -269,6 +269,21 @@ def bench_reachability_check(n: int = 500) -> dict[str, float]:
     return result
 
 
+def figures(quick: bool = False) -> dict[str, float]:
+    """The benchmark contract: name -> value (ratios say their target)."""
+    calls = anyio.run(lambda: bench_calls(rounds=3 if quick else 7, batch=20 if quick else 40))
+    out: dict[str, float] = {}
+    for tool in ("memory_save", "memory_search"):
+        c = calls[tool]
+        out[f"popoto {tool} ours calls/s"] = c["ours_calls_s"]
+        out[f"popoto {tool} popoto-memory mcp calls/s"] = c["popoto_calls_s"]
+        out[f"popoto {tool} ours / popoto ratio (target >= 1.0)"] = c["ratio"]
+    starts = calls["startup_to_tools_list_s"]
+    out["popoto spawn to tools/list ours ms"] = starts["ours"] * 1000
+    out["popoto spawn to tools/list popoto-memory mcp ms"] = starts["popoto"] * 1000
+    return out
+
+
 def main() -> None:
     t0 = time.perf_counter()
     print("reachability check (in-process):")
@@ -293,4 +308,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--quick" in sys.argv[1:]:
+        for name, value in figures(quick=True).items():
+            print(f"  {name:<58} {value:10.2f}")
+    else:
+        main()

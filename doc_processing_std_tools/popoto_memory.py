@@ -41,10 +41,12 @@ inside functions, so importing this module works without it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.util
 import logging
 import os
+import sys
 import threading
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -103,6 +105,7 @@ MISSING_POPOTO = (
 MAX_SAVE_CHARS = 20_000
 MAX_SAVE_RUN = 2_000  # the longest run of characters without whitespace
 WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
+MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
 READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
 CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
 
@@ -353,7 +356,10 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     """
     problems: list[tuple[str, str]] = []
     try:
-        importlib.import_module("popoto.integrations.mcp_server")
+        # Serving runs this too: popoto's import stays off its start-up path when the
+        # installed popoto is found (the background start reports a broken one per call).
+        if MCP_SERVER_MODULE in sys.modules or _installed_popoto_version() is None:
+            importlib.import_module(MCP_SERVER_MODULE)
     except ImportError as exc:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         if missing in ("", "popoto"):
@@ -446,6 +452,18 @@ def _is_unscoped_folder(folder: Path) -> bool:
 
 # -- the runtime: one per server, at most one active per process ----------------
 
+# The first call waits this long for the background start (popoto's import, the
+# embedded server, which may wait for another launcher's start: LOCK_TIMEOUT).
+START_TIMEOUT = 60.0
+
+
+def import_popoto() -> None:
+    """Import what calls use (about 0.3 s: popoto, redis), so that no call pays for it."""
+    import popoto.integrations.config
+    import popoto.integrations.mcp_server
+    import popoto.integrations.service  # noqa: F401
+
+
 _ACTIVE: Runtime | None = None
 
 
@@ -461,13 +479,19 @@ class Runtime:
         self.config: Any = None  # popoto MemoryConfig, set by start()
         self.start_error: str | None = None
         self.started = False
+        self._ready = threading.Event()
+        self._starter: threading.Thread | None = None
         self._recover_lock = threading.Lock()
 
     # -- lifecycle (called from the server's lifespan) --------------------------
 
     async def start(self) -> None:
-        import anyio
+        """Claim the process's popoto connection, then start in the background.
 
+        Serving does not wait: popoto's import and the embedded redis-server's start
+        run in a thread (the server in its own process meanwhile), and the first call
+        waits for them (:meth:`wait_ready`).
+        """
         global _ACTIVE
         if _ACTIVE is not None and _ACTIVE is not self:
             raise ServerLoadError(
@@ -476,28 +500,56 @@ class Runtime:
             )
         _ACTIVE = self
         self.start_error = None
-        try:
-            if self.embedded is not None:
-                await self._start_embedded()
-            if self.start_error is None:
-                await anyio.to_thread.run_sync(self._configure)
-        except BaseException:
-            _ACTIVE = None
-            raise
+        self.config = None
+        self._ready.clear()
         self.started = True
+        self._starter = threading.Thread(
+            target=self._prepare, name="popoto-memory start", daemon=True
+        )
+        self._starter.start()
 
-    async def _start_embedded(self) -> None:
-        import anyio
+    def wait_ready(self, timeout: float | None = None) -> bool:
+        """Block until the background start has finished (or failed); False on timeout."""
+        return self._ready.wait(START_TIMEOUT if timeout is None else timeout)
 
+    def _prepare(self) -> None:
+        """Background start: the redis-server (its own thread: mostly waiting) and popoto's import."""
+        embedded_error: list[str] = []
+        starter = None
+        if self.embedded is not None:
+            starter = threading.Thread(
+                target=self._start_embedded, args=(embedded_error,), name="popoto-memory redis"
+            )
+            starter.start()
+        try:
+            import_popoto()
+            if starter is not None:
+                starter.join()
+            if embedded_error:
+                self.start_error = embedded_error[0]
+            else:
+                self._configure()
+        except ImportError as exc:
+            self.start_error = f"popoto cannot be imported ({exc}); {MISSING_POPOTO}"
+            log.error("popoto-memory: %s", self.start_error)
+        except Exception as exc:
+            self.start_error = f"it could not start: {type(exc).__name__}: {exc}"
+            log.error("popoto-memory: %s", self.start_error)
+        finally:
+            if starter is not None:
+                starter.join()
+            self._ready.set()
+
+    def _start_embedded(self, error: list[str]) -> None:
         emb = self.embedded
         assert emb is not None
         try:
-            # attach to the folder's running redis-server, or start it (worker thread:
-            # it may wait for another launcher's start or stop)
-            await anyio.to_thread.run_sync(emb.acquire)
+            # attach to the folder's running redis-server, or start it (it may wait for
+            # another launcher's start or stop)
+            emb.acquire()
         except (EmbeddedRedisError, OSError) as exc:
-            self.start_error = f"its redis-server did not start: {exc}"
-            log.error("popoto-memory: the embedded %s", self.start_error)
+            error.append(f"its redis-server did not start: {exc}")
+            log.error("popoto-memory: the embedded %s", error[0])
         else:
             how = "started" if emb.started_here else "attached to"
             log.info("popoto-memory: %s %s", how, self.backend_label())
@@ -544,12 +596,16 @@ class Runtime:
 
         global _ACTIVE
         try:
-            if self.embedded is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                starter = self._starter
+                if starter is not None:
+                    await anyio.to_thread.run_sync(starter.join)
+                if self.embedded is not None:
                     # drop our lease; the last user out stops the server
                     await anyio.to_thread.run_sync(self.embedded.release)
         finally:
             self.started = False
+            self._starter = None
             if _ACTIVE is self:
                 _ACTIVE = None
 
@@ -633,8 +689,12 @@ class Runtime:
 
     def call(self, name: str, arguments: dict[str, Any], *, retry: bool = True) -> dict[str, Any]:
         """Run one tool call (worker thread); returns popoto's ``{text, is_error, ...}``."""
-        from popoto.integrations.mcp_server import dispatch
-
+        if self.started and not self._ready.is_set() and not self.wait_ready():
+            return {
+                "text": f"{name} failed: popoto-memory is still starting after "
+                f"{START_TIMEOUT:g} s; try again in a moment.",
+                "is_error": True,
+            }
         if self.start_error is not None:
             result = {"text": self.unavailable(self.start_error), "is_error": True}
             return self._with_status_lines(name, result)
@@ -651,6 +711,8 @@ class Runtime:
             refusal = oversized_save(arguments.get("content"))
             if refusal is not None:
                 return {"text": refusal, "is_error": True}
+        from popoto.integrations.mcp_server import dispatch
+
         if name in WRITE_TOOLS:
             result = locking.run_exclusive(dispatch, name, arguments, service)
         else:
@@ -791,6 +853,45 @@ def _provider_class() -> type:
     return PopotoProvider
 
 
+def popoto_definitions() -> tuple[str, list[dict[str, Any]]]:
+    """popoto's (instructions, tool definitions), without importing popoto when possible.
+
+    When the installed popoto is the version :mod:`popoto_snapshot` was taken from
+    (and it is the one ``import popoto`` would load), that copy is used and popoto is
+    imported later, in the background; otherwise popoto is imported and asked.
+    """
+    from . import popoto_snapshot
+
+    if _installed_popoto_version() == popoto_snapshot.POPOTO_VERSION:
+        return popoto_snapshot.SERVER_INSTRUCTIONS, copy.deepcopy(popoto_snapshot.TOOL_DEFINITIONS)
+    try:
+        from popoto.integrations.mcp_server import SERVER_INSTRUCTIONS, tool_definitions
+    except ImportError as exc:
+        if (getattr(exc, "name", None) or "").split(".")[0] in ("popoto", "mcp", "redis"):
+            raise ServerLoadError(MISSING_POPOTO, extra=EXTRA) from None
+        raise
+    return SERVER_INSTRUCTIONS, tool_definitions()
+
+
+def _installed_popoto_version() -> str | None:
+    """The version of the popoto distribution that ``import popoto`` would load, or None."""
+    import importlib.metadata
+
+    try:
+        spec = importlib.util.find_spec("popoto")
+        if spec is None or not spec.origin:
+            return None
+        dist = importlib.metadata.distribution("popoto")
+        if (
+            Path(str(dist.locate_file("popoto/__init__.py"))).resolve()
+            != Path(spec.origin).resolve()
+        ):
+            return None  # another package named popoto comes first on sys.path
+        return dist.version
+    except (ValueError, ImportError, OSError):  # ValueError: sys.modules["popoto"] is None
+        return None
+
+
 def create_server(settings: Settings | None = None) -> FastMCP:
     """A fresh ``popoto-memory`` FastMCP server for *settings*.
 
@@ -798,15 +899,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     lifespan of the provider holding the tools, and stops when it exits.
     """
     settings = settings if settings is not None else Settings()
-    try:
-        from popoto.integrations.mcp_server import (
-            SERVER_INSTRUCTIONS,
-            tool_definitions,
-        )
-    except ImportError as exc:
-        if (getattr(exc, "name", None) or "").split(".")[0] in ("popoto", "mcp", "redis"):
-            raise ServerLoadError(MISSING_POPOTO, extra=EXTRA) from None
-        raise
+    instructions, definitions = popoto_definitions()
     from fastmcp import FastMCP
     from mcp.types import ToolAnnotations
 
@@ -814,9 +907,9 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     # The tools live in a provider whose lifespan runs the backend, so the launcher can
     # attach the provider directly (one dispatch layer fewer) and still start it.
     provider = _provider_class()(runtime)
-    server = FastMCP(SERVER_NAME, instructions=SERVER_INSTRUCTIONS, providers=[provider])
+    server = FastMCP(SERVER_NAME, instructions=instructions, providers=[provider])
     tool_cls = _tool_class()
-    for definition in tool_definitions():
+    for definition in definitions:
         name = definition["name"]
         tool = tool_cls(
             name=name,

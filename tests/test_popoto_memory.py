@@ -138,6 +138,36 @@ def test_module_imports_without_popoto():
     )
 
 
+def test_the_snapshot_of_popotos_tools_is_what_popoto_gives():
+    """create_server lists popoto's tools from popoto_snapshot when the version matches:
+    that copy must be exactly popoto's (update it when popoto is upgraded)."""
+    from doc_processing_std_tools import popoto_snapshot
+
+    if pm._installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
+        pytest.skip("another popoto version: create_server asks popoto itself")
+    assert tool_definitions() == popoto_snapshot.TOOL_DEFINITIONS
+    assert popoto_snapshot.SERVER_INSTRUCTIONS == SERVER_INSTRUCTIONS
+
+
+def test_listing_the_tools_does_not_wait_for_popotos_import():
+    """Start-up (issue 12): popoto is imported by the background start, not by create_server."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from fastmcp import FastMCP
+        import doc_processing_std_tools.popoto_memory as m
+        server = m.create_server(m.Settings(backend="redis", url="redis://127.0.0.1:9/1"))
+        assert server.popoto_runtime is not None
+        print(any(name.split(".")[0] == "popoto" for name in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
 def test_contract_attributes():
     assert pm.ONE_PER_PROCESS is True
     assert pm.EXTRA == "popoto"
@@ -470,6 +500,7 @@ async def test_embedded_persists_across_restarts_and_stops(tmp_path):
     settings = pm.Settings(backend="embedded", data_dir=str(data_dir), agent_id="emb")
     server = pm.create_server(settings)
     async with Client(server) as c:
+        assert server.popoto_runtime.wait_ready()  # the lifespan starts it in the background
         emb = server.popoto_runtime.embedded
         pid = emb.pid
         assert emb.is_ours(pid)
@@ -486,6 +517,7 @@ async def test_embedded_persists_across_restarts_and_stops(tmp_path):
 
     server = pm.create_server(settings)
     async with Client(server) as c:
+        assert server.popoto_runtime.wait_ready()
         pid2 = server.popoto_runtime.embedded.pid
         err, text = await call(c, "memory_search", {"query": "embedded memories restarts"})
         assert not err
@@ -626,6 +658,7 @@ async def test_embedded_server_left_behind_is_stopped_and_data_kept(tmp_path):
 
         server = pm.create_server(pm.Settings(data_dir=str(data_dir), agent_id="stale"))
         async with Client(server) as c:
+            assert server.popoto_runtime.wait_ready()
             assert proc.poll() is not None, "the left-behind redis-server was not stopped"
             emb = server.popoto_runtime.embedded
             assert emb.pid != proc.pid and emb.started_here

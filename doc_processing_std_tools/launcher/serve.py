@@ -1,10 +1,11 @@
-"""Serve a composition over stdio or streamable HTTP (launcher/http.py) until EOF, SIGINT or SIGTERM.
+"""Serve a composition over stdio (launcher/stdio.py) or streamable HTTP (launcher/http.py)
+until EOF, SIGINT or SIGTERM.
 
-Why stdio is not simply ``FastMCP.run_stdio_async``: the SDK reads stdin in an
-AnyIO worker thread that cannot be interrupted, so on SIGTERM the server would
-hang (and keep its children, such as an embedded redis-server) until the client
-happened to write or close stdin. Here stdin is read by a daemon thread instead,
-so a signal cancels serving at once and every lifespan exits cleanly.
+A signal cancels serving so every lifespan exits cleanly. A sync tool still running
+in a worker thread cannot be cancelled, and the lifespans wait for it: if stopping
+takes longer than ``shutdown_grace`` seconds, the process exits anyway (the kernel
+drops its flocks; an embedded redis-server is stopped by its supervisor once no
+launcher holds its lease; atomic writes leave the old or the new file).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
@@ -26,12 +27,14 @@ import anyio.lowlevel
 from .compose import Composition
 from .config import TransportConfig
 from .seams import lifespan_manager, low_level_server
+from .stdio import read_lines
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
     from fastmcp import FastMCP
 
 log = logging.getLogger("dpt-launch")
+STOP_MARGIN = 0.5  # seconds past shutdown_grace for lifespans that are exiting normally
 
 
 async def serve(
@@ -65,10 +68,11 @@ async def serve(
             group.cancel_scope.cancel()
         return
     async with anyio.create_task_group() as group:
-        group.start_soon(_stop_on_signal, group.cancel_scope)
+        group.start_soon(_stop_on_signal, group.cancel_scope, transport.shutdown_grace)
         group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
         log.info("serving %s over stdio", tools)
-        await run_stdio(root)
+        # stdin's EOF ends serving too; a call that cannot be cancelled gets the same grace
+        await run_stdio(root, on_eof=lambda: exit_after(transport.shutdown_grace))
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
 
 
@@ -99,17 +103,15 @@ def bind(host: str, port: int) -> socket.socket:
     return listener
 
 
-async def run_stdio(server: FastMCP) -> None:
-    """``FastMCP.run_stdio_async`` with a stdin reader that a cancellation can interrupt."""
+async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -> None:
+    """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/stdio.py)."""
     from fastmcp.server.context import reset_transport, set_transport
-    from mcp.server.stdio import stdio_server
+
+    from .stdio import stdio_streams
 
     token = set_transport("stdio")
     try:
-        async with (
-            lifespan_manager(server),
-            stdio_server(stdin=StdinLines(sys.stdin.fileno())) as (read, write),  # type: ignore[arg-type]
-        ):
+        async with lifespan_manager(server), stdio_streams(on_eof) as (read, write):
             low_level = low_level_server(server)
             await low_level.run(read, write, low_level.create_initialization_options())
     finally:
@@ -135,18 +137,9 @@ class StdinLines:
         ).start()
         return receive.__aiter__()
 
-    def _lines(self) -> Iterator[bytes]:
-        pending = b""
-        while chunk := os.read(self._fd, 1 << 16):
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            yield from lines
-        if pending:
-            yield pending
-
     def _pump(self, send: MemoryObjectSendStream[str], token: object) -> None:
         try:
-            for line in self._lines():
+            for line in read_lines(self._fd):
                 anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)  # type: ignore[arg-type]
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
             return  # the server stopped reading, the event loop is gone, or stdin broke
@@ -155,9 +148,31 @@ class StdinLines:
                 anyio.from_thread.run_sync(send.close, token=token)  # type: ignore[arg-type]
 
 
-async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+async def _stop_on_signal(scope: anyio.CancelScope, grace: float) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             log.info("received %s, shutting down", signal.Signals(signum).name)
+            exit_after(grace)
             scope.cancel()
             return
+
+
+def exit_after(grace: float) -> None:
+    """Exit the process in *grace* seconds (plus a flush margin) unless it has ended by then.
+
+    Cancelling cannot stop a sync tool running in a worker thread; the lifespans (and
+    interpreter exit, which joins those threads) would wait for it.
+    """
+
+    def give_up() -> None:
+        log.warning(
+            "a call still running after shutdown_grace (%g s): stopping without waiting for it",
+            grace,
+        )
+        with suppress(Exception):
+            sys.stderr.flush()
+        os._exit(0)
+
+    timer = threading.Timer(grace + STOP_MARGIN, give_up)
+    timer.daemon = True
+    timer.start()

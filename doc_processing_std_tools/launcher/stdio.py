@@ -1,0 +1,365 @@
+"""The launcher's stdio transport: one JSON-RPC message per line on stdin and stdout.
+
+Why not the SDK's ``mcp.server.stdio.stdio_server``:
+
+* **every request gets an answer.** The SDK drops a line it cannot validate (bad
+  JSON, a lone-surrogate escape such as ``"\\ud800"``, a message without
+  ``method``) without replying, so the client waits forever. Here such a line gets
+  a JSON-RPC error: ``-32700`` (parse error) or ``-32600`` (invalid request), with
+  the request's ``id`` whenever it can be read from the line, else ``null``;
+* **a signal stops serving at once.** The SDK reads stdin in an AnyIO worker
+  thread that cannot be interrupted; here a daemon thread reads the raw
+  descriptor, so cancelling serving never waits for the client to write;
+* **reading is linear in the line's length** (a line is assembled from its
+  chunks once), and replies are written by one daemon thread in order, so the
+  event loop never blocks on a full pipe and a reply that cannot be encoded
+  (text that is not valid Unicode) becomes an error for its request instead of
+  ending the session.
+
+While serving, fd 0 reads the null device and fd 1 goes to stderr (as with the
+SDK), so a tool or child process that reads stdin or prints cannot touch the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, suppress
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+import anyio.lowlevel
+
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("dpt-launch")
+
+READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
+FLUSH_TIMEOUT = 2.0  # seconds to let queued replies reach the client at exit
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+CANCELLED = "notifications/cancelled"
+SURROGATE_HINT = (
+    "a \\ud800-\\udfff escape without its pair is not valid Unicode; escape the character "
+    "as a surrogate pair or send it as UTF-8"
+)
+INVALID_REQUEST_TEXT = (
+    "Invalid request: not a JSON-RPC 2.0 message (a request needs "
+    '"jsonrpc": "2.0", an "id" (string or integer), a "method" string and, optionally, '
+    '"params" as an object)'
+)
+
+
+def read_lines(fd: int) -> Iterator[bytes]:
+    """The lines of *fd* (without their ``\\n``), until EOF.
+
+    Each chunk is searched once and a line is joined once, so a line of any length
+    costs time linear in its length.
+    """
+    parts: list[bytes] = []
+    while chunk := os.read(fd, READ_CHUNK):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:end])
+            yield b"".join(parts)
+            parts = []
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:] if start else chunk)
+    if parts:
+        yield b"".join(parts)
+
+
+def error_reply(line: bytes, problem: Exception) -> bytes | None:
+    """The JSON-RPC error line answering *line*, which failed validation with *problem*.
+
+    None when the line is a (malformed) response from the client: responses get no reply.
+    """
+    try:
+        message = json.loads(line)  # lenient: reads lone surrogates, to recover the id
+    except UnicodeDecodeError:
+        message = None
+        code, text = PARSE_ERROR, "Parse error: the line is not valid UTF-8"
+    except (ValueError, RecursionError):
+        message = None
+        code, text = PARSE_ERROR, f"Parse error: {_first_message(problem)}"
+    else:
+        if _json_invalid(problem):
+            code, text = PARSE_ERROR, f"Parse error: {SURROGATE_HINT}"
+        else:
+            code, text = INVALID_REQUEST, INVALID_REQUEST_TEXT
+    request_id: int | str | None = None
+    if isinstance(message, dict):
+        if "method" not in message and ("result" in message or "error" in message):
+            return None
+        candidate = message.get("id")
+        if isinstance(candidate, str) or (
+            isinstance(candidate, int) and not isinstance(candidate, bool)
+        ):
+            request_id = candidate
+    return _encode_error(request_id, code, text)
+
+
+def _encode_error(request_id: int | str | None, code: int, text: str) -> bytes:
+    reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "replace") + b"\n"
+
+
+def _json_invalid(problem: Exception) -> bool:
+    errors = getattr(problem, "errors", None)
+    try:
+        return bool(errors) and errors()[0]["type"] == "json_invalid"  # type: ignore[misc]
+    except Exception:
+        return False
+
+
+def _first_message(problem: Exception) -> str:
+    """pydantic's first message (e.g. "Invalid JSON: expected value at line 1 column 1"),
+    without its documentation URL or the input."""
+    errors = getattr(problem, "errors", None)
+    try:
+        return str(errors(include_url=False)[0]["msg"])[:300]  # type: ignore[misc]
+    except Exception:
+        return "the line is not valid JSON"
+
+
+class _Writer:
+    """Writes whole lines to a descriptor from one daemon thread, in the order given.
+
+    It also counts the requests still unanswered, so that stdin's EOF can wait for
+    their replies (a client may write its last request and close at once).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._unanswered: set[int | str] = set()
+        self._answered = threading.Condition()
+        self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="dpt-launch stdout", daemon=True)
+        self._thread.start()
+        self.broken = False
+
+    def put(self, line: bytes) -> None:
+        if not self.broken:
+            self._lines.put(line)
+
+    def expect(self, request_id: int | str) -> None:
+        with self._answered:
+            self._unanswered.add(request_id)
+
+    def answered(self, request_id: Any) -> None:
+        with self._answered:
+            self._unanswered.discard(request_id)
+            if not self._unanswered:
+                self._answered.notify_all()
+
+    def wait_for_answers(self) -> None:
+        """Block until every request seen so far has its reply queued (or was cancelled)."""
+        with self._answered:
+            self._answered.wait_for(lambda: not self._unanswered or self.broken)
+
+    def close(self, timeout: float) -> None:
+        """Let what is queued reach the descriptor (at most *timeout* seconds), then stop."""
+        self._lines.put(None)
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while (line := self._lines.get()) is not None:
+            view = memoryview(line)
+            try:
+                while view:
+                    view = view[os.write(self._fd, view) :]
+            except OSError as exc:  # the client closed its end
+                log.debug("stdout closed: %s", exc)
+                with self._answered:
+                    self.broken = True
+                    self._answered.notify_all()
+                return
+
+
+class _Wire:
+    """fd 0 and fd 1 moved aside: the protocol uses private duplicates of them."""
+
+    def __init__(self) -> None:
+        self.stdin = self.stdout = -1
+        self._saved: list[tuple[int, int]] = []
+
+    def claim(self) -> None:
+        import fcntl
+
+        for fd, diversion in ((0, "null"), (1, "stderr")):
+            try:
+                private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+            except OSError:  # no such descriptor: serve it as it is
+                private = fd
+            else:
+                try:
+                    if diversion == "null":
+                        null = os.open(os.devnull, os.O_RDONLY)
+                        os.dup2(null, fd)
+                        os.close(null)
+                    else:
+                        os.dup2(2, fd)
+                    self._saved.append((fd, private))
+                except OSError:
+                    os.dup2(private, fd)
+                    os.close(private)
+                    private = fd
+            if fd == 0:
+                self.stdin = private
+            else:
+                self.stdout = private
+
+    def restore(self) -> None:
+        """Point fd 0 and 1 back at the wire. The stdin duplicate stays open: the
+        reader thread may still be blocked on it, and a recycled number would feed it
+        another file."""
+        for fd, private in self._saved:
+            with suppress(OSError):
+                os.dup2(private, fd)
+            if fd == 1:
+                with suppress(OSError):
+                    os.close(private)
+        self._saved.clear()
+
+
+@asynccontextmanager
+async def stdio_streams(
+    on_eof: Callable[[], None] | None = None,
+) -> AsyncIterator[
+    tuple[
+        MemoryObjectReceiveStream[SessionMessage | Exception],
+        MemoryObjectSendStream[SessionMessage],
+    ]
+]:
+    """(read, write) streams for ``Server.run``, carried over this process's stdin/stdout.
+
+    The read stream ends at stdin's EOF (after calling *on_eof*, from the reader thread). Leaving the context writes what is queued
+    (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back.
+    """
+    from mcp.shared.message import SessionMessage
+
+    wire = _Wire()
+    wire.claim()
+    writer = _Writer(wire.stdout)
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    token = anyio.lowlevel.current_token()
+    threading.Thread(
+        target=_pump,
+        args=(wire.stdin, read_send, writer, token, on_eof),
+        name="dpt-launch stdin",
+        daemon=True,
+    ).start()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_write_replies, write_receive, writer)
+            try:
+                yield read_receive, write_send
+            finally:
+                group.cancel_scope.cancel()
+    finally:
+        # a reply still queued (the answer to the client's last request) must get out
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(writer.close, FLUSH_TIMEOUT)
+        wire.restore()
+
+
+def _pump(
+    fd: int,
+    send: MemoryObjectSendStream[SessionMessage | Exception],
+    writer: _Writer,
+    token: object,
+    on_eof: Callable[[], None] | None,
+) -> None:
+    """Reader thread: validate each line; hand messages to the loop, answer the rest."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
+
+    try:
+        for line in read_lines(fd):
+            if not line.strip():
+                continue  # a blank line is not a message
+            try:
+                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+            except Exception as exc:
+                reply = error_reply(line, exc)
+                if reply is not None:
+                    writer.put(reply)
+                log.warning("stdio: %s", _log_text(reply, exc))
+                continue
+            if isinstance(message, JSONRPCNotification) and _has_id(line):
+                # an id that is neither a string nor an integer (true, 1.5, {}): pydantic
+                # reads the line as a notification, but the sender waits for an answer
+                writer.put(_encode_error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT))
+                log.warning("stdio: answered a request whose id is not a string or integer")
+                continue
+            if isinstance(message, JSONRPCRequest):
+                writer.expect(message.id)
+            elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+                writer.answered((message.params or {}).get("requestId"))
+            anyio.from_thread.run(send.send, SessionMessage(message), token=token)  # type: ignore[arg-type]
+        if on_eof is not None:
+            on_eof()
+        writer.wait_for_answers()  # the client's last requests still get their replies
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
+        return  # the server stopped reading, the event loop is gone, or stdin broke
+    finally:
+        with suppress(RuntimeError):
+            anyio.from_thread.run_sync(send.close, token=token)  # type: ignore[arg-type]
+
+
+def _has_id(line: bytes) -> bool:
+    """Whether the JSON object on *line* has an ``id`` member (only read when it may)."""
+    if b'"id"' not in line:
+        return False
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(message, dict) and "id" in message
+
+
+def _log_text(reply: bytes | None, problem: Exception) -> str:
+    if reply is None:
+        return "ignored a malformed response from the client"
+    return "answered a malformed message: " + reply.decode("utf-8", "replace").strip()[:500]
+
+
+async def _write_replies(
+    receive: MemoryObjectReceiveStream[SessionMessage], writer: _Writer
+) -> None:
+    async with receive:
+        async for session_message in receive:
+            message = session_message.message
+            if line := _encode(message):
+                writer.put(line)
+            if not hasattr(message, "method"):  # a response or an error
+                writer.answered(getattr(message, "id", None))
+
+
+def _encode(message: Any) -> bytes:
+    """One message as a line; a reply that cannot be encoded becomes an error for its id."""
+    try:
+        text = message.model_dump_json(by_alias=True, exclude_unset=True)
+        return text.encode("utf-8") + b"\n"
+    except Exception as exc:
+        request_id = getattr(message, "id", None)
+        log.error("stdio: could not encode a reply to request %r: %s", request_id, exc)
+        if request_id is None or not hasattr(message, "result"):
+            return b""
+        return _encode_error(
+            request_id,
+            INTERNAL_ERROR,
+            "Internal error: the result holds text that is not valid Unicode (e.g. a file "
+            "name that is not UTF-8) and cannot be sent as JSON",
+        )

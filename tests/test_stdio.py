@@ -1,0 +1,267 @@
+"""The launcher's stdio transport (launcher/stdio.py): raw bytes to a real ``dpt-launch``.
+
+Every request gets an answer, malformed or not; the session survives each bad line;
+a signal or stdin's EOF stops the launcher even while a sync tool call cannot be
+cancelled. (Speed of long lines is a benchmark, not a test: benchmarks/resources.py.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import launcher_command
+
+from doc_processing_std_tools.launcher.stdio import error_reply, read_lines
+
+REPLY_TIMEOUT = 20.0
+
+SLOW_SERVER = """
+import time
+from fastmcp import FastMCP
+
+server = FastMCP("slow")
+
+
+@server.tool
+def nap(seconds: float) -> str:
+    time.sleep(seconds)  # a sync tool: runs in a worker thread nothing can cancel
+    return "rested"
+
+
+@server.tool(annotations={"readOnlyHint": True})
+def ping() -> str:
+    return "pong"
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
+    path = tmp_path / "tools.yaml"
+    path.write_text(
+        "transport: {type: stdio, shutdown_grace: 3}\n"
+        "servers:\n"
+        "  memory:\n"
+        "    server: memory-tools\n"
+        f"    settings: {{memory_dir: {tmp_path / 'mem'}}}\n"
+        "  slow:\n"
+        "    module: slow_server:server\n"
+    )
+    return path
+
+
+class Wire:
+    """A spawned launcher spoken to in raw lines."""
+
+    def __init__(self, config: Path) -> None:
+        self.proc = subprocess.Popen(
+            [*launcher_command(), "--config", str(config)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=config.parent,
+        )
+        self.pending = b""
+
+    def send(self, raw: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float = REPLY_TIMEOUT) -> dict:
+        assert self.proc.stdout
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
+            assert ready, f"no reply within {timeout} s"
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            assert chunk, "the launcher closed stdout"
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def request(self, raw: bytes) -> dict:
+        self.send(raw)
+        return self.receive()
+
+    def initialize(self) -> None:
+        reply = self.request(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 0,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "raw", "version": "0"},
+                    },
+                }
+            ).encode()
+        )
+        assert reply["id"] == 0 and "result" in reply
+        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    def call(self, request_id: int, tool: str, arguments: dict) -> bytes:
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        ).encode()
+
+
+@pytest.fixture
+def wire(config: Path) -> Iterator[Wire]:
+    w = Wire(config)
+    try:
+        w.initialize()
+        yield w
+    finally:
+        w.proc.kill()
+        w.proc.wait()
+        for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
+            if stream:
+                stream.close()
+
+
+MALFORMED = [
+    # (raw line, expected code, expected id)
+    (
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"read_memory",'
+        b'"arguments":{"key":"\\ud800"}}}',
+        -32700,
+        5,
+    ),
+    (b'{"jsonrpc":"2.0","id":"s1","method":"tools/list","params":{"x":"\\udfff"}}', -32700, "s1"),
+    (b"garbage", -32700, None),
+    (b'{"jsonrpc":"2.0","id":7,"method":', -32700, None),
+    (b"\xff\xfe{}", -32700, None),
+    (b'{"jsonrpc":"2.0","id":8}', -32600, 8),
+    (b'{"jsonrpc":"1.0","id":9,"method":"tools/list"}', -32600, 9),
+    (b'{"jsonrpc":"2.0","id":10,"method":7}', -32600, 10),
+    (b'{"jsonrpc":"2.0","id":11,"method":"tools/list","params":[1]}', -32600, 11),
+    (b"[]", -32600, None),
+    (b"42", -32600, None),
+    (b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', -32600, None),
+]
+
+
+@pytest.mark.parametrize(("raw", "code", "request_id"), MALFORMED)
+def test_every_malformed_request_gets_an_error_reply(
+    wire: Wire, raw: bytes, code: int, request_id: object
+) -> None:
+    reply = wire.request(raw)
+    assert reply["jsonrpc"] == "2.0"
+    assert reply["id"] == request_id
+    assert reply["error"]["code"] == code
+    assert "https://" not in reply["error"]["message"]
+    # the session goes on: a good request after it is answered as usual
+    ok = wire.request(wire.call(100, "ping", {}))
+    assert ok["id"] == 100 and ok["result"]["content"][0]["text"] == "pong"
+
+
+def test_a_lone_surrogate_error_says_what_is_wrong(wire: Wire) -> None:
+    reply = wire.request(wire.call(3, "write_memory", {"key": "k", "value": "\ud800"}))
+    assert reply["id"] == 3
+    assert "surrogate" in reply["error"]["message"] or "Unicode" in reply["error"]["message"]
+    # nothing was written, and a proper surrogate pair goes through
+    assert wire.request(wire.call(4, "write_memory", {"key": "k", "value": "\U0001f600"}))["result"]
+    read = wire.request(wire.call(5, "read_memory", {"key": "k"}))
+    assert read["result"]["content"][0]["text"] == "\U0001f600"
+
+
+def test_malformed_lines_in_a_burst_get_one_reply_each(wire: Wire) -> None:
+    lines = [raw for raw, _, _ in MALFORMED]
+    wire.send(b"\n".join(lines))
+    replies = [wire.receive() for _ in lines]
+    assert sorted(str(r["id"]) for r in replies) == sorted(str(i) for _, _, i in MALFORMED)
+
+
+def test_blank_lines_and_malformed_responses_get_no_reply(wire: Wire) -> None:
+    wire.send(b"")
+    wire.send(b"   ")
+    wire.send(b'{"jsonrpc":"2.0","result":{}}')  # a response without its id
+    wire.send(b'{"jsonrpc":"2.0","id":78,"error":{"code":"bad"}}')
+    ok = wire.request(wire.call(1, "ping", {}))
+    assert ok["id"] == 1  # the first reply after those lines is this one
+
+
+def test_a_large_request_over_several_reads_arrives_whole(wire: Wire) -> None:
+    value = "0123456789abcdef" * (3 << 16)  # 3 MB: many reads of stdin
+    assert "result" in wire.request(wire.call(1, "write_memory", {"key": "big", "value": value}))
+    reply = wire.request(wire.call(2, "read_memory", {"key": "big"}))
+    assert reply["result"]["content"][0]["text"] == value
+
+
+@pytest.mark.parametrize("ending", ["sigterm", "eof"])
+def test_the_launcher_stops_within_its_grace_while_a_sync_call_runs(
+    wire: Wire, ending: str
+) -> None:
+    wire.send(wire.call(1, "nap", {"seconds": 120}))
+    time.sleep(0.5)  # the call is running in its worker thread
+    assert wire.request(wire.call(2, "ping", {}))["id"] == 2
+    start = time.monotonic()
+    if ending == "sigterm":
+        wire.proc.send_signal(signal.SIGTERM)
+    else:
+        assert wire.proc.stdin
+        wire.proc.stdin.close()
+    status = wire.proc.wait(timeout=30)  # shutdown_grace is 3 s
+    assert status == 0
+    assert time.monotonic() - start < 15
+    assert b"Traceback" not in wire.proc.stderr.read()  # type: ignore[union-attr]
+
+
+def test_a_call_finishing_within_the_grace_still_gets_its_reply_before_exit(wire: Wire) -> None:
+    wire.send(wire.call(1, "nap", {"seconds": 0.3}))
+    assert wire.proc.stdin
+    wire.proc.stdin.close()  # EOF right behind the request: its reply still comes
+    reply = wire.receive()
+    assert reply["id"] == 1 and reply["result"]["content"][0]["text"] == "rested"
+    assert wire.proc.wait(timeout=30) == 0
+
+
+# -- the pieces, in-process -----------------------------------------------------------
+
+
+def test_read_lines_joins_lines_split_across_reads() -> None:
+    read, write = os.pipe()
+    payload = b"a" * 3_000_000 + b"\nshort\n\nlast-without-newline"
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child writes in small pieces, then exits
+        os.close(read)
+        for i in range(0, len(payload), 70_001):
+            os.write(write, payload[i : i + 70_001])
+        os._exit(0)
+    os.close(write)
+    try:
+        lines = list(read_lines(read))
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert lines == [b"a" * 3_000_000, b"short", b"", b"last-without-newline"]
+
+
+def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
+    from mcp_types import jsonrpc_message_adapter
+
+    line = json.dumps({"jsonrpc": "2.0", "id": 12, "params": {"x": "y" * 5000}}).encode()
+    try:
+        jsonrpc_message_adapter.validate_json(line)
+    except Exception as exc:
+        reply = json.loads(error_reply(line, exc))  # type: ignore[arg-type]
+    assert reply["id"] == 12 and reply["error"]["code"] == -32600
+    assert "yyyy" not in reply["error"]["message"]
+    assert len(reply["error"]["message"]) < 1024
