@@ -385,3 +385,93 @@ def test_before_create_sees_the_final_path_and_can_refuse(
         pass
     assert seen == [world["root"] / "sub" / "n1" / "n3" / "f"]
     assert not (world["root"] / "sub" / "n1").exists()
+
+
+# -- depth: no recursion, bounded descriptors ------------------------------------------------
+
+
+def make_chain(folder: Path, depth: int, name: str = "d") -> None:
+    """*depth* nested folders below *folder*, made through descriptors (no path is that long)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_walk_and_remove_a_chain_deeper_than_the_recursion_limit(world: dict[str, Path]) -> None:
+    make_chain(world["root"] / "sub", 2500)
+    jail = Jail([world["root"]])
+    before = open_fds()
+    peak = 0
+    seen = []
+    for depth, relative, entry in jail.walk_relative("sub"):
+        peak = max(peak, open_fds())
+        seen.append((depth, relative, entry.kind))
+    assert len(seen) == 2501 and seen[-1] == (2501, "d/" * 2500 + "leaf.txt", "file")
+    assert seen[1999] == (2000, "/".join(["d"] * 2000), "dir")
+    assert peak - before < 100  # descriptors stay bounded at any depth
+    assert open_fds() == before
+    assert len(list(jail.walk("sub"))) == 2501  # the entry-only walk too
+    jail.remove("sub/d", recursive=True)
+    assert os.listdir(world["root"] / "sub") == []
+    assert open_fds() == before
+
+
+def test_walk_of_a_deep_comb_matches_os_walk(world: dict[str, Path]) -> None:
+    """Siblings at every level force folders whose descriptors were closed to be reopened."""
+    base = world["root"] / "sub"
+    folder = base
+    for level in range(150):
+        (folder / f"f{level}.txt").write_text("x")
+        (folder / "b_side").mkdir()
+        (folder / "b_side" / "s.txt").write_text("s")
+        folder = folder / "a"
+        folder.mkdir()
+    expected = sorted(
+        os.path.relpath(os.path.join(top, name), base)
+        for top, dirs, files in os.walk(base)
+        for name in dirs + files
+    )
+    jail = Jail([world["root"]])
+    walked = [relative for _depth, relative, _entry in jail.walk_relative("sub")]
+    assert sorted(walked) == expected
+    limited = [relative for depth, relative, _entry in jail.walk_relative("sub", max_depth=2)]
+    assert max(r.count("/") for r in limited) == 1
+    jail.remove("sub/a", recursive=True)
+    assert sorted(os.listdir(base)) == ["b_side", "f0.txt"]
+
+
+def test_remove_never_follows_symlinks_inside_the_tree(world: dict[str, Path]) -> None:
+    outside = snapshot(world["root"].parent / "outside")
+    victim = world["root"] / "sub" / "victim"
+    victim.mkdir()
+    make_chain(victim, 80)
+    deep = victim.joinpath(*["d"] * 80)
+    os.symlink(world["root"].parent / "outside", deep / "link_out")
+    os.symlink(world["root"].parent / "outside" / "secret.txt", deep / "file_out")
+    Jail([world["root"]]).remove("sub/victim", recursive=True)
+    assert not victim.exists()
+    assert snapshot(world["root"].parent / "outside") == outside
+
+
+def test_walk_skips_a_folder_swapped_for_a_symlink(world: dict[str, Path]) -> None:
+    """A folder replaced by a symlink after it was listed is not entered (O_NOFOLLOW)."""
+    base = world["root"] / "sub"
+    (base / "x").mkdir()
+    jail = Jail([world["root"]])
+    walk = jail.walk_relative("sub")
+    _depth, relative, _entry = next(walk)
+    assert relative == "x"
+    (base / "x").rmdir()
+    os.symlink(world["root"].parent / "outside", base / "x")
+    assert list(walk) == []  # nothing of outside/ is listed
