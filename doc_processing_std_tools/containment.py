@@ -46,6 +46,9 @@ STALE_TEMP_SECONDS = 5.0
 # PATH_MAX. A longer path could only be a very deep chain of folders (names are
 # at most 255 bytes); refusing it bounds how deep one call can create.
 MAX_PATH_CHARS = 4096
+# A path argument longer than this is refused before it is even split (``..`` and ``.``
+# parts can make a usable path longer than MAX_PATH_CHARS, but not this long).
+MAX_PATH_ARGUMENT_CHARS = 4 * MAX_PATH_CHARS
 
 
 class ContainmentError(PermissionError):
@@ -199,6 +202,11 @@ class Jail:
         Relative paths are below the first root. Absolute ones must start with a
         root, compared component by component (``/root-evil`` is not ``/root``).
         """
+        if len(path) > MAX_PATH_ARGUMENT_CHARS:
+            raise ValueError(
+                f"Invalid path {quote(path, 200)}: the limit is {MAX_PATH_ARGUMENT_CHARS:,} "
+                "characters"
+            )
         if "\x00" in path:
             raise ValueError(f"Invalid path {quote(repr(path))}: it contains a NUL byte")
         if path == "~" or path.startswith("~/"):

@@ -21,7 +21,6 @@ Run it alone over stdio: ``python -m doc_processing_std_tools.filesystem [ROOT .
 from __future__ import annotations
 
 import base64
-import difflib
 import errno
 import json
 import os
@@ -39,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from . import locking, workspace
 from .containment import ContainmentError, FileTooLarge, Jail, ReservedName
+from .diffs import unified_lines
 from .globs import GlobError, Globs, check_pattern
 from .globs import glob_match as glob_match  # re-exported: the one-pattern matcher
 from .settings import ServerSettings, resolve_path
@@ -657,61 +657,92 @@ class FileSystem:
         return f"Successfully moved {source} to {destination}"
 
     def edit_file(self, path: str, edits: Sequence[tuple[str, str]], dry_run: bool = False) -> str:
+        """Match and diff with no lock held (the slow part, linear in the file's size), then,
+        under the locks, write only if the file still holds what was matched."""
         if not edits:
             raise FileSystemError("edits must contain at least one {oldText, newText} pair")
+        limit = self.settings.max_read_bytes
+        size = sum(len(old) + len(new) for old, new in edits)
+        if size > limit:
+            raise FileSystemError(
+                f"edits hold {size:,} characters; the limit is max_read_bytes={limit:,} "
+                "(for bigger changes use write_file)"
+            )
+        shown = self.jail.display(path)
+
+        def plan() -> tuple[bytes, str, str, bool]:
+            raw = self.jail.read_bytes(path, limit=limit)
+            original = raw.decode("utf-8")
+            crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")
+            text = original.replace("\r\n", "\n") if crlf else original
+            modified = text
+            for old, new in edits:
+                modified = apply_edit(modified, old, new, crlf=crlf)
+            return raw, text, modified, crlf
 
         def edit() -> str:
-            with locking.exclusive(folders=self._locks(path)):
-                raw = self.jail.read_bytes(path, limit=self.settings.max_read_bytes)
-                original = raw.decode("utf-8")
-                crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")
-                text = original.replace("\r\n", "\n") if crlf else original
-                modified = text
-                for old, new in edits:
-                    modified = apply_edit(modified, old, new, crlf=crlf)
-                shown = self.jail.display(path)
+            for _attempt in range(EDIT_ATTEMPTS):
+                raw, text, modified, crlf = plan()
                 diff = unified_diff(text, modified, shown)
-                if not dry_run and modified != text:
-                    out = modified.replace("\n", "\r\n") if crlf else modified
-                    self.jail.write_atomic(path, out.encode("utf-8"))
-                return diff
+                if dry_run or modified == text:
+                    return diff
+                out = (modified.replace("\n", "\r\n") if crlf else modified).encode("utf-8")
+                with locking.exclusive(folders=self._locks(path)):
+                    if self.jail.read_bytes(path, limit=limit) == raw:
+                        self.jail.write_atomic(path, out)
+                        return diff
+                # Another writer changed the file while we matched: match again.
+            raise FileSystemError(
+                f"{shown} changed {EDIT_ATTEMPTS} times while the edit was being prepared; "
+                "nothing was written, try again"
+            )
 
         return self._guard(path, edit)
+
+
+# edit_file matches without the lock, then writes only if the file is unchanged; it
+# matches again this many times when other writers keep changing the file meanwhile.
+EDIT_ATTEMPTS = 3
 
 
 def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
     """Replace the first match of *old* in *text* (LF line endings) with *new*.
 
-    Exact match first; else a run of lines equal to *old*'s lines ignoring
-    leading/trailing whitespace, replaced by *new* re-indented to the match.
+    Exact match first; else the first run of lines equal to *old*'s lines ignoring
+    leading/trailing whitespace, replaced by *new* re-indented to the match. Both
+    searches are one substring search (linear in the text, whatever *old* is): the
+    whitespace-flexible one looks for *old*'s stripped lines in the file's stripped
+    lines, joined by newlines and framed by newlines so only whole lines match.
     """
     if crlf or "\r\n" not in text:
         old = old.replace("\r\n", "\n")
         new = new.replace("\r\n", "\n")
     if not old:
         raise FileSystemError("oldText must not be empty")
-    if old in text:
-        return text.replace(old, new, 1)
+    at = text.find(old)
+    if at >= 0:
+        return text[:at] + new + text[at + len(old) :]
     old_lines = old.strip("\n").split("\n")
     lines = text.split("\n")
-    wanted = [line.strip() for line in old_lines]
-    for i in range(len(lines) - len(old_lines) + 1):
-        if [line.strip() for line in lines[i : i + len(old_lines)]] != wanted:
+    wanted = "\n" + "\n".join(line.strip() for line in old_lines) + "\n"
+    haystack = "\n" + "\n".join(line.strip() for line in lines) + "\n"
+    found = haystack.find(wanted)
+    if found < 0:
+        raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
+    i = haystack.count("\n", 0, found)  # the line the match starts on
+    base = _indent(lines[i])
+    new_lines = new.strip("\n").split("\n")
+    first = _indent(new_lines[0])
+    fitted = []
+    for line in new_lines:
+        if not line.strip():
+            fitted.append("")
             continue
-        base = _indent(lines[i])
-        new_lines = new.strip("\n").split("\n")
-        first = _indent(new_lines[0])
-        fitted = []
-        for line in new_lines:
-            if not line.strip():
-                fitted.append("")
-                continue
-            own = _indent(line)
-            extra = own[len(first) :] if own.startswith(first) else ""
-            fitted.append(base + extra + line.lstrip())
-        lines[i : i + len(old_lines)] = fitted
-        return "\n".join(lines)
-    raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
+        own = _indent(line)
+        extra = own[len(first) :] if own.startswith(first) else ""
+        fitted.append(base + extra + line.lstrip())
+    lines[i : i + len(old_lines)] = fitted
+    return "\n".join(lines)
 
 
 def _indent(line: str) -> str:
@@ -721,13 +752,13 @@ def _indent(line: str) -> str:
 def unified_diff(before: str, after: str, path: str) -> str:
     """A git-style unified diff in a Markdown ``diff`` fence (fence longer than any backtick run)."""
     lines = list(
-        difflib.unified_diff(
+        unified_lines(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
-            fromfile=path,
-            tofile=path,
-            fromfiledate="original",
-            tofiledate="modified",
+            path,
+            path,
+            "original",
+            "modified",
         )
     )
     body = "".join(

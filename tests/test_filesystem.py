@@ -399,6 +399,8 @@ async def test_bad_glob_patterns_are_tool_errors(client: Client) -> None:
     assert "the limit is 256" in message
     message = await fails(client, "directory_tree", path=".", excludePatterns=["x" * 5000])
     assert "Invalid excludePatterns" in message and len(message) < 1500
+    message = await fails(client, "search_files", path="a/" * 1_000_000, pattern="*")
+    assert "the limit is 16,384 characters" in message and len(message) < 1500
 
 
 async def test_get_file_info(client: Client, world: dict[str, Path]) -> None:
@@ -544,6 +546,65 @@ async def test_edit_file_diff_fence_outgrows_backticks(
         client, "edit_file", path="nonl.txt", edits=[{"oldText": "last", "newText": "end"}]
     )
     assert "\\ No newline at end of file" in diff
+
+
+def test_edit_file_matches_without_the_lock_and_rematches_a_changed_file(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Matching (the slow part) runs with no lock held; the write happens under the locks
+    only if the file still holds what was matched, else the edit is matched again."""
+    fs = fsmod.FileSystem(fsmod.Jail([world["root"]]), Settings(roots=[world["root"]]))
+    target = world["root"] / "race.txt"
+    target.write_text("one\ntwo\n")
+    real_apply = fsmod.apply_edit
+    held: list[bool] = []
+
+    def apply_and_interfere(text: str, old: str, new: str, *, crlf: bool = False) -> str:
+        held.append(locking.PROCESS_LOCK.locked())
+        if len(held) == 1:  # another writer changes the file while we match
+            target.write_text("zero\none\ntwo\n")
+        return real_apply(text, old, new, crlf=crlf)
+
+    monkeypatch.setattr(fsmod, "apply_edit", apply_and_interfere)
+    diff = fs.edit_file("race.txt", [("two", "2")])
+    assert target.read_text() == "zero\none\n2\n"  # the other writer's line is kept
+    assert held == [False, False] and "+2" in diff
+
+    def always_interfere(text: str, old: str, new: str, *, crlf: bool = False) -> str:
+        target.write_text(target.read_text() + "x")
+        return real_apply(text, old, new, crlf=crlf)
+
+    monkeypatch.setattr(fsmod, "apply_edit", always_interfere)
+    before = target.read_text()
+    with pytest.raises(fsmod.FileSystemError, match="changed 3 times"):
+        fs.edit_file("race.txt", [("2", "3")])
+    assert target.read_text() == before + "xxx"  # only the other writer's changes
+
+
+def test_edit_file_worst_cases_are_linear() -> None:
+    """A 400-line oldText that matches nowhere, a whitespace-flexible match at the end of a
+    big file, and one changed line among 200,000 equal ones: the answers (not timed here,
+    see benchmarks/filesystem_bounds.py) are right and the diff stays small."""
+    lines = [f"    line {i}" for i in range(50_000)]
+    text = "\n".join(lines) + "\n"
+    with pytest.raises(fsmod.FileSystemError, match="Could not find"):
+        fsmod.apply_edit(text, "\n".join(f"nomatch {i}" for i in range(400)), "x")
+    old = "\n".join(line.strip() for line in lines[-400:])
+    edited = fsmod.apply_edit(text, old, "  new")
+    assert edited.endswith("    line 49599\n    new\n")
+    repeated = "a\n" * 200_000
+    diff = fsmod.unified_diff(repeated, fsmod.apply_edit(repeated, "a", "b"), "f")
+    assert len(diff) < 200 and "-a\n+b\n" in diff
+
+
+async def test_edit_file_refuses_edits_over_the_read_limit(world: dict[str, Path]) -> None:
+    settings = Settings(roots=[world["root"]], max_read_bytes=1000)
+    async with Client(create_server(settings)) as small:
+        message = await fails(
+            small, "edit_file", path="a.txt", edits=[{"oldText": "alpha", "newText": "x" * 2000}]
+        )
+    assert "max_read_bytes=1,000" in message and len(message) < 300
+    assert (world["root"] / "a.txt").read_text() == "alpha\nbeta\ngamma\n"
 
 
 async def test_create_directory(client: Client, world: dict[str, Path]) -> None:
