@@ -607,6 +607,49 @@ async def test_edit_file_refuses_edits_over_the_read_limit(world: dict[str, Path
     assert (world["root"] / "a.txt").read_text() == "alpha\nbeta\ngamma\n"
 
 
+async def test_a_chain_as_deep_as_one_call_makes_can_be_listed_and_searched(
+    client: Client, world: dict[str, Path]
+) -> None:
+    """create_directory makes 2,000 nested folders in one call; a move nests them deeper
+    (2,500). Both tools answer, with no recursion limit; the tree says where it stopped."""
+    await ok(client, "create_directory", path="deep/" + "d/" * 2000)
+    await ok(client, "create_directory", path="top/" + "t/" * 499)
+    await ok(client, "move_file", source="deep", destination="top/" + "t/" * 499 + "deep")
+    await ok(client, "write_file", path="top/" + "t/" * 499 + "deep/leaf.txt", content="x")
+    tree_text = await ok(client, "directory_tree", path="top")
+    tree_json, note = tree_text.split("\n\n[", 1)
+    node, levels = json.loads(tree_json), 0
+    while node:
+        levels += 1
+        node = node[0].get("children")
+    assert levels == fsmod.MAX_TREE_DEPTH
+    assert "1 folder(s) at depth 100" in note and "call directory_tree on a deeper path" in note
+    found = await ok(client, "search_files", path="top", pattern="**/leaf.txt")
+    assert found == str(world["root"] / "top" / ("t/" * 499 + "deep/leaf.txt"))
+    assert found in await ok(client, "search_files", path="top", pattern="**/*.txt")
+    every = await ok(client, "search_files", path="top", pattern="**/d")
+    assert len(every.splitlines()) == 2000
+
+
+async def test_exclude_patterns_with_many_brace_groups(
+    client: Client, world: dict[str, Path]
+) -> None:
+    """100 patterns of eight {a,b} groups each (256 alternatives apiece) compile to one
+    regex; the answer is the same as with the one pattern that matters."""
+    root = world["root"] / "sub"
+    for name in ("acegikmo", "bdfhjlnp", "keep"):
+        (root / name).mkdir()
+        (root / name / "f.txt").write_text("x")
+    patterns = [f"{{a,b}}{{c,d}}{{e,f}}{{g,h}}{{i,j}}{{k,l}}{{m,n}}{{o,p}}{i}" for i in range(99)]
+    patterns.append("{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}")
+    tree = json.loads(await ok(client, "directory_tree", path="sub", excludePatterns=patterns))
+    assert sorted(node["name"] for node in tree) == ["deep_link", "keep", "link_up"]
+    found = await ok(
+        client, "search_files", path="sub", pattern="**/f.txt", excludePatterns=patterns
+    )
+    assert found == str(root / "keep" / "f.txt")
+
+
 async def test_create_directory(client: Client, world: dict[str, Path]) -> None:
     assert await ok(client, "create_directory", path="n1/n2/n3") == (
         "Successfully created directory n1/n2/n3"
