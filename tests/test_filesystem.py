@@ -629,6 +629,7 @@ async def test_a_chain_as_deep_as_one_call_makes_can_be_listed_and_searched(
     assert found in await ok(client, "search_files", path="top", pattern="**/*.txt")
     every = await ok(client, "search_files", path="top", pattern="**/d")
     assert len(every.splitlines()) == 2000
+    fsmod.Jail([world["root"]]).remove("top", recursive=True)  # shutil.rmtree (pytest's) cannot
 
 
 async def test_exclude_patterns_with_many_brace_groups(
