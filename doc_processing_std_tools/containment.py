@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from .text import quote
 
@@ -711,6 +711,7 @@ class _Walk:
             )
         ]
         self.owned_open = 0
+        self.low = 1  # levels 1 .. low-1 are closed
 
     def close(self) -> None:
         for level in self.levels[1:]:
@@ -721,7 +722,11 @@ class _Walk:
 
     def fd_at(self, index: int) -> int | None:
         """The descriptor of level *index*, reopened from its nearest open ancestor if it was
-        closed; None when that folder was replaced meanwhile (then it is not walked further)."""
+        closed; None when that folder was replaced meanwhile (then it is not walked further).
+
+        The levels just above *index* are kept open on the way down (up to the window),
+        so climbing back up a deep chain reopens once per window, not once per level.
+        """
         level = self.levels[index]
         if level.fd is not None:
             return level.fd
@@ -730,23 +735,45 @@ class _Walk:
             start -= 1
         fd = self.levels[start].fd
         assert fd is not None
-        for below in self.levels[start + 1 : index + 1]:
+        keep_from = index - _OPEN_FOLDERS // 2 + 1
+        for position in range(start + 1, index + 1):
+            below = self.levels[position]
+            unkept = position - 1 > start and self.levels[position - 1].fd is None
             try:
                 child = os.open(below.name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
                 child = -1
-            if fd != self.levels[start].fd:
-                os.close(fd)
+            if unkept:
+                os.close(fd)  # an intermediate descriptor nobody keeps
             if child < 0:
                 return None
             info = os.fstat(child)
             if (info.st_dev, info.st_ino) != below.identity:
                 os.close(child)
                 return None
+            if position >= keep_from:
+                below.fd = child
+                self.owned_open += 1
+                self.low = min(self.low, position)
             fd = child
-        level.fd = fd
-        self.owned_open += 1
+        self._trim(index)
         return fd
+
+    def _trim(self, keep: int) -> None:
+        """Close the outermost owned descriptors (never level *keep*) beyond the window.
+
+        Levels below ``self.low`` (but level 0, the caller's) are known to be closed, so
+        each call scans only what it closes: no quadratic cost in the depth.
+        """
+        index = max(self.low, 1)
+        while self.owned_open > _OPEN_FOLDERS and index < keep:
+            level = self.levels[index]
+            if level.fd is not None:
+                os.close(level.fd)
+                level.fd = None
+                self.owned_open -= 1
+            index += 1
+        self.low = index
 
     def enter(self, parent_index: int, entry: Entry) -> bool:
         """Open the folder *entry* of level *parent_index* and push it; False if it cannot be."""
@@ -776,17 +803,12 @@ class _Walk:
             )
         )
         self.owned_open += 1
-        if self.owned_open > _OPEN_FOLDERS:
-            for level in self.levels[1:-1]:
-                if level.fd is not None:
-                    os.close(level.fd)
-                    level.fd = None
-                    self.owned_open -= 1
-                    break
+        self._trim(len(self.levels) - 1)
         return True
 
     def pop(self) -> None:
         level = self.levels.pop()
+        self.low = min(self.low, len(self.levels))
         if level.fd is not None:
             os.close(level.fd)
             self.owned_open -= 1
@@ -847,41 +869,36 @@ def rmtree_at(parent_fd: int, name: str) -> None:
 
     Like ``shutil.rmtree(name, dir_fd=...)`` (symlinks are removed, never followed), but
     any depth works: folders are opened one level at a time with ``O_NOFOLLOW`` through
-    their parent, and only a bounded number of descriptors stays open.
+    their parent, and at most a window of descriptors stays open (see :class:`_Walk`;
+    a folder replaced while we were below it stops the removal with ESTALE).
     """
     top = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
-    info = os.fstat(top)
-    # (fd or None, name, identity); level 0 is the parent, which we do not own.
-    levels: list[list[Any]] = [[parent_fd, "", None], [top, name, (info.st_dev, info.st_ino)]]
-    owned = 1
+    try:
+        info = os.fstat(top)
+    except BaseException:
+        os.close(top)
+        raise
+    walk = _Walk.__new__(_Walk)
+    walk.sweep = False
+    walk.owned_open = 1
+    walk.low = 1
+    walk.levels = [
+        _Level(parent_fd, "", (0, 0), Path(), "", iter(())),
+        _Level(top, name, (info.st_dev, info.st_ino), Path(), "", iter(())),
+    ]
 
-    def fd_at(index: int) -> int:
-        nonlocal owned
-        if levels[index][0] is not None:
-            return levels[index][0]
-        start = index
-        while levels[start][0] is None:
-            start -= 1
-        fd = levels[start][0]
-        for level in levels[start + 1 : index + 1]:
-            child = os.open(level[1], _DIR_FLAGS, dir_fd=fd)
-            if fd != levels[start][0]:
-                os.close(fd)
-            found = os.fstat(child)
-            if (found.st_dev, found.st_ino) != level[2]:
-                os.close(child)
-                raise OSError(errno.ESTALE, "Folder replaced while it was being deleted", level[1])
-            fd = child
-        levels[index][0] = fd
-        owned += 1
+    def fd_of(index: int) -> int:
+        fd = walk.fd_at(index)
+        if fd is None:
+            raise OSError(errno.ESTALE, "Folder replaced while it was being deleted", name)
         return fd
 
     try:
-        while len(levels) > 1:
-            fd = fd_at(len(levels) - 1)
-            entered = False
+        while len(walk.levels) > 1:
+            fd = fd_of(len(walk.levels) - 1)
             with os.scandir(fd) as listing:
                 names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
+            entered = False
             for entry_name, is_dir in names:
                 if is_dir:
                     try:
@@ -894,29 +911,21 @@ def rmtree_at(parent_fd: int, name: str) -> None:
                             continue
                         raise
                     found = os.fstat(child)
-                    levels.append([child, entry_name, (found.st_dev, found.st_ino)])
-                    owned += 1
-                    if owned > _OPEN_FOLDERS:
-                        for level in levels[1:-1]:
-                            if level[0] is not None:
-                                os.close(level[0])
-                                level[0] = None
-                                owned -= 1
-                                break
+                    identity = (found.st_dev, found.st_ino)
+                    walk.levels.append(_Level(child, entry_name, identity, Path(), "", iter(())))
+                    walk.owned_open += 1
+                    walk._trim(len(walk.levels) - 1)
                     entered = True
                     break
                 with suppress(FileNotFoundError):
                     os.unlink(entry_name, dir_fd=fd)
             if entered:
                 continue
-            done = levels.pop()
-            os.close(done[0])
-            owned -= 1
-            os.rmdir(done[1], dir_fd=fd_at(len(levels) - 1))
+            done = walk.levels[-1].name
+            walk.pop()
+            os.rmdir(done, dir_fd=fd_of(len(walk.levels) - 1))
     finally:
-        for level in levels[1:]:
-            if level[0] is not None:
-                os.close(level[0])
+        walk.close()
 
 
 def remove_if_stale(dir_fd: int, name: str) -> bool:
