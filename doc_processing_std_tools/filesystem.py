@@ -926,7 +926,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Each entry includes 'name', 'type' (file/directory), and 'children' for "
         "directories. Files have no children array, while directories always have a "
         "children array (which may be empty). Symlinks are listed as files and never "
-        f"followed. Stops after {settings.max_entries} entries and says so. "
+        f"followed. Stops after {settings.max_entries} entries, and at "
+        f"{MAX_TREE_DEPTH} levels deep, and says so. "
         "Only works within allowed directories.",
     )
     def directory_tree(path: PathArg, excludePatterns: TreeExcludeArg = []) -> str:  # noqa: B006
