@@ -64,7 +64,8 @@ def _escape(char: str) -> str:
 
 def _braces(pattern: str) -> tuple[dict[int, int], set[int]]:
     """Positions of the ``{``/``}`` pairs that hold a top-level comma (real groups), and
-    of those commas. Braces of a group without a comma, and unbalanced ones, are literal."""
+    of those commas. Braces of a group without a comma, and unbalanced ones, are literal.
+    Braces come first, as in minimatch: ``[`` and ``]`` do not hide them."""
     pairs: dict[int, int] = {}
     commas: set[int] = set()
     stack: list[tuple[int, list[int]]] = []
@@ -74,11 +75,6 @@ def _braces(pattern: str) -> tuple[dict[int, int], set[int]]:
         if c == "\\":
             i += 2
             continue
-        if c == "[":
-            end = _class_end(pattern, i)
-            if end is not None:
-                i = end + 1
-                continue
         if c == "{":
             stack.append((i, []))
         elif c == "," and stack:
@@ -93,7 +89,8 @@ def _braces(pattern: str) -> tuple[dict[int, int], set[int]]:
 
 
 def _class_end(pattern: str, start: int) -> int | None:
-    """Index of the ``]`` closing the class opened at *start*, or None (then ``[`` is literal)."""
+    """Index of the ``]`` closing the class opened at *start* within one path part, or None
+    (then ``[`` is literal)."""
     j = start + 1
     if j < len(pattern) and pattern[j] in "!^":
         j += 1
@@ -103,6 +100,8 @@ def _class_end(pattern: str, start: int) -> int | None:
         if pattern[j] == "\\":
             j += 2
             continue
+        if pattern[j] == "/":
+            return None  # a class never spans parts: "[a/b]" is literal, as in minimatch
         if pattern[j] == "]":
             return j
         j += 1
@@ -166,8 +165,7 @@ def translate(pattern: str) -> str:
     while i < n:
         c = pattern[i]
         if c == "\\":
-            if i + 1 < n:
-                out.append(_escape(pattern[i + 1]))
+            out.append(_escape(pattern[i + 1] if i + 1 < n else "\\"))  # a last "\\" is literal
             i += 2
         elif c == "/":
             j = i
@@ -203,7 +201,11 @@ def translate(pattern: str) -> str:
         elif c == "?":
             out.append("[^/]")
             i += 1
-        elif c == "[" and (end := _class_end(pattern, i)) is not None:
+        elif (
+            c == "["
+            and (end := _class_end(pattern, i)) is not None
+            and not any(k in pairs or k in commas or k in closers for k in range(i, end))
+        ):
             out.append(_class(pattern[i + 1 : end]))
             i = end + 1
         elif i in pairs:
