@@ -7,6 +7,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from doc_processing_std_tools.containment import (
     FileTooLarge,
     Jail,
     RootChangeRefused,
+    rmtree_at,
 )
 
 SECRET = "TOP-SECRET-5f3a"
@@ -387,6 +389,20 @@ def test_before_create_sees_the_final_path_and_can_refuse(
     assert not (world["root"] / "sub" / "n1").exists()
 
 
+@pytest.fixture
+def clean_deep(tmp_path: Path) -> Iterator[None]:
+    """Remove the test's folders with our own rmtree: pytest's shutil.rmtree cannot remove a
+    chain this deep (RecursionError), and would fail on it in every later run."""
+    yield
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in os.listdir(fd):
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                rmtree_at(fd, name)
+    finally:
+        os.close(fd)
+
+
 # -- depth: no recursion, bounded descriptors ------------------------------------------------
 
 
@@ -408,7 +424,9 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
-def test_walk_and_remove_a_chain_deeper_than_the_recursion_limit(world: dict[str, Path]) -> None:
+def test_walk_and_remove_a_chain_deeper_than_the_recursion_limit(
+    world: dict[str, Path], clean_deep: None
+) -> None:
     make_chain(world["root"] / "sub", 2500)
     jail = Jail([world["root"]])
     before = open_fds()
