@@ -202,10 +202,14 @@ class Jail:
         Relative paths are below the first root. Absolute ones must start with a
         root, compared component by component (``/root-evil`` is not ``/root``).
         """
-        if len(path) > MAX_PATH_ARGUMENT_CHARS:
+        if len(path) > MAX_PATH_ARGUMENT_CHARS:  # refused before any split or walk
+            if path.startswith("/") and not any(
+                path.startswith(os.path.join(*parts, "")) for parts, _index in self._aliases
+            ):
+                raise ContainmentError(path, self.roots)
             raise ValueError(
-                f"Invalid path {quote(path, 200)}: the limit is {MAX_PATH_ARGUMENT_CHARS:,} "
-                "characters"
+                f"Invalid path {quote(path, 200)}: it is {len(path):,} characters long; the "
+                f"limit is {MAX_PATH_CHARS:,} below its root"
             )
         if "\x00" in path:
             raise ValueError(f"Invalid path {quote(repr(path))}: it contains a NUL byte")

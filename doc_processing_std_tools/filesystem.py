@@ -681,7 +681,7 @@ class FileSystem:
             return raw, text, modified, crlf
 
         def edit() -> str:
-            for _attempt in range(EDIT_ATTEMPTS):
+            for _attempt in range(EDIT_ATTEMPTS - 1):
                 raw, text, modified, crlf = plan()
                 diff = unified_diff(text, modified, shown)
                 if dry_run or modified == text:
@@ -692,16 +692,19 @@ class FileSystem:
                         self.jail.write_atomic(path, out)
                         return diff
                 # Another writer changed the file while we matched: match again.
-            raise FileSystemError(
-                f"{shown} changed {EDIT_ATTEMPTS} times while the edit was being prepared; "
-                "nothing was written, try again"
-            )
+            # Writers keep changing it: match under the locks this time (linear, so bounded).
+            with locking.exclusive(folders=self._locks(path)):
+                _raw, text, modified, crlf = plan()
+                if not dry_run and modified != text:
+                    out = (modified.replace("\n", "\r\n") if crlf else modified).encode("utf-8")
+                    self.jail.write_atomic(path, out)
+            return unified_diff(text, modified, shown)
 
         return self._guard(path, edit)
 
 
-# edit_file matches without the lock, then writes only if the file is unchanged; it
-# matches again this many times when other writers keep changing the file meanwhile.
+# edit_file matches without the lock, then writes only if the file is unchanged; when other
+# writers keep changing the file, its last attempt (of this many) matches under the locks.
 EDIT_ATTEMPTS = 3
 
 
