@@ -21,13 +21,9 @@ Run it alone over stdio: ``python -m doc_processing_std_tools.filesystem [ROOT .
 from __future__ import annotations
 
 import base64
-import difflib
 import errno
-import fnmatch
-import itertools
 import json
 import os
-import re
 import stat
 import sys
 import threading
@@ -35,14 +31,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from contextlib import closing, suppress
 from datetime import UTC, datetime
-from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from . import locking, workspace
-from .containment import ContainmentError, Entry, FileTooLarge, Jail, ReservedName
+from .containment import ContainmentError, FileTooLarge, Jail, ReservedName
+from .diffs import unified_lines
+from .globs import GlobError, Globs, check_pattern
+from .globs import glob_match as glob_match  # re-exported: the one-pattern matcher
 from .settings import ServerSettings, resolve_path
 from .text import bounded, quote, sendable
 
@@ -283,107 +281,9 @@ def format_size(size: int) -> str:
     return f"{value:.2f} {units[unit]}"
 
 
-MAX_BRACE_ALTERNATIVES = 256
-
-
-class GlobError(ValueError):
-    """A glob pattern that cannot be used (unbalanced or too many alternatives)."""
-
-
-def _expand_braces(pattern: str) -> list[str]:
-    """``a{b,c{d,e}}`` -> ``[ab, acd, ace]`` (escaped braces and commas stay literal)."""
-    depth, start, commas = 0, -1, []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            if depth == 0:
-                start, commas = i, []
-            depth += 1
-        elif c == "," and depth == 1:
-            commas.append(i)
-        elif c == "}" and depth:
-            depth -= 1
-            if depth == 0 and commas:
-                head, tail = pattern[:start], pattern[i + 1 :]
-                cuts = [start, *commas, i]
-                out: list[str] = []
-                for a, b in itertools.pairwise(cuts):
-                    for rest in _expand_braces(pattern[a + 1 : b] + tail):
-                        out.append(head + rest)
-                        if len(out) > MAX_BRACE_ALTERNATIVES:
-                            raise GlobError(
-                                f"the pattern expands to more than {MAX_BRACE_ALTERNATIVES} "
-                                "alternatives; use fewer {a,b} groups"
-                            )
-                return out
-        i += 1
-    return [pattern]
-
-
-def _segment_regex(segment: str) -> re.Pattern[str] | None:
-    """One path part of a glob; ``None`` for ``**`` (any number of parts).
-
-    ``fnmatch.translate`` (stdlib) does the work: its ``*`` cannot backtrack
-    catastrophically, and it drops invalid ranges such as ``[z-a]``. A part never
-    contains ``/``, so its ``*`` stays within one part; dots are matched too.
-    """
-    if segment == "**":
-        return None
-    segment = re.sub(r"\\(.)", lambda m: "[" + m.group(1) + "]", segment)  # \x -> [x]
-    segment = segment.replace("[^", "[!")
-    return re.compile(fnmatch.translate(segment), re.DOTALL)
-
-
-@lru_cache(maxsize=256)
-def _compile_glob(pattern: str) -> tuple[tuple[re.Pattern[str] | None, ...], ...]:
-    return tuple(
-        tuple(_segment_regex(part) for part in alternative.split("/") if part)
-        for alternative in _expand_braces(pattern)
-    )
-
-
-def _match_parts(segments: Sequence[re.Pattern[str] | None], parts: Sequence[str]) -> bool:
-    """Match path parts against glob segments; ``**`` takes zero or more parts.
-
-    Memoized on (segment, part) positions, so the cost is polynomial in the path's
-    depth, never exponential in the pattern.
-    """
-
-    @cache
-    def match(i: int, j: int) -> bool:
-        if i == len(segments):
-            return j == len(parts)
-        segment = segments[i]
-        if segment is None:
-            return any(match(i + 1, k) for k in range(j, len(parts) + 1))
-        return j < len(parts) and segment.match(parts[j]) is not None and match(i + 1, j + 1)
-
-    return match(0, 0)
-
-
-def glob_match(relative: str, pattern: str) -> bool:
-    """Whether the ``/``-separated *relative* path matches a minimatch-style glob
-    (``*``, ``?``, ``**``, ``[...]``, ``{a,b}``; dots match)."""
-    parts = [part for part in relative.split("/") if part]
-    return any(
-        _match_parts(segments, parts) for segments in _compile_glob(pattern.removeprefix("./"))
-    )
-
-
-def _excluded(relative: str, patterns: Sequence[str]) -> bool:
-    """The reference server's rule: a pattern without ``*`` also matches any path part."""
-    for pattern in patterns:
-        if glob_match(relative, pattern):
-            return True
-        if "*" not in pattern and (
-            glob_match(relative, f"**/{pattern}") or glob_match(relative, f"**/{pattern}/**")
-        ):
-            return True
-    return False
+# directory_tree shows folders this deep at most (deeper ones: call it again lower down);
+# a JSON tree is nested as deep as the folders, and its reader must cope with it.
+MAX_TREE_DEPTH = 100
 
 
 def _umask() -> int:
@@ -466,9 +366,6 @@ class FileSystem:
                 where = Path(self.jail.display(path))
             folders.update(locking.locked_folders(where))
         return folders
-
-    def _relative(self, base: Path, entry: Entry) -> str:
-        return entry.path.relative_to(base).as_posix()
 
     # -- reading --------------------------------------------------------------
 
@@ -606,15 +503,19 @@ class FileSystem:
         return "\n".join(lines)
 
     def directory_tree(self, path: str, exclude_patterns: Sequence[str] = ()) -> str:
+        excluded = self._globs(exclude_patterns, "excludePatterns", anywhere=True)
+        cut: list[str] = []  # folders at MAX_TREE_DEPTH whose contents are left out
+
         def build() -> tuple[list[dict[str, Any]], bool]:
-            base = self.jail.realpath(path)
             top: list[dict[str, Any]] = []
             stack: list[list[dict[str, Any]]] = [top]
-            walk = self.jail.walk(
-                path, exclude=lambda e: _excluded(self._relative(base, e), exclude_patterns)
+            walk = self.jail.walk_relative(
+                path,
+                max_depth=MAX_TREE_DEPTH,
+                exclude=lambda relative, _entry: excluded.match(relative),
             )
             with closing(walk):
-                for seen, (depth, entry) in enumerate(walk):
+                for seen, (depth, relative, entry) in enumerate(walk):
                     if seen >= self.settings.max_entries:
                         return top, True
                     del stack[depth:]
@@ -626,10 +527,19 @@ class FileSystem:
                     if entry.kind == "dir":
                         node["children"] = []
                         stack.append(node["children"])
+                        if depth == MAX_TREE_DEPTH:
+                            cut.append(relative)
             return top, False
 
         tree, truncated = self._guard(path, build)
         text = json.dumps(tree, indent=2, ensure_ascii=False)
+        if cut:
+            deeper = os.path.join(self.jail.display(path), cut[0])
+            text += (
+                f"\n\n[{len(cut)} folder(s) at depth {MAX_TREE_DEPTH} are shown without "
+                f"their contents (the tree's depth limit); call directory_tree on a deeper "
+                f"path, e.g. {quote(deeper, 300)}]"
+            )
         if truncated:
             text += (
                 f"\n\n[Stopped at max_entries={self.settings.max_entries} entries: the tree "
@@ -637,24 +547,32 @@ class FileSystem:
             )
         return text
 
+    def _globs(self, patterns: Sequence[str], what: str, *, anywhere: bool = False) -> Globs:
+        try:
+            return Globs(patterns, anywhere=anywhere, what=what)
+        except GlobError as exc:
+            raise FileSystemError(f"Invalid {what}: {exc}") from None
+
     def search_files(self, path: str, pattern: str, exclude_patterns: Sequence[str] = ()) -> str:
         if not pattern:
             raise FileSystemError("pattern must not be empty")
+        try:
+            check_pattern(pattern)
+        except GlobError as exc:
+            raise FileSystemError(str(exc)) from None
+        wanted = self._globs([pattern], "pattern")
+        excluded = self._globs(exclude_patterns, "excludePatterns")
 
         def search() -> tuple[list[str], bool]:
-            base = self.jail.realpath(path)
             matches: list[str] = []
-            walk = self.jail.walk(
-                path,
-                exclude=lambda e: any(
-                    glob_match(self._relative(base, e), p) for p in exclude_patterns
-                ),
+            walk = self.jail.walk_relative(
+                path, exclude=lambda relative, _entry: excluded.match(relative)
             )
             with closing(walk):
-                for seen, (_depth, entry) in enumerate(walk):
+                for seen, (_depth, relative, entry) in enumerate(walk):
                     if seen >= self.settings.max_entries:
                         return matches, True
-                    if glob_match(self._relative(base, entry), pattern):
+                    if wanted.match(relative):
                         matches.append(str(entry.path))
             return matches, False
 
@@ -739,61 +657,95 @@ class FileSystem:
         return f"Successfully moved {source} to {destination}"
 
     def edit_file(self, path: str, edits: Sequence[tuple[str, str]], dry_run: bool = False) -> str:
+        """Match and diff with no lock held (the slow part, linear in the file's size), then,
+        under the locks, write only if the file still holds what was matched."""
         if not edits:
             raise FileSystemError("edits must contain at least one {oldText, newText} pair")
+        limit = self.settings.max_read_bytes
+        size = sum(len(old) + len(new) for old, new in edits)
+        if size > limit:
+            raise FileSystemError(
+                f"edits hold {size:,} characters; the limit is max_read_bytes={limit:,} "
+                "(for bigger changes use write_file)"
+            )
+        shown = self.jail.display(path)
+
+        def plan() -> tuple[bytes, str, str, bool]:
+            raw = self.jail.read_bytes(path, limit=limit)
+            original = raw.decode("utf-8")
+            crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")
+            text = original.replace("\r\n", "\n") if crlf else original
+            modified = text
+            for old, new in edits:
+                modified = apply_edit(modified, old, new, crlf=crlf)
+            return raw, text, modified, crlf
 
         def edit() -> str:
-            with locking.exclusive(folders=self._locks(path)):
-                raw = self.jail.read_bytes(path, limit=self.settings.max_read_bytes)
-                original = raw.decode("utf-8")
-                crlf = "\r\n" in original and original.count("\r\n") == original.count("\n")
-                text = original.replace("\r\n", "\n") if crlf else original
-                modified = text
-                for old, new in edits:
-                    modified = apply_edit(modified, old, new, crlf=crlf)
-                shown = self.jail.display(path)
+            for _attempt in range(EDIT_ATTEMPTS - 1):
+                raw, text, modified, crlf = plan()
                 diff = unified_diff(text, modified, shown)
+                if dry_run or modified == text:
+                    return diff
+                out = (modified.replace("\n", "\r\n") if crlf else modified).encode("utf-8")
+                with locking.exclusive(folders=self._locks(path)):
+                    if self.jail.read_bytes(path, limit=limit) == raw:
+                        self.jail.write_atomic(path, out)
+                        return diff
+                # Another writer changed the file while we matched: match again.
+            # Writers keep changing it: match under the locks this time (linear, so bounded).
+            with locking.exclusive(folders=self._locks(path)):
+                _raw, text, modified, crlf = plan()
                 if not dry_run and modified != text:
-                    out = modified.replace("\n", "\r\n") if crlf else modified
-                    self.jail.write_atomic(path, out.encode("utf-8"))
-                return diff
+                    out = (modified.replace("\n", "\r\n") if crlf else modified).encode("utf-8")
+                    self.jail.write_atomic(path, out)
+            return unified_diff(text, modified, shown)
 
         return self._guard(path, edit)
+
+
+# edit_file matches without the lock, then writes only if the file is unchanged; when other
+# writers keep changing the file, its last attempt (of this many) matches under the locks.
+EDIT_ATTEMPTS = 3
 
 
 def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
     """Replace the first match of *old* in *text* (LF line endings) with *new*.
 
-    Exact match first; else a run of lines equal to *old*'s lines ignoring
-    leading/trailing whitespace, replaced by *new* re-indented to the match.
+    Exact match first; else the first run of lines equal to *old*'s lines ignoring
+    leading/trailing whitespace, replaced by *new* re-indented to the match. Both
+    searches are one substring search (linear in the text, whatever *old* is): the
+    whitespace-flexible one looks for *old*'s stripped lines in the file's stripped
+    lines, joined by newlines and framed by newlines so only whole lines match.
     """
     if crlf or "\r\n" not in text:
         old = old.replace("\r\n", "\n")
         new = new.replace("\r\n", "\n")
     if not old:
         raise FileSystemError("oldText must not be empty")
-    if old in text:
-        return text.replace(old, new, 1)
+    at = text.find(old)
+    if at >= 0:
+        return text[:at] + new + text[at + len(old) :]
     old_lines = old.strip("\n").split("\n")
     lines = text.split("\n")
-    wanted = [line.strip() for line in old_lines]
-    for i in range(len(lines) - len(old_lines) + 1):
-        if [line.strip() for line in lines[i : i + len(old_lines)]] != wanted:
+    wanted = "\n" + "\n".join(line.strip() for line in old_lines) + "\n"
+    haystack = "\n" + "\n".join(line.strip() for line in lines) + "\n"
+    found = haystack.find(wanted)
+    if found < 0:
+        raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
+    i = haystack.count("\n", 0, found)  # the line the match starts on
+    base = _indent(lines[i])
+    new_lines = new.strip("\n").split("\n")
+    first = _indent(new_lines[0])
+    fitted = []
+    for line in new_lines:
+        if not line.strip():
+            fitted.append("")
             continue
-        base = _indent(lines[i])
-        new_lines = new.strip("\n").split("\n")
-        first = _indent(new_lines[0])
-        fitted = []
-        for line in new_lines:
-            if not line.strip():
-                fitted.append("")
-                continue
-            own = _indent(line)
-            extra = own[len(first) :] if own.startswith(first) else ""
-            fitted.append(base + extra + line.lstrip())
-        lines[i : i + len(old_lines)] = fitted
-        return "\n".join(lines)
-    raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
+        own = _indent(line)
+        extra = own[len(first) :] if own.startswith(first) else ""
+        fitted.append(base + extra + line.lstrip())
+    lines[i : i + len(old_lines)] = fitted
+    return "\n".join(lines)
 
 
 def _indent(line: str) -> str:
@@ -803,13 +755,13 @@ def _indent(line: str) -> str:
 def unified_diff(before: str, after: str, path: str) -> str:
     """A git-style unified diff in a Markdown ``diff`` fence (fence longer than any backtick run)."""
     lines = list(
-        difflib.unified_diff(
+        unified_lines(
             before.splitlines(keepends=True),
             after.splitlines(keepends=True),
-            fromfile=path,
-            tofile=path,
-            fromfiledate="original",
-            tofiledate="modified",
+            path,
+            path,
+            "original",
+            "modified",
         )
     )
     body = "".join(
@@ -977,7 +929,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Each entry includes 'name', 'type' (file/directory), and 'children' for "
         "directories. Files have no children array, while directories always have a "
         "children array (which may be empty). Symlinks are listed as files and never "
-        f"followed. Stops after {settings.max_entries} entries and says so. "
+        f"followed. Stops after {settings.max_entries} entries, and at "
+        f"{MAX_TREE_DEPTH} levels deep, and says so. "
         "Only works within allowed directories.",
     )
     def directory_tree(path: PathArg, excludePatterns: TreeExcludeArg = []) -> str:  # noqa: B006

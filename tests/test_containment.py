@@ -7,6 +7,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from doc_processing_std_tools.containment import (
     FileTooLarge,
     Jail,
     RootChangeRefused,
+    rmtree_at,
 )
 
 SECRET = "TOP-SECRET-5f3a"
@@ -385,3 +387,109 @@ def test_before_create_sees_the_final_path_and_can_refuse(
         pass
     assert seen == [world["root"] / "sub" / "n1" / "n3" / "f"]
     assert not (world["root"] / "sub" / "n1").exists()
+
+
+@pytest.fixture
+def clean_deep(tmp_path: Path) -> Iterator[None]:
+    """Remove the test's folders with our own rmtree: pytest's shutil.rmtree cannot remove a
+    chain this deep (RecursionError), and would fail on it in every later run."""
+    yield
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for name in os.listdir(fd):
+            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                rmtree_at(fd, name)
+    finally:
+        os.close(fd)
+
+
+# -- depth: no recursion, bounded descriptors ------------------------------------------------
+
+
+def make_chain(folder: Path, depth: int, name: str = "d") -> None:
+    """*depth* nested folders below *folder*, made through descriptors (no path is that long)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_walk_and_remove_a_chain_deeper_than_the_recursion_limit(
+    world: dict[str, Path], clean_deep: None
+) -> None:
+    make_chain(world["root"] / "sub", 2500)
+    jail = Jail([world["root"]])
+    before = open_fds()
+    peak = 0
+    seen = []
+    for depth, relative, entry in jail.walk_relative("sub"):
+        peak = max(peak, open_fds())
+        seen.append((depth, relative, entry.kind))
+    assert len(seen) == 2501 and seen[-1] == (2501, "d/" * 2500 + "leaf.txt", "file")
+    assert seen[1999] == (2000, "/".join(["d"] * 2000), "dir")
+    assert peak - before < 100  # descriptors stay bounded at any depth
+    assert open_fds() == before
+    assert len(list(jail.walk("sub"))) == 2501  # the entry-only walk too
+    jail.remove("sub/d", recursive=True)
+    assert os.listdir(world["root"] / "sub") == []
+    assert open_fds() == before
+
+
+def test_walk_of_a_deep_comb_matches_os_walk(world: dict[str, Path]) -> None:
+    """Siblings at every level force folders whose descriptors were closed to be reopened."""
+    base = world["root"] / "sub"
+    folder = base
+    for level in range(150):
+        (folder / f"f{level}.txt").write_text("x")
+        (folder / "b_side").mkdir()
+        (folder / "b_side" / "s.txt").write_text("s")
+        folder = folder / "a"
+        folder.mkdir()
+    expected = sorted(
+        os.path.relpath(os.path.join(top, name), base)
+        for top, dirs, files in os.walk(base)
+        for name in dirs + files
+    )
+    jail = Jail([world["root"]])
+    walked = [relative for _depth, relative, _entry in jail.walk_relative("sub")]
+    assert sorted(walked) == expected
+    limited = [relative for depth, relative, _entry in jail.walk_relative("sub", max_depth=2)]
+    assert max(r.count("/") for r in limited) == 1
+    jail.remove("sub/a", recursive=True)
+    assert sorted(os.listdir(base)) == ["b_side", "f0.txt"]
+
+
+def test_remove_never_follows_symlinks_inside_the_tree(world: dict[str, Path]) -> None:
+    outside = snapshot(world["root"].parent / "outside")
+    victim = world["root"] / "sub" / "victim"
+    victim.mkdir()
+    make_chain(victim, 80)
+    deep = victim.joinpath(*["d"] * 80)
+    os.symlink(world["root"].parent / "outside", deep / "link_out")
+    os.symlink(world["root"].parent / "outside" / "secret.txt", deep / "file_out")
+    Jail([world["root"]]).remove("sub/victim", recursive=True)
+    assert not victim.exists()
+    assert snapshot(world["root"].parent / "outside") == outside
+
+
+def test_walk_skips_a_folder_swapped_for_a_symlink(world: dict[str, Path]) -> None:
+    """A folder replaced by a symlink after it was listed is not entered (O_NOFOLLOW)."""
+    base = world["root"] / "sub"
+    (base / "x").mkdir()
+    jail = Jail([world["root"]])
+    walk = jail.walk_relative("sub")
+    _depth, relative, _entry = next(walk)
+    assert relative == "x"
+    (base / "x").rmdir()
+    os.symlink(world["root"].parent / "outside", base / "x")
+    assert list(walk) == []  # nothing of outside/ is listed

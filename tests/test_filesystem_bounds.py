@@ -1,0 +1,134 @@
+"""No slow filesystem call stalls the rest of a real ``dpt-launch`` (stdio, official mcp client).
+
+The slowest filesystem call left is an ``edit_file`` with many scattered edits on a
+file at the read limit: seconds of matching and diffing, all done before it takes
+the process lock (inside dpt-launch the launcher still holds the process lock around
+every call that may write, so there other writers wait for it). While it runs, reads
+of the filesystem and of another server answer, and SIGTERM stops the launcher. Not timed as a benchmark: the checks are about order
+(the other calls come back while the edit is still running), with generous bounds.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import anyio
+from conftest import launched, launcher_command, text_of
+
+LINES = 150_000
+EDITS = 150
+
+
+def big_file(root: Path) -> list[str]:
+    lines = [f"    line {i} = value({i})" for i in range(LINES)]
+    (root / "big.py").write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def config_text(root: Path, memory: Path) -> str:
+    return f"""\
+        servers:
+          files:
+            server: filesystem
+            settings:
+              roots: [{root}]
+          memory:
+            server: memory-tools
+            settings:
+              memory_dir: {memory}
+        """
+
+
+def slow_edit(lines: list[str]) -> dict[str, object]:
+    edits = [{"oldText": line, "newText": line + "  # edited"} for line in lines[:: LINES // EDITS]]
+    return {"path": "big.py", "edits": edits}
+
+
+async def test_other_servers_answer_while_a_slow_edit_runs(write_config, tmp_path: Path) -> None:
+    root, memory = tmp_path / "root", tmp_path / "memory"
+    root.mkdir()
+    lines = big_file(root)
+    config = write_config(config_text(root, memory))
+    async with launched(config) as session:
+        await session.call_tool("write_memory", {"key": "k0", "value": "v0"})  # warm up
+        edit_done = anyio.Event()
+        answered_while_running: list[str] = []
+
+        async def edit() -> None:
+            result = await session.call_tool("edit_file", slow_edit(lines))
+            assert not result.is_error, text_of(result)
+            edit_done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(edit)
+            await anyio.sleep(0.3)  # the edit is under way
+            with anyio.fail_after(30):
+                for i in range(3):
+                    listed = await session.call_tool("list_allowed_directories", {})
+                    assert str(root) in text_of(listed)
+                    read = await session.call_tool("read_memory", {"key": "k0"})
+                    assert "v0" in text_of(read)
+                    if not edit_done.is_set():
+                        answered_while_running.append(f"round {i}")
+            with anyio.fail_after(120):
+                await edit_done.wait()
+        assert answered_while_running, "the edit finished before the other calls: make it slower"
+        wrote = await session.call_tool("write_memory", {"key": "k1", "value": "v1"})
+        assert not wrote.is_error, text_of(wrote)
+    text = (root / "big.py").read_text()
+    assert text.count("  # edited") == EDITS
+
+
+def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_path: Path) -> None:
+    """A raw JSON-RPC client over pipes, so the test controls exactly when SIGTERM is sent."""
+    import json
+
+    root, memory = tmp_path / "root", tmp_path / "memory"
+    root.mkdir()
+    lines = big_file(root)
+    config = write_config(config_text(root, memory))
+    process = subprocess.Popen(
+        [*launcher_command(), "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+    )
+    assert process.stdin is not None and process.stdout is not None
+
+    def send(message: dict[str, object]) -> None:
+        process.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())  # type: ignore[union-attr]
+        process.stdin.flush()  # type: ignore[union-attr]
+
+    try:
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        }
+        send({"id": 1, "method": "initialize", "params": init})
+        assert json.loads(process.stdout.readline())["id"] == 1
+        send({"method": "notifications/initialized"})
+        send(
+            {
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "edit_file", "arguments": slow_edit(lines)},
+            }
+        )
+        time.sleep(1.0)  # the edit is under way (it takes seconds)
+        assert process.poll() is None
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=30)
+        # The launcher lets the running call finish (seconds), within its 10 s grace, generously.
+        assert time.monotonic() - started < 20
+        assert code in (0, -signal.SIGTERM, 128 + signal.SIGTERM)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert not [p for p in root.iterdir() if p.name.startswith(".dpt-tmp-")]
