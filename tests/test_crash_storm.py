@@ -25,6 +25,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.containment import RESERVED_PREFIX, TEMP_PREFIX
+from doc_processing_std_tools.memory.folder import SWEEP_DELAY
 
 ROUNDS = int(os.environ.get("DPT_STORM_ROUNDS", "10"))
 WRITERS = 2  # tasks per kind of write, all on one session
@@ -418,9 +419,13 @@ async def final_start(config: Path, folder: Path) -> list[str]:
             first = await session.call_tool("list_memory_keys", {})  # memory's first use
             if RESERVED_PREFIX in text_of(first):
                 problems.append(f"list_memory_keys shows litter: {text_of(first)[:300]}")
-            left = litter(folder / "agent_memory")
+            # memory sweeps its folder tree a moment after its first call (SWEEP_DELAY),
+            # so the first call does not wait for it; listings hide the litter meanwhile
+            deadline = time.monotonic() + SWEEP_DELAY + 15
+            while (left := litter(folder / "agent_memory")) and time.monotonic() < deadline:
+                await anyio.sleep(0.2)
             if left:
-                problems.append(f"memory litter left after its first call: {left[:5]}")
+                problems.append(f"memory litter left after its sweep: {left[:5]}")
             problems += await check_listings(session)  # the tree walk sweeps the rest
     left = litter(folder)
     if left:

@@ -419,11 +419,6 @@ def test_a_real_launcher_answers_every_malformed_request(write_config, tmp_path:
     check_every_request_is_answered(write_config, tmp_path, MALFORMED_LINES)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="launcher stdio: a request whose arguments hold a lone-surrogate escape (\\ud800) or "
-    "whose params is not an object gets no reply at all (issue 12, 'Also unbounded')",
-)
 def test_a_real_launcher_answers_lone_surrogates_and_non_object_params(
     write_config, tmp_path: Path
 ) -> None:
