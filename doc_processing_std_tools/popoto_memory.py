@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from . import locking
+from . import locking, wiring
 from .embedded_redis import (
     INSTALL_HINT,
     EmbeddedRedis,
@@ -65,7 +65,7 @@ from .embedded_redis import (
     find_executable,
     redact,
 )
-from .servers import ServerLoadError
+from .servers import ServerLoadError, ServerSpec
 from .settings import ServerSettings, resolve_path
 
 if TYPE_CHECKING:
@@ -923,22 +923,42 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         )
         tool._runtime = runtime
         provider.add_tool(tool)
-    server.popoto_runtime = runtime  # type: ignore[attr-defined]  # for tests and --check
     return server
 
 
-def __getattr__(name: str) -> Any:
-    """Lazy ``popoto_memory_server``: built from the environment on first access."""
-    if name == "popoto_memory_server":
-        server = create_server(Settings())
-        globals()[name] = server
-        return server
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def runtime_of(server: FastMCP) -> Runtime:
+    """The popoto runtime behind a server made by :func:`create_server`."""
+    for provider in server.providers:
+        runtime = getattr(provider, "runtime", None)
+        if isinstance(runtime, Runtime):
+            return runtime
+    raise LookupError(f"{server.name!r} is not a popoto-memory server")
+
+
+SPEC = ServerSpec(
+    name=SERVER_NAME,
+    create=create_server,
+    settings=Settings,
+    check=check,
+    describe=describe,
+    one_per_process=ONE_PER_PROCESS,
+    locks_itself=LOCKS_ITSELF,
+    extra=EXTRA,
+)
+
+
+def standalone_server() -> FastMCP:
+    """popoto-memory on its own, its settings from the environment."""
+    return create_server(Settings())
+
+
+__getattr__: Any = wiring.lazy_server(__name__, "popoto_memory_server", standalone_server)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``dpt-popoto-memory`` / ``python -m doc_processing_std_tools.popoto_memory``."""
+    wiring.main(SERVER_NAME, standalone_server, argv)
 
 
 if __name__ == "__main__":
-    import logging
-    import sys
-
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    create_server(Settings()).run(show_banner=False)
+    main()

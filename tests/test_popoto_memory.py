@@ -157,7 +157,7 @@ def test_listing_the_tools_does_not_wait_for_popotos_import():
         from fastmcp import FastMCP
         import doc_processing_std_tools.popoto_memory as m
         server = m.create_server(m.Settings(backend="redis", url="redis://127.0.0.1:9/1"))
-        assert server.popoto_runtime is not None
+        assert pm.runtime_of(server) is not None
         print(any(name.split(".")[0] == "popoto" for name in sys.modules))
         """
     )
@@ -168,10 +168,7 @@ def test_listing_the_tools_does_not_wait_for_popotos_import():
     assert out.stdout.strip() == "False"
 
 
-def test_contract_attributes():
-    assert pm.ONE_PER_PROCESS is True
-    assert pm.EXTRA == "popoto"
-    assert issubclass(pm.Settings, pm.ServerSettings)
+def test_settings_refuse_unknown_keys():
     with pytest.raises(ValidationError, match="extra"):
         pm.Settings(nope=1)
 
@@ -214,7 +211,7 @@ async def test_bad_arguments_give_popotos_text(client, redis_url):
     assert got[2] == (True, "memory_save 'importance' must be between 0 and 1.")
     assert got[4] == (True, "No memory found for key 'DefaultMemory:nope'.")
     # byte-for-byte what popoto's own dispatch answers
-    runtime = client.server_under_test.popoto_runtime
+    runtime = pm.runtime_of(client.server_under_test)
     expected = [
         (r["is_error"], r["text"])
         for r in (dispatch(n, a, runtime.new_service()) for n, a in cases)
@@ -500,8 +497,8 @@ async def test_embedded_persists_across_restarts_and_stops(tmp_path):
     settings = pm.Settings(backend="embedded", data_dir=str(data_dir), agent_id="emb")
     server = pm.create_server(settings)
     async with Client(server) as c:
-        assert server.popoto_runtime.wait_ready()  # the lifespan starts it in the background
-        emb = server.popoto_runtime.embedded
+        assert pm.runtime_of(server).wait_ready()  # the lifespan starts it in the background
+        emb = pm.runtime_of(server).embedded
         pid = emb.pid
         assert emb.is_ours(pid)
         err, _ = await call(c, "memory_save", {"content": "Embedded memories survive restarts."})
@@ -517,8 +514,8 @@ async def test_embedded_persists_across_restarts_and_stops(tmp_path):
 
     server = pm.create_server(settings)
     async with Client(server) as c:
-        assert server.popoto_runtime.wait_ready()
-        pid2 = server.popoto_runtime.embedded.pid
+        assert pm.runtime_of(server).wait_ready()
+        pid2 = pm.runtime_of(server).embedded.pid
         err, text = await call(c, "memory_search", {"query": "embedded memories restarts"})
         assert not err
         assert "Embedded memories survive restarts." in text
@@ -658,9 +655,9 @@ async def test_embedded_server_left_behind_is_stopped_and_data_kept(tmp_path):
 
         server = pm.create_server(pm.Settings(data_dir=str(data_dir), agent_id="stale"))
         async with Client(server) as c:
-            assert server.popoto_runtime.wait_ready()
+            assert pm.runtime_of(server).wait_ready()
             assert proc.poll() is not None, "the left-behind redis-server was not stopped"
-            emb = server.popoto_runtime.embedded
+            emb = pm.runtime_of(server).embedded
             assert emb.pid != proc.pid and emb.started_here
             assert redis.Redis.from_url(emb.url()).get("left-behind") == b"yes"  # AOF kept
             err, text = await call(c, "memory_status")
@@ -678,7 +675,7 @@ async def test_embedded_server_killed_under_a_live_launcher_is_started_again(tmp
     async with Client(server) as c:
         err, text = await call(c, "memory_save", {"content": "Survives a killed server."})
         assert not err, text
-        emb = server.popoto_runtime.embedded
+        emb = pm.runtime_of(server).embedded
         old_pid = emb.pid
         os.kill(emb.supervisor_pid, signal.SIGKILL)
         if not sys.platform.startswith("linux"):  # no parent-death signal there

@@ -136,3 +136,31 @@ async def test_the_launcher_doc_example_with_a_path_setting_works_next_to_the_co
         assert str(tmp_path / "notes") in result.content[0].text  # type: ignore[union-attr]
     finally:
         await composition.aclose()
+
+
+@pytest.mark.parametrize(
+    ("script", "tool"),
+    [("dpt-memory", "write_memory"), ("dpt-filesystem", "list_allowed_directories")],
+)
+async def test_each_server_has_a_console_script_that_serves_it_alone(
+    script: str, tool: str, tmp_path: Path
+) -> None:
+    import os
+    import shutil
+    import sys
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command = shutil.which(script, path=str(Path(sys.executable).parent))
+    assert command, f"{script} is not installed next to {sys.executable}"
+    env = {**os.environ, "DPTTOOLS_MEMORY_DIR": str(tmp_path / "m")}
+    args = [str(tmp_path)] if script == "dpt-filesystem" else []
+    params = StdioServerParameters(command=command, args=args, env=env, cwd="/")
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        assert tool in {t.name for t in (await session.list_tools()).tools}
+        result = await session.call_tool(
+            tool, {"key": "k", "value": "v"} if tool == "write_memory" else {}
+        )
+        assert not result.is_error, result

@@ -1,0 +1,5 @@
+"""``python -m doc_processing_std_tools.filesystem [ROOT ...]``: serve over stdio."""
+
+from . import main
+
+main()

@@ -1,0 +1,103 @@
+"""directory_tree and search_files: iterative walks, bounded depth and entries, linear globs."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from contextlib import closing
+from typing import TYPE_CHECKING, Any
+
+from ..globs import GlobError, Globs, check_pattern
+from ..text import quote
+
+if TYPE_CHECKING:
+    pass
+from .base import MAX_TREE_DEPTH, FileSystemError, RootedFileSystem
+
+
+class WalkTools(RootedFileSystem):
+    """directory_tree and search_files: iterative walks with linear glob matching."""
+
+    def directory_tree(self, path: str, exclude_patterns: Sequence[str] = ()) -> str:
+        excluded = self._globs(exclude_patterns, "excludePatterns", anywhere=True)
+        cut: list[str] = []  # folders at MAX_TREE_DEPTH whose contents are left out
+
+        def build() -> tuple[list[dict[str, Any]], bool]:
+            top: list[dict[str, Any]] = []
+            stack: list[list[dict[str, Any]]] = [top]
+            walk = self.jail.walk_relative(
+                path,
+                max_depth=MAX_TREE_DEPTH,
+                exclude=lambda relative, _entry: excluded.match(relative),
+            )
+            with closing(walk):
+                for seen, (depth, relative, entry) in enumerate(walk):
+                    if seen >= self.settings.max_entries:
+                        return top, True
+                    del stack[depth:]
+                    node: dict[str, Any] = {
+                        "name": entry.name,
+                        "type": "directory" if entry.kind == "dir" else "file",
+                    }
+                    stack[-1].append(node)
+                    if entry.kind == "dir":
+                        node["children"] = []
+                        stack.append(node["children"])
+                        if depth == MAX_TREE_DEPTH:
+                            cut.append(relative)
+            return top, False
+
+        tree, truncated = self._guard(path, build)
+        text = json.dumps(tree, indent=2, ensure_ascii=False)
+        if cut:
+            deeper = os.path.join(self.jail.display(path), cut[0])
+            text += (
+                f"\n\n[{len(cut)} folder(s) at depth {MAX_TREE_DEPTH} are shown without "
+                f"their contents (the tree's depth limit); call directory_tree on a deeper "
+                f"path, e.g. {quote(deeper, 300)}]"
+            )
+        if truncated:
+            text += (
+                f"\n\n[Stopped at max_entries={self.settings.max_entries} entries: the tree "
+                "is incomplete; pick a deeper path or add excludePatterns]"
+            )
+        return text
+
+    def _globs(self, patterns: Sequence[str], what: str, *, anywhere: bool = False) -> Globs:
+        try:
+            return Globs(patterns, anywhere=anywhere, what=what)
+        except GlobError as exc:
+            raise FileSystemError(f"Invalid {what}: {exc}") from None
+
+    def search_files(self, path: str, pattern: str, exclude_patterns: Sequence[str] = ()) -> str:
+        if not pattern:
+            raise FileSystemError("pattern must not be empty")
+        try:
+            check_pattern(pattern)
+        except GlobError as exc:
+            raise FileSystemError(str(exc)) from None
+        wanted = self._globs([pattern], "pattern")
+        excluded = self._globs(exclude_patterns, "excludePatterns")
+
+        def search() -> tuple[list[str], bool]:
+            matches: list[str] = []
+            walk = self.jail.walk_relative(
+                path, exclude=lambda relative, _entry: excluded.match(relative)
+            )
+            with closing(walk):
+                for seen, (_depth, relative, entry) in enumerate(walk):
+                    if seen >= self.settings.max_entries:
+                        return matches, True
+                    if wanted.match(relative):
+                        matches.append(str(entry.path))
+            return matches, False
+
+        matches, truncated = self._guard(path, search)
+        text = "\n".join(matches) if matches else "No matches found"
+        if truncated:
+            text += (
+                f"\n[Search stopped after max_entries={self.settings.max_entries} entries: "
+                "results may be incomplete; search a deeper path or add excludePatterns]"
+            )
+        return text
