@@ -25,7 +25,7 @@ import stat
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +49,11 @@ MAX_PATH_CHARS = 4096
 # A path argument longer than this is refused before it is even split (``..`` and ``.``
 # parts can make a usable path longer than MAX_PATH_CHARS, but not this long).
 MAX_PATH_ARGUMENT_CHARS = 4 * MAX_PATH_CHARS
+
+
+def _close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        os.close(fd)
 
 
 class ContainmentError(PermissionError):
@@ -279,11 +284,11 @@ class Jail:
                 names.clear()
                 stack.append(os.open(self.roots[index], _DIR_FLAGS))
 
-            fds.callback(lambda: [os.close(fd) for fd in stack])
+            fds.callback(_close_all, stack)
             enter_root(root_index)
             links = 0
             created: list[tuple[int, str]] = []  # (dup of the parent's fd, name), in order
-            fds.callback(lambda: [os.close(fd) for fd, _ in created])
+            fds.callback(lambda: _close_all(fd for fd, _ in created))
             while pending:
                 part = pending.popleft()
                 if part == "..":
@@ -370,9 +375,10 @@ class Jail:
                 names.append(part)
             else:
                 # The walk ended inside a folder it entered (or on a root itself).
-                part = names.pop() if names else None
-                if part is not None:
+                final: str | None = names.pop() if names else None
+                if final is not None:
                     os.close(stack.pop())
+                part = final  # type: ignore[assignment]  # None: the target is a root
             try:
                 yield Target(
                     stack[-1],
@@ -491,6 +497,7 @@ class Jail:
         """Delete a file or symlink (the link itself), or a folder with *recursive*."""
         with self.resolve(path, follow_last=False) as target:
             self._refuse_root_change(target, "delete")
+            assert target.name is not None  # a root was refused just above
             info = target.lstat()
             if info is None:
                 raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(target.path))
@@ -608,7 +615,7 @@ class Jail:
         *,
         max_depth: int | None = None,
         exclude: Callable[[str, Entry], bool] | None = None,
-    ) -> Iterator[tuple[int, str, Entry]]:
+    ) -> Generator[tuple[int, str, Entry], None, None]:
         """Like :meth:`walk`, yielding (depth, path relative to *path*, entry); *exclude*
         gets the relative path too. Any depth works (see :func:`walk_fd`)."""
         with self.open_folder(path) as (fd, folder):

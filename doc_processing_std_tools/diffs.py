@@ -124,7 +124,7 @@ def unified_lines(
 ) -> Iterator[str]:
     """The lines of ``difflib.unified_diff(a, b, ...)`` with 3 lines of context."""
     matcher = difflib.SequenceMatcher(None, "", "")
-    matcher.opcodes = opcodes(a, b)  # get_grouped_opcodes reads them from here
+    matcher.opcodes = opcodes(a, b)  # type: ignore[attr-defined]  # get_grouped_opcodes reads them
     started = False
     for group in matcher.get_grouped_opcodes(3):
         if not started:

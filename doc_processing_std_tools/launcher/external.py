@@ -296,7 +296,7 @@ class ToolRelay:
         mounts = self._mounts()
         if mounts is not self._seen:
             self._targets = {
-                tool.name: RelayTarget(mount.supervisor, tool, tool.inner_name)
+                tool.name: RelayTarget(mount.supervisor, tool, tool.inner_name)  # type: ignore[attr-defined]
                 for mount in mounts
                 if mount.supervisor is not None
                 for tool in mount.tools

@@ -79,7 +79,7 @@ def _snippet_at(content: str, first: int, last: int) -> str:
     start = 0
     for _ in range(start_line):  # at most first - 2 finds, each resuming where the last stopped
         start = content.find("\n", start) + 1
-    lines = []
+    lines: list[str] = []
     pos = start
     while len(lines) < last + 3 - start_line and pos < len(content):
         end = content.find("\n", pos)
