@@ -157,7 +157,7 @@ def test_listing_the_tools_does_not_wait_for_popotos_import():
         from fastmcp import FastMCP
         import doc_processing_std_tools.popoto_memory as m
         server = m.create_server(m.Settings(backend="redis", url="redis://127.0.0.1:9/1"))
-        assert pm.runtime_of(server) is not None
+        assert m.runtime_of(server) is not None
         print(any(name.split(".")[0] == "popoto" for name in sys.modules))
         """
     )
