@@ -101,7 +101,6 @@ class Target:
     parent_fd: int
     name: str | None
     path: Path
-    root: Path
 
     def lstat(self) -> os.stat_result | None:
         """The target's own status (a symlink is not followed), or None if missing."""
@@ -384,7 +383,6 @@ class Jail:
                     stack[-1],
                     part,
                     self._path_of(root_index, names, *([part] if part else [])),
-                    self.roots[root_index],
                 )
             except BaseException:
                 for parent_fd, name in reversed(created):
@@ -399,16 +397,6 @@ class Jail:
         """The absolute path *path* leads to inside the roots (it need not exist)."""
         with self.resolve(path) as target:
             return target.path
-
-    def contains(self, path: str) -> bool:
-        """Whether *path* resolves inside the roots (missing folders on the way are fine)."""
-        try:
-            self.realpath(path)
-        except ContainmentError:
-            return False
-        except OSError:
-            return True
-        return True
 
     # -- operations -----------------------------------------------------------
 
@@ -1033,7 +1021,6 @@ def atomic_write_at(
 
 
 _RENAME_NOREPLACE = 1
-_AT_FDCWD = -100
 
 
 def _renameat2() -> object | None:

@@ -113,9 +113,15 @@ def _rules_transform(
     from fastmcp.server.transforms import Transform
 
     guarded_tool = _guarded_tool_class()
+    wrapped: dict[int, tuple[Tool, Tool]] = {}  # id(inner) -> (inner, its guard)
 
     def wrap(tool: Tool) -> Tool:
-        return guarded_tool.wrap(
+        """The guard of *tool*, made once per tool object: every call looks the tool up,
+        and copying a pydantic model per call is most of the launcher's own cost."""
+        hit = wrapped.get(id(tool))
+        if hit is not None and hit[0] is tool:  # the entry holds *tool*: its id is not reused
+            return hit[1]
+        guarded = guarded_tool.wrap(
             tool,
             label=label,
             lock=needs_lock(tool),
@@ -123,6 +129,10 @@ def _rules_transform(
             unavailable=unavailable,
             call_failed=call_failed,
         )
+        if len(wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
+            wrapped.clear()
+        wrapped[id(tool)] = (tool, guarded)
+        return guarded
 
     def down() -> bool:
         return unavailable is not None and unavailable() is not None
