@@ -54,6 +54,7 @@ EXTRA_SECTIONS = [
     "popoto_bench",
 ]
 POPOTO_SECTIONS = {"popoto_bench"}
+SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server
 
 TRIVIAL_SERVER = """
 from fastmcp import FastMCP
@@ -159,6 +160,7 @@ def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(rounds):
         for name, command in commands.items():
+            time.sleep(SETTLE)  # the last command's children (a redis-server stopping) are gone
             samples[name].append(first_list_seconds(command, workdir, env))
     return {name: median_ms(values) for name, values in samples.items()}
 

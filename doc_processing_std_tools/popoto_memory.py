@@ -467,6 +467,9 @@ def import_popoto() -> None:
 _ACTIVE: Runtime | None = None
 
 
+IMPORT_DELAY = 0.6  # seconds the background start waits unless a call needs it (see _prepare)
+
+
 class Runtime:
     """State shared by one server's tools: the resolved config and the embedded server."""
 
@@ -480,6 +483,7 @@ class Runtime:
         self.start_error: str | None = None
         self.started = False
         self._ready = threading.Event()
+        self._needed = threading.Event()  # set when a call waits for the start
         self._starter: threading.Thread | None = None
         self._recover_lock = threading.Lock()
 
@@ -510,10 +514,15 @@ class Runtime:
 
     def wait_ready(self, timeout: float | None = None) -> bool:
         """Block until the background start has finished (or failed); False on timeout."""
+        self._needed.set()  # a call waits: import popoto now, not after IMPORT_DELAY
         return self._ready.wait(START_TIMEOUT if timeout is None else timeout)
 
     def _prepare(self) -> None:
         """Background start: the redis-server (its own thread: mostly waiting) and popoto's import."""
+        # popoto's import holds the GIL for most of a second, and the redis-server start
+        # spawns processes: leave the launcher that moment to answer its client's first
+        # tools/list (on two cores it matters), unless a call needs popoto first
+        self._needed.wait(IMPORT_DELAY)
         embedded_error: list[str] = []
         starter = None
         if self.embedded is not None:
