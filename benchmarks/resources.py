@@ -29,6 +29,9 @@ REPO = HERE.parent
 PY = sys.executable
 LAUNCHER = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config"]
 
+sys.path.insert(0, str(HERE))
+from run import HANDSHAKE  # noqa: E402
+
 
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
@@ -157,20 +160,7 @@ def line_seconds(megabytes: int, workdir: Path) -> float:
         cwd=workdir,
     )
     assert proc.stdin and proc.stdout
-    handshake = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-    ]
-    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in handshake))
+    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in HANDSHAKE))
     proc.stdin.flush()
     proc.stdout.readline()
     value = "x" * (megabytes << 20)

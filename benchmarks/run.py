@@ -55,6 +55,19 @@ EXTRA_SECTIONS = [
 ]
 POPOTO_SECTIONS = {"popoto_bench"}
 SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server
+HANDSHAKE = [  # a client's first two messages, as raw JSON-RPC (the benchmarks' only copy)
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    },
+    {"jsonrpc": "2.0", "method": "notifications/initialized"},
+]
 
 TRIVIAL_SERVER = """
 from fastmcp import FastMCP
@@ -99,20 +112,7 @@ def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> fl
         env=env,
     )
     assert proc.stdin and proc.stdout
-    messages = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}},
-    ]
+    messages = [*HANDSHAKE, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}]
     proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
     proc.stdin.flush()
     while True:

@@ -27,23 +27,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
-from run import bench_first_list  # noqa: E402
+from run import HANDSHAKE, bench_first_list  # noqa: E402
 
 PY = sys.executable
-
-HANDSHAKE = [
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]
 
 
 def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool: str) -> float:
