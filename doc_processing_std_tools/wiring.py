@@ -8,6 +8,9 @@
   access (importing the package stays cheap) and exactly once across threads.
 * :func:`main`: the standard ``python -m`` / console-script entry point: logs on
   stderr, a settings error in one line, serve over stdio.
+* :class:`ServerModule`: all of the above for one server package at once: its ``SPEC``
+  (read from the package like any third-party server module), ``standalone_server``,
+  the lazy module-level server and ``main()``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from .text import bounded, sendable
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from mcp.types import ToolAnnotations
+
+    from .servers import ServerSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -116,3 +121,51 @@ def _first_line(exc: Exception) -> str:
         where = ".".join(str(part) for part in error["loc"])
         return f"{where}: {error['msg']}" if where else error["msg"]
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+class ServerModule:
+    """The standard exports of a server package, made in one place.
+
+    ``spec`` is read from the package as :func:`~.servers.spec_from_module` reads a
+    third-party server module (``create_server``, ``Settings``, ``check``, ``describe``,
+    ``ONE_PER_PROCESS``, ``LOCKS_ITSELF``, ``EXTRA``), so create it after those are
+    imported. The package then exports ``SPEC = server.spec``, ``standalone_server``,
+    ``main`` and ``__getattr__ = server.module_getattr`` (the lazy *export*).
+    """
+
+    def __init__(
+        self,
+        module_name: str,
+        name: str,
+        *,
+        export: str,
+        follow_client_roots: bool = True,
+        settings_from_args: Callable[[list[str]], Any] | None = None,
+    ) -> None:
+        from .servers import spec_from_module
+
+        self.spec: ServerSpec = spec_from_module(sys.modules[module_name], name)
+        self.follow_client_roots = follow_client_roots
+        self.settings_from_args = settings_from_args
+        self.module_getattr = lazy_server(module_name, export, self.standalone_server)
+
+    def standalone_server(self, args: Sequence[str] = ()) -> FastMCP:
+        """The server on its own: settings from *args* where the server takes any (e.g. the
+        filesystem's roots), else from the environment; following the client's MCP roots
+        when *follow_client_roots*."""
+        if args and self.settings_from_args is not None:
+            settings = self.settings_from_args(list(args))
+        else:
+            assert self.spec.settings is not None  # a server package has a Settings model
+            settings = self.spec.settings()
+        server = self.spec.create(settings)
+        if self.follow_client_roots:
+            from .workspace import watch_client_roots
+
+            server = watch_client_roots(server)
+        return server
+
+    def main(self, argv: Sequence[str] | None = None) -> None:
+        """``dpt-<server>`` / ``python -m``: serve over stdio (see :func:`main`)."""
+        args = list(sys.argv[1:] if argv is None else argv)
+        main(self.spec.name, lambda: self.standalone_server(args), args)

@@ -164,3 +164,5 @@ async def test_each_server_has_a_console_script_that_serves_it_alone(
             tool, {"key": "k", "value": "v"} if tool == "write_memory" else {}
         )
         assert not result.is_error, result
+        if script == "dpt-filesystem":  # the ROOT argument is the served root
+            assert str(tmp_path) in result.content[0].text  # type: ignore[union-attr]

@@ -22,13 +22,10 @@ doc_processing_std_tools.filesystem [ROOT ...]``).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import wiring
 from ..globs import glob_match as glob_match  # re-exported: the one-pattern matcher
-from ..servers import ServerSpec
 from .base import MAX_TREE_DEPTH, EditOperation, FileSystemError, format_size
 from .edits import apply_edit, unified_diff
 from .server import create_server
@@ -71,32 +68,16 @@ __all__ = [
     "unified_diff",
 ]
 
-SPEC = ServerSpec(
-    name=SERVER_NAME,
-    create=create_server,
-    settings=Settings,
-    check=check,
-    describe=describe,
-    locks_itself=LOCKS_ITSELF,
+# After the imports above: SPEC is read from them (see wiring.ServerModule).
+_package = wiring.ServerModule(
+    __name__,
+    SERVER_NAME,
+    export="filesystem_server",
+    settings_from_args=lambda roots: Settings(roots=roots),
 )
-
-
-def standalone_server(roots: Sequence[str] = ()) -> FastMCP:
-    """The filesystem server on its own: *roots*, else the environment's, following the
-    client's roots when there are none."""
-    from ..workspace import watch_client_roots
-
-    settings = Settings(roots=list(roots)) if roots else Settings()
-    return watch_client_roots(create_server(settings))
-
-
-__getattr__: Any = wiring.lazy_server(__name__, "filesystem_server", standalone_server)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``dpt-filesystem [ROOT ...]``: serve over stdio; roots from the arguments, else
-    ``$DPTTOOLS_FS_ROOTS``, else the client's roots, else a project working directory."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] in ("-h", "--help"):
-        wiring.main(SERVER_NAME, standalone_server, args)
-    wiring.main(SERVER_NAME, lambda: standalone_server(args), [])
+SPEC = _package.spec
+standalone_server = _package.standalone_server  # roots given, else as main() says
+# dpt-filesystem [ROOT ...]: roots from the arguments, else $DPTTOOLS_FS_ROOTS, else the
+# client's roots, else a project working directory.
+main = _package.main
+__getattr__: Any = _package.module_getattr

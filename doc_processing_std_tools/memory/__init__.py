@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import wiring
-from ..servers import ServerSpec
 from .files import FileCommands
 from .folder import EDIT_ATTEMPTS, MemoryFolder
 from .formats import MAX_KEY_FILE_BYTES, MAX_LINES, MemoryStoreError
@@ -85,26 +84,9 @@ __all__ = [
     "user_memory_dir",
 ]
 
-SPEC = ServerSpec(
-    name=SERVER_NAME,
-    create=create_server,
-    settings=Settings,
-    check=check,
-    describe=describe,
-    locks_itself=LOCKS_ITSELF,
-)
-
-
-def standalone_server() -> FastMCP:
-    """memory-tools on its own: settings from the environment, following the client's roots."""
-    from ..workspace import watch_client_roots
-
-    return watch_client_roots(create_server(Settings()))
-
-
-__getattr__: Any = wiring.lazy_server(__name__, "memory_server", standalone_server)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``dpt-memory`` / ``python -m doc_processing_std_tools.memory``: serve over stdio."""
-    wiring.main(SERVER_NAME, standalone_server, argv)
+# After the imports above: SPEC is read from them (see wiring.ServerModule).
+_package = wiring.ServerModule(__name__, SERVER_NAME, export="memory_server")
+SPEC = _package.spec
+standalone_server = _package.standalone_server  # settings from the environment, client's roots
+main = _package.main  # dpt-memory / python -m doc_processing_std_tools.memory
+__getattr__: Any = _package.module_getattr
