@@ -20,8 +20,6 @@ pattern at all. Run: ``python benchmarks/filesystem_bounds.py [--quick]`` (Linux
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import re
 import subprocess
 import sys
@@ -31,6 +29,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
+from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
+from tree_helpers import make_chain  # noqa: E402
 
 CONFIG = """\
 servers:
@@ -60,31 +61,17 @@ class Launcher:
             cwd=config.parent,
         )
         self.next_id = 0
-        init = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        }
-        self.request("initialize", init)
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.request("initialize", initialize_params("bench"))
+        send(self.process, message("notifications/initialized"))
         self.timed_call("list_allowed_directories", {})  # the first call pays for lazy imports
         self.timed_call(
             "edit_file", {"path": "missing.txt", "edits": [{"oldText": "a", "newText": "b"}]}
         )
 
-    def send(self, message: dict) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(message).encode() + b"\n")
-        self.process.stdin.flush()
-
     def request(self, method: str, params: dict) -> dict:
         self.next_id += 1
-        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
-        assert self.process.stdout is not None
-        while True:
-            reply = json.loads(self.process.stdout.readline())
-            if reply.get("id") == self.next_id:
-                return reply
+        send(self.process, message(method, params, id=self.next_id))
+        return receive(self.process, self.next_id)
 
     def timed_call(self, tool: str, arguments: dict) -> tuple[float, dict]:
         started = time.perf_counter()
@@ -109,17 +96,6 @@ def _text(result: dict) -> str:
     return "\n".join(block.get("text", "") for block in result.get("content", []))
 
 
-def _chain(folder: Path, depth: int) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    for _ in range(depth):
-        os.mkdir("d", dir_fd=fd)
-        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-        os.close(fd)
-        fd = child
-    os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
-    os.close(fd)
-
-
 def _build(root: Path, entries: int) -> None:
     lines = [f"    line {i} = value({i})" for i in range(150_000)]
     body = "\n".join(lines) + "\n"
@@ -132,7 +108,7 @@ def _build(root: Path, entries: int) -> None:
         for name in range(per_folder):
             (sub / f"file{name:03d}.txt").write_text("x")
     (root / "deep").mkdir()
-    _chain(root / "deep", 2500)
+    make_chain(root / "deep", 2500)
 
 
 def figures(quick: bool = False) -> dict[str, float]:
@@ -223,7 +199,7 @@ def figures(quick: bool = False) -> dict[str, float]:
         Jail([root]).remove("deep", recursive=True)
         results["delete a 2,500-deep chain (s)"] = deleted = time.perf_counter() - started
         (root / "deep").mkdir()
-        _chain(root / "deep", 2500)
+        make_chain(root / "deep", 2500)
         started = time.perf_counter()
         subprocess.run(["rm", "-rf", str(root / "deep")], check=True)
         results["delete a 2,500-deep chain / rm -rf ratio"] = deleted / (

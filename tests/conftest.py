@@ -135,3 +135,13 @@ def _private_user_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterato
             os.environ.pop("XDG_CACHE_HOME", None)
         else:
             os.environ["XDG_CACHE_HOME"] = saved
+
+
+@pytest.fixture
+def clean_deep(tmp_path: Path) -> Iterator[None]:
+    """Remove the test's folders with our own rmtree: pytest's shutil.rmtree cannot remove a
+    chain thousands of folders deep (RecursionError), and would fail on it in every later run."""
+    from tree_helpers import remove_subfolders
+
+    yield
+    remove_subfolders(tmp_path)

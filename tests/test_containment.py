@@ -7,11 +7,11 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import exchange, snapshot
+from tree_helpers import make_chain
 
 from doc_processing_std_tools.containment import (
     TEMP_PREFIX,
@@ -19,7 +19,6 @@ from doc_processing_std_tools.containment import (
     FileTooLarge,
     Jail,
     RootChangeRefused,
-    rmtree_at,
 )
 
 SECRET = "TOP-SECRET-5f3a"
@@ -390,35 +389,7 @@ def test_before_create_sees_the_final_path_and_can_refuse(
     assert not (world["root"] / "sub" / "n1").exists()
 
 
-@pytest.fixture
-def clean_deep(tmp_path: Path) -> Iterator[None]:
-    """Remove the test's folders with our own rmtree: pytest's shutil.rmtree cannot remove a
-    chain this deep (RecursionError), and would fail on it in every later run."""
-    yield
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for name in os.listdir(fd):
-            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                rmtree_at(fd, name)
-    finally:
-        os.close(fd)
-
-
 # -- depth: no recursion, bounded descriptors ------------------------------------------------
-
-
-def make_chain(folder: Path, depth: int, name: str = "d") -> None:
-    """*depth* nested folders below *folder*, made through descriptors (no path is that long)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for _ in range(depth):
-            os.mkdir(name, dir_fd=fd)
-            child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = child
-        os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
-    finally:
-        os.close(fd)
 
 
 def open_fds() -> int:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from doc_processing_std_tools import filesystem as fsmod
 from doc_processing_std_tools import locking
-from doc_processing_std_tools.containment import Jail, rmtree_at
+from doc_processing_std_tools.containment import Jail
 from doc_processing_std_tools.filesystem import Settings, create_server
 from doc_processing_std_tools.filesystem import writes as fs_writes
 
@@ -610,20 +610,6 @@ async def test_edit_file_refuses_edits_over_the_read_limit(world: dict[str, Path
         )
     assert "max_read_bytes=1,000" in message and len(message) < 300
     assert (world["root"] / "a.txt").read_text() == "alpha\nbeta\ngamma\n"
-
-
-@pytest.fixture
-def clean_deep(tmp_path: Path) -> Iterator[None]:
-    """Remove the test's folders with our own rmtree: pytest's shutil.rmtree cannot remove a
-    chain this deep (RecursionError), and would fail on it in every later run."""
-    yield
-    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for name in os.listdir(fd):
-            if stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                rmtree_at(fd, name)
-    finally:
-        os.close(fd)
 
 
 async def test_a_chain_as_deep_as_one_call_makes_can_be_listed_and_searched(

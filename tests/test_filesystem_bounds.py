@@ -17,6 +17,7 @@ from pathlib import Path
 
 import anyio
 from conftest import launched, launcher_command, text_of
+from rpc_helpers import initialize, message, send
 
 LINES = 150_000
 EDITS = 150
@@ -84,8 +85,6 @@ async def test_other_servers_answer_while_a_slow_edit_runs(write_config, tmp_pat
 
 def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_path: Path) -> None:
     """A raw JSON-RPC client over pipes, so the test controls exactly when SIGTERM is sent."""
-    import json
-
     root, memory = tmp_path / "root", tmp_path / "memory"
     root.mkdir()
     lines = big_file(root)
@@ -99,25 +98,12 @@ def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_pat
     )
     assert process.stdin is not None and process.stdout is not None
 
-    def send(message: dict[str, object]) -> None:
-        process.stdin.write((json.dumps({"jsonrpc": "2.0", **message}) + "\n").encode())  # type: ignore[union-attr]
-        process.stdin.flush()  # type: ignore[union-attr]
-
     try:
-        init = {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        }
-        send({"id": 1, "method": "initialize", "params": init})
-        assert json.loads(process.stdout.readline())["id"] == 1
-        send({"method": "notifications/initialized"})
+        assert "result" in initialize(process)
         send(
-            {
-                "id": 2,
-                "method": "tools/call",
-                "params": {"name": "edit_file", "arguments": slow_edit(lines)},
-            }
+            process,
+            message("notifications/initialized"),
+            message("tools/call", {"name": "edit_file", "arguments": slow_edit(lines)}, id=2),
         )
         time.sleep(1.0)  # the edit is under way (it takes seconds)
         assert process.poll() is None

@@ -29,6 +29,7 @@ from conftest import REPO
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from rpc_helpers import initialize_params, message
 
 from doc_processing_std_tools.launcher.compose import compose
 from doc_processing_std_tools.launcher.config import load_config
@@ -436,21 +437,11 @@ def check_every_request_is_answered(
             settings: {{memory_dir: {tmp_path / "mem"}}}
         """
     )
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "fuzz", "version": "0"},
-        },
-    }
     lines = [
-        json.dumps(init).encode(),
-        b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        json.dumps(message("initialize", initialize_params("fuzz"), id=1)).encode(),
+        json.dumps(message("notifications/initialized")).encode(),
         *(line for _, line in requests),
-        b'{"jsonrpc": "2.0", "id": 99, "method": "tools/list", "params": {}}',
+        json.dumps(message("tools/list", {}, id=99)).encode(),
     ]
     expected = {1, 99, *(ident for ident, _ in requests)}
     replies = read_replies(config, tmp_path, lines, expected, timeout)
