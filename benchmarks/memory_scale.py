@@ -28,6 +28,9 @@ from pathlib import Path
 
 import anyio
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
+from memory_helpers import list_and_search_peak, write_entry, write_sparse
+
 PY = sys.executable
 NEEDLE_EVERY = 1000  # one key in this many holds the needle
 SETTLE_SECONDS = 2.2  # files younger than memory.RACY_NS are re-read on every call
@@ -38,7 +41,7 @@ def make_folder(folder: Path, keys: int) -> int:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(keys):
         value = f"note {i} about project {i % 97}" + (" NEEDLE" if i % NEEDLE_EVERY == 0 else "")
-        (folder / f"key-{i}.json").write_text(json.dumps({"key": f"key-{i}", "value": value}))
+        write_entry(folder, f"key-{i}", value)
     return len(range(0, keys, NEEDLE_EVERY))
 
 
@@ -179,39 +182,12 @@ def bench_write(
     return figures
 
 
-RSS_PROBE = """
-import json, resource, sys
-from doc_processing_std_tools.memory import MemoryStore
-
-def peak_kb():
-    # VmHWM: this process's own peak (ru_maxrss may keep the peak of the process that
-    # forked us, carried over by exec)
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-store = MemoryStore(sys.argv[1])
-json.loads(store.list_keys())
-json.loads(store.search("note"))
-print(peak_kb())
-"""
-
-
 def bench_rss(workdir: Path) -> dict[str, float]:
     folder = workdir / "mem-huge"
     make_folder(folder, 1000)
-    with open(folder / "huge.json", "wb") as handle:
-        handle.truncate(1 << 30)  # 1 GB, sparse
-    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache")}
-    out = subprocess.run(
-        [PY, "-c", RSS_PROBE, str(folder)], capture_output=True, text=True, check=True, env=env
-    )
-    return {"list+search peak RSS with a 1 GB entry (MB) (target < 200)": int(out.stdout) / 1024}
+    write_sparse(folder / "huge.json")
+    peak = list_and_search_peak(folder, "note", workdir / "cache")["rss_kb"]
+    return {"list+search peak RSS with a 1 GB entry (MB) (target < 200)": peak / 1024}
 
 
 def figures(quick: bool = False) -> dict[str, float]:

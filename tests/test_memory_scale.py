@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import snapshot
 from fastmcp import Client
+from memory_helpers import list_and_search_peak, write_sparse
+from memory_helpers import write_entry as entry
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, trees
@@ -24,13 +24,6 @@ def mem(tmp_path: Path) -> Path:
     folder = tmp_path / "mem"
     folder.mkdir()
     return folder
-
-
-def entry(folder: Path, key: str, value: str) -> Path:
-    """Write an entry as another program would (no store involved)."""
-    path = folder / f"{key}.json"
-    path.write_text(json.dumps({"key": key, "value": value}))
-    return path
 
 
 def search(store: MemoryStore, query: str) -> dict[str, str | None]:
@@ -170,46 +163,12 @@ def test_a_large_entry_is_listed_by_its_key_and_matched_by_key_only(mem: Path):
     ]
 
 
-RSS_PROBE = """
-import json, resource, sys
-from doc_processing_std_tools.memory import MemoryStore
-
-def peak_kb():
-    # VmHWM: this process's own peak (ru_maxrss may keep the peak of the process that
-    # forked us, carried over by exec)
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-store = MemoryStore(sys.argv[1])
-keys = json.loads(store.list_keys())
-found = json.loads(store.search("a"))
-print(json.dumps({"keys": keys, "found": len(found),
-                  "rss_kb": peak_kb()}))
-"""
-
-
 def test_list_and_search_stay_small_with_a_1_gb_entry(mem: Path, tmp_path: Path):
     """Peak RSS of a fresh process listing and searching (VmHWM, else ru_maxrss; not timed)."""
-    with open(mem / "huge.json", "wb") as handle:
-        handle.truncate(1 << 30)
+    write_sparse(mem / "huge.json")
     for i in range(100):
         entry(mem, f"k{i}", "a" * 1000)
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    out = subprocess.run(
-        [sys.executable, "-c", RSS_PROBE, str(mem)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        timeout=120,
-    )
-    report = json.loads(out.stdout)
+    report = list_and_search_peak(mem, "a", tmp_path / "cache")
     assert "huge" in report["keys"] and report["found"] == 100
     assert report["rss_kb"] < 200 * 1024, report
 
