@@ -14,10 +14,7 @@ Run: ``python benchmarks/http_sessions.py [--sessions 5000] [--idle-timeout 5]``
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+from launch_helpers import http_launcher  # noqa: E402
 from rpc_helpers import open_session  # noqa: E402  (tests/ holds the helpers benchmarks share)
 
 CONFIG = """\
@@ -60,25 +58,8 @@ def main() -> None:
         (folder / "bench_echo.py").write_text(ECHO)
         config = folder / "tools.yaml"
         config.write_text(CONFIG.format(idle=args.idle_timeout))
-        errlog = folder / "stderr.log"
-        command = [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
-        command += ["--config", str(config), "--transport", "http", "--port", "0"]
-        with errlog.open("wb") as err:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                env={**os.environ, "PYTHONPATH": str(folder)},
-            )
-        try:
-            port = 0
-            while not port:
-                if proc.poll() is not None:
-                    sys.exit(errlog.read_text())
-                found = re.search(r"on http://127\.0\.0\.1:(\d+)", errlog.read_text())
-                port = int(found.group(1)) if found else 0
-                time.sleep(0.05)
+        with http_launcher(config, env={"PYTHONPATH": str(folder)}) as launched:
+            proc, port = launched.proc, launched.port
             time.sleep(1)
             print(f"session_idle_timeout={args.idle_timeout:g}s")
             print(f"{'sessions':>8}  {'RSS MiB':>8}  {'elapsed s':>9}")
@@ -91,9 +72,6 @@ def main() -> None:
             if args.idle_timeout < 60:
                 time.sleep(args.idle_timeout + 2)
                 print(f"{'+idle':>8}  {rss_mib(proc.pid):8.1f}  {time.monotonic() - start:9.1f}")
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=30)
 
 
 if __name__ == "__main__":

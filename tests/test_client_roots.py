@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -20,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import launch_helpers
 import pytest
 from conftest import SPAWN_TIMEOUT, launched, launcher_command, text_of
 
@@ -290,34 +289,13 @@ async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> Non
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    proc = subprocess.Popen(
-        [
-            *launcher_command(),
-            "--config",
-            str(world["config"]),
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            "--log-level",
-            "INFO",
-        ],
+    with launch_helpers.http_launcher(
+        world["config"],
+        args=("--transport", "http", "--log-level", "INFO"),
         cwd="/",
-        env={**os.environ, **_env(world)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stderr
-        url = None
-        with anyio.fail_after(SPAWN_TIMEOUT):
-            while url is None:
-                line = await anyio.to_thread.run_sync(proc.stderr.readline)
-                assert line, "the launcher exited"
-                match = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", line)
-                url = match.group(1) if match else None
+        env=_env(world),
+    ) as daemon:
+        url = daemon.url
 
         async def session_with(roots: Roots | None, task_status: Any) -> None:
             async with (
@@ -348,9 +326,6 @@ async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> Non
         assert (world["a"] / "agent_memory" / "one.json").is_file()
         assert (world["b"] / "agent_memory" / "two.json").is_file()
         assert (_user_memory(world) / "three.json").is_file()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=15)
 
 
 async def test_roots_that_cannot_be_listed_do_not_fall_back_to_the_working_directory(

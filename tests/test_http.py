@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -17,90 +16,34 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
+import launch_helpers
 import pytest
 from conftest import launcher_command, text_of
+from launch_helpers import Launched
 from rpc_helpers import PROTOCOL, Reply, initialize_params, open_session, request, rpc
 
 from doc_processing_std_tools.launcher.cli import main
 
 TESTS = Path(__file__).resolve().parent
 TOKENS = ("first-token-3f9a", "second-token-77c1")
-SERVING_LINE = re.compile(r'serving \d+ tools? on (http://127\.0\.0\.1:(\d+)[^\s"]*)')
 
 
 # -- a launcher on a free port ---------------------------------------------------
-
-
-@dataclass
-class Launched:
-    proc: subprocess.Popen[bytes]
-    port: int
-    url: str  # the MCP endpoint
-    errlog: Path
-
-    def stderr(self) -> str:
-        return self.errlog.read_text(errors="replace")
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        return self.proc.wait(timeout=timeout)
 
 
 @contextmanager
 def http_launcher(
     folder: Path, config: str, env: dict[str, str] | None = None
 ) -> Iterator[Launched]:
-    """``dpt-launch --transport http --port 0`` on *config*; the port comes from its log line."""
+    """``dpt-launch --transport http --port 0`` on the YAML text *config*, written to *folder*."""
     path = folder / "tools.yaml"
     path.write_text(textwrap.dedent(config), encoding="utf-8")
-    errlog = folder / "stderr.log"
-    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
-    with errlog.open("wb") as err:
-        proc = subprocess.Popen(
-            [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env={**os.environ, "PYTHONPATH": pythonpath, **(env or {})},
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            found = re.search(SERVING_LINE, errlog.read_text())
-            if found:
-                break
-            assert proc.poll() is None, errlog.read_text()
-            assert time.monotonic() < deadline, errlog.read_text()
-            time.sleep(0.05)
-        port = int(found.group(2))
-        _wait_until_serving(port)
-        yield Launched(proc, port, found.group(1), errlog)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_until_serving(port: int) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if request(port, "GET", "/health").status == 200:
-                return
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, "the launcher never answered /health"
-        time.sleep(0.05)
+    with launch_helpers.http_launcher(path, env=env) as launched:
+        yield launched
 
 
 # -- Host and Origin ---------------------------------------------------------------

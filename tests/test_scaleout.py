@@ -10,42 +10,18 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
-import re
-import signal
-import subprocess
-import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import anyio
+import launch_helpers
 import pytest
-from conftest import launcher_command
 from redis_helpers import REDIS_SERVER, running_redis
 from rpc_helpers import initialize_params, message, reply_message, rpc_headers
 
-SPAWN_TIMEOUT = 60
 HAVE_POPOTO = importlib.util.find_spec("popoto") is not None and REDIS_SERVER is not None
-
-
-def start_launcher(config: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [*launcher_command(), "--config", str(config), "--port", "0"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-            cwd=config.parent,
-        )
-    deadline = time.monotonic() + SPAWN_TIMEOUT
-    while time.monotonic() < deadline:
-        match = re.search(rb"serving \d+ tools on (http://\S+/mcp)", log.read_bytes())
-        if match:
-            return proc, match.group(1).decode()
-        assert proc.poll() is None, log.read_text()
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError(f"launcher did not start: {log.read_text()}")
 
 
 @pytest.fixture
@@ -53,7 +29,7 @@ def two_launchers(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
     """Two stateless launchers on one config (ports of their own), and the shared folder."""
     shared = tmp_path / "shared"
     (shared / "root").mkdir(parents=True)
-    with running_redis(tmp_path) if HAVE_POPOTO else _nothing() as redis_port:
+    with running_redis(tmp_path) if HAVE_POPOTO else nullcontext() as redis_port:
         popoto = (
             "  popoto-memory:\n"
             "    namespace: pm\n"
@@ -75,31 +51,12 @@ def two_launchers(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
             f"    settings: {{roots: [{json.dumps(str(shared / 'root'))}]}}\n" + popoto,
             encoding="utf-8",
         )
-        procs: list[subprocess.Popen[bytes]] = []
-        urls: list[str] = []
-        try:
-            for n in (1, 2):
-                proc, url = start_launcher(config, tmp_path / f"launcher{n}.log")
-                procs.append(proc)
-                urls.append(url)
-            assert urls[0] != urls[1]
-            yield urls, shared
-        finally:
-            for proc in procs:
-                proc.send_signal(signal.SIGTERM)
-            for proc in procs:
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
+        # stateless HTTP comes from the config's transport; each launcher logs on its own
+        one = launch_helpers.http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "1.log")
+        two = launch_helpers.http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "2.log")
+        with one as first, two as second:
+            assert first.url != second.url
+            yield [first.url, second.url], shared
 
 
 class RoundRobinClient:
