@@ -14,7 +14,6 @@ measured by ``benchmarks/run.py``'s own helpers. Run: ``python benchmarks/startu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,8 +25,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 
-from run import HANDSHAKE, bench_first_list  # noqa: E402
+from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
+from run import bench_first_list  # noqa: E402
 
 PY = sys.executable
 
@@ -44,23 +45,18 @@ def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool:
         env=env,
     )
     assert proc.stdin and proc.stdout
-    call = {
-        "jsonrpc": "2.0",
-        "id": 2,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": {}},
-    }
-    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in [*HANDSHAKE, call]))
-    proc.stdin.flush()
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{command} exited before answering {tool}")
-        reply = json.loads(line)
-        if reply.get("id") == 2:
-            if reply.get("error") or reply["result"].get("isError"):
-                raise RuntimeError(f"{tool} failed: {reply}")
-            break
+    send(
+        proc,
+        message("initialize", initialize_params("bench"), id=1),
+        message("notifications/initialized"),
+        message("tools/call", {"name": tool, "arguments": {}}, id=2),
+    )
+    try:
+        reply = receive(proc, 2)
+    except EOFError:
+        raise RuntimeError(f"{command} exited before answering {tool}") from None
+    if reply.get("error") or reply["result"].get("isError"):
+        raise RuntimeError(f"{tool} failed: {reply}")
     elapsed = time.perf_counter() - start
     proc.stdin.close()
     proc.wait(timeout=30)
