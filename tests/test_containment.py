@@ -5,13 +5,12 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import exchange, snapshot
-from tree_helpers import make_chain
+from conftest import snapshot
+from tree_helpers import make_chain, swap_pair, swapping
 
 from doc_processing_std_tools.containment import (
     TEMP_PREFIX,
@@ -274,27 +273,10 @@ def test_scandir_reports_symlinks_as_such(jail: Jail) -> None:
 def test_swapping_a_folder_for_an_outside_symlink_never_leaks(
     jail: Jail, world: dict[str, Path]
 ) -> None:
-    root = world["root"]
-    (root / "swap").mkdir()
-    (root / "swap" / "e.txt").write_text("edit me")
-    target = world["out"] / "target"
-    target.mkdir()
-    (target / "e.txt").write_text(SECRET)
-    os.symlink(target, root / "swap_link")
+    swap, link = swap_pair(world["root"], world["out"], "edit me", SECRET)
     before = outside_state(world)
-    stop = threading.Event()
-    swaps = 0
-
-    def swapper() -> None:
-        nonlocal swaps
-        while not stop.is_set():
-            exchange(root / "swap", root / "swap_link")
-            swaps += 1
-
-    thread = threading.Thread(target=swapper)
-    thread.start()
     denied = done = 0
-    try:
+    with swapping(swap, link) as swaps:
         deadline = time.monotonic() + 1.0
         i = 0
         while time.monotonic() < deadline or denied == 0 or done == 0:
@@ -316,10 +298,7 @@ def test_swapping_a_folder_for_an_outside_symlink_never_leaks(
                     assert SECRET.encode() not in (result if isinstance(result, bytes) else b"")
             if time.monotonic() > deadline + 10:
                 break
-    finally:
-        stop.set()
-        thread.join()
-    assert swaps > 10
+    assert swaps[0] > 10
     assert denied and done, (denied, done)
     assert outside_state(world) == before
 

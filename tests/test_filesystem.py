@@ -9,7 +9,6 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +16,11 @@ from typing import Any
 
 import pytest
 from anyio import fail_after as anyio_fail_after
-from conftest import exchange, snapshot
+from conftest import snapshot
 from fastmcp import Client, FastMCP
 from mcp.types import AudioContent, EmbeddedResource, ImageContent
 from pydantic import ValidationError
+from tree_helpers import swap_pair, swapping
 
 from doc_processing_std_tools import filesystem as fsmod
 from doc_processing_std_tools import locking
@@ -1066,24 +1066,10 @@ async def test_listings_and_searches_never_follow_symlinks_out(
 async def test_race_swapping_a_folder_for_an_outside_symlink(
     client: Client, world: dict[str, Path]
 ) -> None:
-    root = world["root"]
-    (root / "swap").mkdir()
-    (root / "swap" / "e.txt").write_text("inside-x")
-    target = world["out"] / "target"
-    target.mkdir()
-    (target / "e.txt").write_text(f"{SECRET}-outside")
-    os.symlink(target, root / "swap_link")
+    swap, link = swap_pair(world["root"], world["out"], "inside-x", f"{SECRET}-outside")
     before = outside_state(world)
-    stop = threading.Event()
-
-    def swapper() -> None:
-        while not stop.is_set():
-            exchange(root / "swap", root / "swap_link")
-
-    thread = threading.Thread(target=swapper)
-    thread.start()
     denied = done = 0
-    try:
+    with swapping(swap, link):
         deadline = time.monotonic() + 1.5
         i = 0
         while time.monotonic() < deadline or not (denied and done):
@@ -1106,9 +1092,6 @@ async def test_race_swapping_a_folder_for_an_outside_symlink(
                     done += 1
             if time.monotonic() > deadline + 15:
                 break
-    finally:
-        stop.set()
-        thread.join()
     assert denied and done, (denied, done)
     assert outside_state(world) == before
 

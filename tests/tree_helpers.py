@@ -1,4 +1,5 @@
-"""Folder chains deeper than any path can name, for tests and benchmarks (one place for both).
+"""Folder trees for tests and benchmarks (one place for both): chains deeper than any path
+can name, and a folder swapped for an outside symlink over and over (the containment race).
 
 Built and removed through descriptors: a chain of thousands of folders has no usable path,
 and ``shutil.rmtree`` (pytest's clean-up too) stops on it with RecursionError. Benchmarks
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from doc_processing_std_tools.containment import rmtree_at
@@ -37,3 +41,37 @@ def remove_subfolders(folder: Path) -> None:
                 rmtree_at(fd, name)
     finally:
         os.close(fd)
+
+
+def swap_pair(root: Path, outside: Path, inside_text: str, outside_text: str) -> tuple[Path, Path]:
+    """The two names a swap race exchanges: the folder ``root/swap`` and ``root/swap_link``,
+    a symlink to ``outside/target``; each holds an ``e.txt`` with the given text."""
+    (root / "swap").mkdir()
+    (root / "swap" / "e.txt").write_text(inside_text)
+    (outside / "target").mkdir()
+    (outside / "target" / "e.txt").write_text(outside_text)
+    os.symlink(outside / "target", root / "swap_link")
+    return root / "swap", root / "swap_link"
+
+
+@contextmanager
+def swapping(a: Path, b: Path) -> Iterator[list[int]]:
+    """Exchange *a* and *b* atomically, over and over in a thread, until the block ends;
+    yields a one-item list counting the swaps done."""
+    from conftest import exchange
+
+    stop = threading.Event()
+    swaps = [0]
+
+    def swapper() -> None:
+        while not stop.is_set():
+            exchange(a, b)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swapper)
+    thread.start()
+    try:
+        yield swaps
+    finally:
+        stop.set()
+        thread.join()
