@@ -19,7 +19,6 @@ pattern at all. Run: ``python benchmarks/filesystem_bounds.py [--quick]`` (Linux
 
 from __future__ import annotations
 
-import argparse
 import re
 import subprocess
 import sys
@@ -208,13 +207,7 @@ def figures(quick: bool = False) -> dict[str, float]:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2,000 entries instead of 10,000")
-    args = parser.parse_args()
-    for name, value in figures(quick=args.quick).items():
-        print(f"{name}: {value:.3f}")
-
-
 if __name__ == "__main__":
-    main()
+    import figures_cli  # benchmarks/ is sys.path[0] when run as a script
+
+    figures_cli.main(figures, __doc__, "2,000 entries instead of 10,000")

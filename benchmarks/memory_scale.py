@@ -16,7 +16,6 @@ ratios (each measured interleaved with its reference), not the absolute times.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -203,13 +202,7 @@ def figures(quick: bool = False) -> dict[str, float]:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds, no 100k keys")
-    args = parser.parse_args()
-    for name, value in figures(quick=args.quick).items():
-        print(f"  {name:<78} {value:10.3f}")
-
-
 if __name__ == "__main__":
-    main()
+    import figures_cli  # benchmarks/ is sys.path[0] when run as a script
+
+    figures_cli.main(figures, __doc__, "fewer rounds, no 100k keys")

@@ -13,7 +13,6 @@ Run: ``python benchmarks/resources.py [--quick]`` (quick: 2,000 calls, 1 and 5 M
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -198,8 +197,6 @@ def figures(quick: bool = False) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2,000 calls, 1 and 5 MB lines")
-    args = parser.parse_args()
-    for name, value in figures(args.quick).items():
-        print(f"  {name:<58} {value:10.2f}")
+    import figures_cli  # benchmarks/ is sys.path[0] when run as a script
+
+    figures_cli.main(figures, __doc__, "2,000 calls, 1 and 5 MB lines")

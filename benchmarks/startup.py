@@ -13,7 +13,6 @@ measured by ``benchmarks/run.py``'s own helpers. Run: ``python benchmarks/startu
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -95,8 +94,6 @@ def figures(quick: bool = False) -> dict[str, float]:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="3 rounds instead of 9")
-    args = parser.parse_args()
-    for name, value in figures(args.quick).items():
-        print(f"  {name:<58} {value:10.2f}")
+    import figures_cli  # benchmarks/ is sys.path[0] when run as a script
+
+    figures_cli.main(figures, __doc__, "3 rounds instead of 9")
