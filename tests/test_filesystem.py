@@ -1134,7 +1134,7 @@ async def test_write_tools_work_through_the_launcher_composition(world: dict[str
     config = world["base"] / "tools.yaml"
     config.write_text("servers:\n  filesystem:\n    settings:\n      roots: [root]\n")
     composition = await compose.compose(load_config(config))
-    assert "write_file" in composition.mounts[0].locked  # taken on the loop; its own take skips
+    assert "write_file" in composition.mounts[0].locked  # by the tool itself, for its write
     async with Client(composition.root) as c:
         with anyio_fail_after(10):  # a launcher lock around our own lock would deadlock
             await ok(c, "write_file", path="via_launcher.txt", content="ok")
