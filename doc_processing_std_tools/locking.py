@@ -17,6 +17,8 @@ Guarantee (documented in docs/guarantees.md):
 which waits on the event loop itself. Waiters of both kinds queue in one FIFO, so
 neither starves the other, and an async wait never occupies a worker thread (the
 pool is small: 40 threads waiting for the lock would leave none for its holder).
+Calls of servers that take the lock themselves, around their disk work only, are let
+in by :func:`admit_self_locking`, at most half the pool at once, for the same reason.
 """
 
 from __future__ import annotations
@@ -125,6 +127,57 @@ class ProcessLock:
 
 
 PROCESS_LOCK = ProcessLock()
+
+
+class CallGate:
+    """Lets at most ``capacity()`` calls in at once; the others wait on their event loop, in turn.
+
+    Calls of a server that takes :data:`PROCESS_LOCK` itself (``ServerSpec.locks_itself``)
+    wait for it in their worker thread. Under the launcher this gate bounds how many such
+    calls run at once, so waiting threads can never take the whole pool: the tool holding the
+    lock (a launcher-held call of another server) always finds a thread to finish in.
+    """
+
+    def __init__(self, capacity: Callable[[], int]) -> None:
+        self._capacity = capacity
+        self._state = threading.Lock()  # guards the two fields below, held for microseconds
+        self._inside = 0
+        self._waiters: deque[_LoopWaiter] = deque()
+
+    async def enter(self) -> None:
+        """Wait on the event loop until let in; a cancelled wait leaves the gate as it was."""
+        with self._state:
+            if not self._waiters and self._inside < self._capacity():
+                self._inside += 1
+                return
+            waiter = _LoopWaiter()
+            self._waiters.append(waiter)
+        try:
+            await waiter.future
+        except BaseException:
+            with self._state:
+                queued = waiter in self._waiters
+                if queued:
+                    self._waiters.remove(waiter)
+            if not queued:  # let in just as the wait was cancelled
+                self.leave()
+            raise
+
+    def leave(self) -> None:
+        with self._state:
+            if self._waiters:
+                self._waiters.popleft().wake()  # the place passes on; _inside stays
+            else:
+                self._inside -= 1
+
+
+def _half_the_worker_threads() -> int:
+    import anyio.to_thread
+
+    return max(1, int(anyio.to_thread.current_default_thread_limiter().total_tokens) // 2)
+
+
+SELF_LOCKING_CALLS = CallGate(_half_the_worker_threads)
 
 # The hold of the async caller whose work this is; worker threads inherit it (AnyIO copies
 # context variables into them), so a tool's own ``exclusive()`` knows its caller holds the lock.
@@ -240,6 +293,20 @@ def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Call *fn* while holding the process lock (sync; for worker threads)."""
     with exclusive():
         return fn(*args, **kwargs)
+
+
+@asynccontextmanager
+async def admit_self_locking() -> AsyncIterator[None]:
+    """Run a call that takes the process lock itself, only around its disk work.
+
+    The launcher does not hold the lock for it (its reading and computing then block no
+    other writer); it only waits its turn at :data:`SELF_LOCKING_CALLS`.
+    """
+    await SELF_LOCKING_CALLS.enter()
+    try:
+        yield
+    finally:
+        SELF_LOCKING_CALLS.leave()
 
 
 @asynccontextmanager

@@ -54,7 +54,9 @@ async def test_overlapping_sync_calls_of_an_unlocked_server_finish_exactly(
         """,
     )
     assert composition.mounts[0].locked == {"increment"}  # count is read-only
-    assert "memory_insert" in composition.mounts[1].locked  # waits on the loop, not in a thread
+    # memory-tools takes the lock itself, in its worker thread: the launcher lets at most
+    # half the thread pool's worth of its writes in at once, so the counter's holder finds a thread
+    assert "memory_insert" in composition.mounts[1].locked
     async with Client(composition.root) as client:
         await client.call_tool("memory_create", {"path": "/memories/log.md", "file_text": ""})
         with anyio.fail_after(60):  # the old thread-side wait deadlocked here for good
@@ -169,3 +171,61 @@ async def test_a_cancelled_wait_leaves_the_lock_as_it_was(waiters: int) -> None:
     assert not PROCESS_LOCK.locked()
     async with hold_async():  # and it can be taken again
         assert PROCESS_LOCK.locked()
+
+
+async def test_a_slow_memory_edit_blocks_no_other_writer(
+    write_config, tmp_path, monkeypatch
+) -> None:
+    """memory-tools holds the process lock only for its disk work, not the launcher for the
+    whole call: while one edit is still reading and searching its file, the writes of other
+    servers (one the launcher locks, one that locks itself) go through, and the edit then
+    lands as well."""
+    import threading
+
+    from doc_processing_std_tools.memory import folder
+
+    (tmp_path / "files").mkdir()
+    composition = await composed(
+        write_config,
+        f"""\
+        servers:
+          counter:
+            module: sample_servers:make_sync_counter
+          memory-tools:
+            settings: {{memory_dir: {tmp_path / "mem"}}}
+          filesystem:
+            settings: {{roots: [{tmp_path / "files"}]}}
+        """,
+    )
+    reading, go_on = threading.Event(), threading.Event()
+    decode = folder._decode_text
+
+    def slow_decode(data: bytes, display: str) -> str:
+        if display == "/slow.md" and not reading.is_set():  # the edit's first read
+            reading.set()
+            go_on.wait(30)
+        return decode(data, display)
+
+    monkeypatch.setattr(folder, "_decode_text", slow_decode)
+    async with Client(composition.root) as client:
+        await client.call_tool("memory_create", {"path": "/slow.md", "file_text": "old\n"})
+        edit: dict = {}
+
+        async def slow_edit() -> None:
+            arguments = {"path": "/slow.md", "old_str": "old", "new_str": "new"}
+            edit["result"] = await client.call_tool("memory_str_replace", arguments)
+
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(slow_edit)
+                await anyio.to_thread.run_sync(reading.wait, 30)
+                with anyio.fail_after(20):  # before the fix both waited for the edit
+                    assert (await client.call_tool("increment", {})).data == 1
+                    await client.call_tool("write_file", {"path": "a.txt", "content": "x"})
+                assert "result" not in edit  # the edit was still reading meanwhile
+                go_on.set()
+        finally:
+            go_on.set()
+    assert not edit["result"].is_error
+    assert (tmp_path / "mem" / "slow.md").read_text() == "new\n"
+    assert (tmp_path / "files" / "a.txt").read_text() == "x"

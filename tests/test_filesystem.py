@@ -1103,10 +1103,22 @@ async def test_write_tools_work_through_the_launcher_composition(world: dict[str
     config = world["base"] / "tools.yaml"
     config.write_text("servers:\n  filesystem:\n    settings:\n      roots: [root]\n")
     composition = await compose.compose(load_config(config))
-    assert "write_file" in composition.mounts[0].locked  # taken on the loop; its own take skips
+    assert "write_file" in composition.mounts[0].locked  # by the tool itself, for its write
     async with Client(composition.root) as c:
         with anyio_fail_after(10):  # a launcher lock around our own lock would deadlock
             await ok(c, "write_file", path="via_launcher.txt", content="ok")
             await ok(c, "edit_file", path="a.txt", edits=[{"oldText": "alpha", "newText": "A"}])
     assert (world["root"] / "via_launcher.txt").read_text() == "ok"
     assert (world["root"] / "a.txt").read_text().startswith("A\n")
+
+
+def test_building_the_server_does_not_import_re2_or_griffe(tmp_path: Path) -> None:
+    """RE2 is needed only when a call brings a glob; griffe only for docstrings fastmcp
+    must parse: neither belongs on the start-up path."""
+    code = (
+        "import sys; from doc_processing_std_tools.filesystem import Settings, create_server; "
+        f"create_server(Settings(roots=[{str(tmp_path)!r}])); "
+        "print(sorted(m for m in ('re2', 'griffe') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -914,3 +914,26 @@ def test_snippet_at_matches_the_split_lines_snippet(content: str, data):
     first = data.draw(st.integers(0, len(lines) - 1))
     last = data.draw(st.integers(first, len(lines) - 1))
     assert formats._snippet_at(content, first, last) == formats._snippet(lines, first, last)
+
+
+def test_building_the_server_does_not_import_griffe(tmp_path: Path) -> None:
+    """fastmcp parses a tool's docstring with griffe (~40 ms to import, on every start-up);
+    memory-tools hands its descriptions over ready-made, so nothing imports it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from doc_processing_std_tools.memory import Settings, create_server; "
+        f"create_server(Settings(memory_dir={str(tmp_path / 'mem')!r})); "
+        "print('griffe' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+async def test_tool_descriptions_are_the_docstrings(tmp_path: Path) -> None:
+    server = create_server(Settings(memory_dir=tmp_path / "mem"))
+    async with Client(server) as client:
+        tools = {tool.name: tool for tool in await client.list_tools()}
+    assert tools["write_memory"].description.startswith("Store a text value under a key")
+    assert all(tool.description for tool in tools.values())

@@ -108,15 +108,25 @@ class Composition:
 def needs_lock(policy: str, tool: Tool) -> bool:
     """``lock: auto``: every tool that may change state runs under the process lock.
 
-    Servers that lock for themselves (``ServerSpec.locks_itself``) are included: their own
-    thread-side take sees that the launcher holds the lock for this call and skips,
-    so within the launcher no call ever waits for the lock in a worker thread
-    (40 such waiters would leave no thread for the lock's holder).
-    ``always`` and ``never`` override the annotation.
+    ``always`` and ``never`` override the annotation. See :func:`locks_itself` for who
+    takes it: the launcher, or the server around its own disk work.
     """
     if policy != "auto":
         return policy == "always"
     return not (tool.annotations and tool.annotations.read_only_hint)
+
+
+def locks_itself(mount: Mount) -> bool:
+    """Whether *mount*'s state-changing tools take the process lock themselves (``lock: auto``
+    on a ``ServerSpec.locks_itself`` server), around their disk work only.
+
+    The launcher then does not hold the lock for the whole call, which would also cover the
+    tool's reading and computing (a slow ``memory_str_replace`` search would block every
+    writer of every server); it only bounds how many such calls run at once
+    (:func:`locking.admit_self_locking`), so their thread-side waits never take the whole
+    worker pool. ``lock: always`` keeps the launcher's hold (the tool's own take then skips).
+    """
+    return mount.spec is not None and mount.spec.locks_itself and mount.entry.lock == "auto"
 
 
 def resolve_sources(
@@ -220,6 +230,7 @@ async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
         timeout=entry.timeout,
         unavailable=mount.supervisor.unavailable if mount.supervisor else None,
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,
+        self_locking=locks_itself(mount),
     )
     if add:
         root.add_provider(provider)

@@ -71,6 +71,7 @@ def mounted_provider(
     timeout: float,
     unavailable: Callable[[], str | None] | None = None,
     call_failed: Callable[[BaseException], str | None] | None = None,
+    self_locking: bool = False,
 ) -> Provider:
     """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
@@ -82,13 +83,17 @@ def mounted_provider(
     The rules wrap the tool objects, so a tool the server adds after start
     follows them too; no table of names can go stale. While *unavailable* gives a
     reason (an external server restarting), the last tools seen stay listed and
-    calls to them fail with that reason.
+    calls to them fail with that reason. A *self_locking* server's tools take the lock
+    themselves around their disk work: the launcher only admits them
+    (:func:`locking.admit_self_locking`) instead of holding it for the whole call.
     """
     from fastmcp.server.providers.aggregate import AggregateProvider
     from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
     from fastmcp.server.transforms import Namespace
 
-    rules = _rules_transform(label, admits, needs_lock, timeout, unavailable, call_failed)
+    rules = _rules_transform(
+        label, admits, needs_lock, timeout, unavailable, call_failed, self_locking
+    )
     # A server with every setting at fastmcp's defaults behaves the same when its providers
     # are grafted onto the root: one dispatch layer fewer (per-call cost, benchmarks/run.py).
     inner: Provider = (
@@ -109,6 +114,7 @@ def _rules_transform(
     timeout: float,
     unavailable: Callable[[], str | None] | None,
     call_failed: Callable[[BaseException], str | None] | None,
+    self_locking: bool = False,
 ) -> Any:
     from fastmcp.server.transforms import Transform
 
@@ -128,6 +134,7 @@ def _rules_transform(
             timeout=timeout,
             unavailable=unavailable,
             call_failed=call_failed,
+            self_locking=self_locking,
         )
         if len(wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
             wrapped.clear()
@@ -171,7 +178,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from ..locking import hold_async
+    from ..locking import admit_self_locking, hold_async
 
     class GuardedTool(Tool):
         _inner: Any = None
@@ -180,6 +187,7 @@ def _guarded_tool_class() -> Any:
         _timeout: float = 0.0
         _unavailable: Any = None
         _call_failed: Any = None
+        _self_locking: bool = False
 
         @classmethod
         def wrap(
@@ -191,11 +199,13 @@ def _guarded_tool_class() -> Any:
             timeout: float,
             unavailable: Callable[[], str | None] | None = None,
             call_failed: Callable[[BaseException], str | None] | None = None,
+            self_locking: bool = False,
         ) -> GuardedTool:
             guarded = cls(**{name: getattr(tool, name) for name in Tool.model_fields})
             guarded._inner, guarded._label = tool, label
             guarded._lock, guarded._timeout = lock, timeout
             guarded._unavailable, guarded._call_failed = unavailable, call_failed
+            guarded._self_locking = self_locking
             return guarded
 
         @property
@@ -219,7 +229,7 @@ def _guarded_tool_class() -> Any:
                 with anyio.fail_after(self._timeout):
                     if not self._lock:
                         return await call()
-                    async with hold_async():
+                    async with admit_self_locking() if self._self_locking else hold_async():
                         return await call()
             except ToolError as exc:
                 replacement = self._call_failed(exc) if self._call_failed else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -68,11 +70,23 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     READ = tool_annotations(read_only=True)
 
+    def tool(**options: Any) -> Callable[[Callable[..., str]], Any]:
+        """``server.tool`` with the docstring passed as the description: given a docstring,
+        fastmcp parses it with griffe, whose import alone costs ~40 ms of every start-up
+        (ours are plain descriptions, with no Args sections to find)."""
+
+        def register(fn: Callable[..., str]) -> Any:
+            description = inspect.getdoc(fn)
+            fn.__doc__ = None
+            return server.tool(description=description, **options)(fn)
+
+        return register
+
     @tool_errors(MemoryStoreError)
     def run(method: Any, *args: Any) -> str:
         return method(*args)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
@@ -83,12 +97,12 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Store a text value under a key, replacing any value the key already had. The value is saved as <key>.json in the memory directory (created if missing) and survives restarts; returns a confirmation."""
         return run(store.write, key, value)
 
-    @server.tool(output_schema=None, annotations=READ)
+    @tool(output_schema=None, annotations=READ)
     def read_memory(key: Key) -> str:
         """Return the full text stored under a key, or an error if no memory has that key. For a .json file that was not written by write_memory, its raw text is returned."""
         return run(store.read, key)
 
-    @server.tool(output_schema=None, annotations=READ)
+    @tool(output_schema=None, annotations=READ)
     def search_memory(
         query: Annotated[
             str,
@@ -101,12 +115,12 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches); an entry over 1 MiB is matched by its key only and listed with "value": null and its "size" in bytes (read it with read_memory)."""
         return run(store.search, query)
 
-    @server.tool(output_schema=None, annotations=READ)
+    @tool(output_schema=None, annotations=READ)
     def list_memory_keys() -> str:
         """List every stored key as a sorted JSON list of strings. Every top-level .json file in the memory directory counts, including ones made with memory_create (listed under their file name without .json)."""
         return run(store.list_keys)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
@@ -114,7 +128,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Delete the memory stored under a key (its <key>.json file). Returns a confirmation, or an error if no memory has that key."""
         return run(store.delete, key)
 
-    @server.tool(output_schema=None, annotations=READ)
+    @tool(output_schema=None, annotations=READ)
     def memory_view(
         path: MemPath,
         view_range: Annotated[
@@ -128,7 +142,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Show a directory or a file of the memory directory. A directory lists its files and folders up to 2 levels deep with their sizes (hidden items excluded); a file is shown with line numbers, optionally only the lines in view_range."""
         return run(store.view, path, view_range)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=False, idempotent=True),
     )
@@ -139,7 +153,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Create a new file in the memory directory with the given content, creating missing parent folders. It never overwrites: it fails if the file already exists (edit it with memory_str_replace or memory_insert, or delete it first)."""
         return run(store.create, path, file_text)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=False),
     )
@@ -156,7 +170,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Replace one exact occurrence of old_str with new_str in a memory file. Nothing changes if old_str is missing or occurs more than once (the error names the lines); on success the edited lines are shown with line numbers."""
         return run(store.str_replace, path, old_str, new_str)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=False, idempotent=False),
     )
@@ -174,7 +188,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Insert text into a memory file before the given 0-based line, keeping every existing line. Returns the edited lines with line numbers, or an error giving the valid range of insert_line."""
         return run(store.insert, path, insert_line, insert_text)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
@@ -190,7 +204,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Delete a file, or a folder with everything in it, from the memory directory. A symlink is removed itself, never what it points to; the memory directory itself cannot be deleted, nor a path or symlink resolving to it."""
         return run(store.delete_path, path)
 
-    @server.tool(
+    @tool(
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
