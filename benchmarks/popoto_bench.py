@@ -176,7 +176,7 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
 
 
 def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
-    """(b): EmbeddedRedis acquire cold (new folder), warm (existing AOF) and attach, ms."""
+    """(b): EmbeddedRedis.ensure_running cold (new folder), warm (existing AOF) and attach, ms."""
     import redis
 
     from doc_processing_std_tools.embedded_redis import EmbeddedRedis
@@ -186,7 +186,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
         for i in range(repeats):
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.acquire()
+            emb.ensure_running()
             cold.append(time.perf_counter() - t0)
             client = redis.Redis.from_url(emb.url())
             for j in range(2000):
@@ -194,7 +194,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
             client.close()
             second = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            second.acquire()
+            second.ensure_running()
             attach.append(time.perf_counter() - t0)
             second.release()
             t0 = time.perf_counter()
@@ -202,7 +202,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
             stop.append(time.perf_counter() - t0)
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.acquire()
+            emb.ensure_running()
             warm.append(time.perf_counter() - t0)
             emb.release()
     return {

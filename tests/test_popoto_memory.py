@@ -143,7 +143,7 @@ def test_the_snapshot_of_popotos_tools_is_what_popoto_gives():
     that copy must be exactly popoto's (update it when popoto is upgraded)."""
     from doc_processing_std_tools import popoto_snapshot
 
-    if pm._installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
+    if pm.installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
         pytest.skip("another popoto version: create_server asks popoto itself")
     assert tool_definitions() == popoto_snapshot.TOOL_DEFINITIONS
     assert popoto_snapshot.SERVER_INSTRUCTIONS == SERVER_INSTRUCTIONS
@@ -280,7 +280,9 @@ async def test_feedback_changes_confidence(client):
 
 @needs_redis
 async def test_write_tools_hold_the_process_lock(client, monkeypatch):
-    """save/feedback run dispatch under PROCESS_LOCK in a worker thread; search/status don't lock."""
+    """save/feedback run dispatch under PROCESS_LOCK, search/status don't lock. With the store
+    on this machine, calls run on the event loop as in popoto's own server (no thread hop);
+    memory_status, slow by nature, runs in a worker thread."""
     import popoto.integrations.mcp_server as popoto_mcp
 
     seen = []
@@ -292,17 +294,51 @@ async def test_write_tools_hold_the_process_lock(client, monkeypatch):
         return real_dispatch(name, arguments, service)
 
     monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    assert pm.runtime_of(client.server_under_test).wait_ready()  # before: the first call waits
     _, text = await call(client, "memory_save", {"content": "written under the lock"})
     _, text = await call(client, "memory_search", {"query": "written under the lock"})
     await call(client, "memory_feedback", {"key": keys_in(text)[0], "outcome": "used"})
     await call(client, "memory_status")
     assert seen == [
-        ("memory_save", True, False),
-        ("memory_search", False, False),
-        ("memory_feedback", True, False),
+        ("memory_save", True, True),
+        ("memory_search", False, True),
+        ("memory_feedback", True, True),
         ("memory_status", False, False),
     ]
     assert not locking.PROCESS_LOCK.locked()
+
+
+@needs_redis
+async def test_a_remote_store_is_called_from_worker_threads(redis_port, monkeypatch):
+    """A store elsewhere may answer slowly: its calls never run on the event loop."""
+    import popoto.integrations.mcp_server as popoto_mcp
+
+    seen = []
+    real_dispatch = popoto_mcp.dispatch
+
+    def spy(name, arguments=None, service=None):
+        seen.append((name, threading.current_thread() is threading.main_thread()))
+        return real_dispatch(name, arguments, service)
+
+    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    server = pm.create_server(pm.Settings(url=f"redis://127.0.0.1:{redis_port}/1", agent_id="far"))
+    pm.runtime_of(server).local = False  # as for a host name that is not loopback
+    async with Client(server) as c:
+        assert pm.runtime_of(server).wait_ready()
+        err, text = await call(c, "memory_save", {"content": "Saved from a worker thread."})
+        assert not err, text
+        err, text = await call(c, "memory_search", {"query": "worker thread"})
+        assert not err and "Saved from a worker thread." in text
+    assert seen == [("memory_save", False), ("memory_search", False)]
+
+
+def test_which_stores_count_as_on_this_machine():
+    from doc_processing_std_tools.popoto_memory.settings import is_local
+
+    for url in ("redis://127.0.0.1:6379/1", "redis://:pw@localhost:1/2", "redis://[::1]:1/1"):
+        assert is_local(url), url
+    for url in ("redis://db.example:6379/1", "redis://10.0.0.5:6379/1", None, "redis://[zz/1"):
+        assert not is_local(url), url
 
 
 async def test_unreachable_backend_is_an_error():
@@ -437,7 +473,7 @@ def test_check_is_empty_when_the_server_will_work(clean_popoto_env, tmp_path):
 
 
 def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkeypatch):
-    monkeypatch.setattr(pm, "find_executable", lambda: None)
+    monkeypatch.setattr("doc_processing_std_tools.embedded_redis.find_executable", lambda: None)
     rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
     assert _levels(rows) == ["FAIL"]
     message = rows[0][1]
@@ -527,7 +563,7 @@ _USER_SCRIPT = """
 import sys
 from doc_processing_std_tools.embedded_redis import EmbeddedRedis
 e = EmbeddedRedis(sys.argv[1])
-e.acquire()
+e.ensure_running()
 print(e.pid, e.supervisor_pid, e.port, flush=True)
 sys.stdin.read()  # until killed, or stdin closes
 e.release()
@@ -593,9 +629,9 @@ def test_embedded_server_stops_when_its_last_user_is_killed(tmp_path):
 @needs_redis
 def test_embedded_users_share_one_server_and_the_last_stops_it(tmp_path):
     a, b = EmbeddedRedis(tmp_path / "store"), EmbeddedRedis(tmp_path / "store")
-    a.acquire()
+    a.ensure_running()
     try:
-        b.acquire()
+        b.ensure_running()
         assert (a.started_here, b.started_here) == (True, False)
         assert (b.port, b.pid) == (a.port, a.pid)
         redis.Redis.from_url(a.url()).set("shared", "yes")
@@ -615,17 +651,17 @@ def test_embedded_users_share_one_server_and_the_last_stops_it(tmp_path):
 def test_embedded_different_fixed_port_is_refused_with_the_cause(tmp_path):
     port = free_port()
     a = EmbeddedRedis(tmp_path / "store", port=port)
-    a.acquire()
+    a.ensure_running()
     try:
         other = free_port()
         with pytest.raises(EmbeddedRedisError) as caught:
-            EmbeddedRedis(tmp_path / "store", port=other).acquire()
+            EmbeddedRedis(tmp_path / "store", port=other).ensure_running()
         message = str(caught.value)
         assert f"already served on port {port}" in message
         assert f"configured port {other}" in message
         assert "redis.log" not in message and "crash" not in message
         same = EmbeddedRedis(tmp_path / "store", port=port)
-        same.acquire()  # the same port attaches
+        same.ensure_running()  # the same port attaches
         same.release()
     finally:
         a.release()
@@ -651,7 +687,7 @@ async def test_embedded_server_left_behind_is_stopped_and_data_kept(tmp_path):
         redis.Redis.from_url(stale.url()).set("left-behind", "yes")
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
-        stale._write_state({"pid": proc.pid, "port": stale.port, "supervisor": dead.pid})
+        stale.write_state({"pid": proc.pid, "port": stale.port, "supervisor": dead.pid})
 
         server = pm.create_server(pm.Settings(data_dir=str(data_dir), agent_id="stale"))
         async with Client(server) as c:
