@@ -65,10 +65,13 @@ def redis_url(redis_port):
 
 
 @pytest.fixture
-async def client(redis_url):
-    server = pm.create_server(pm.Settings(url=redis_url, agent_id="pytestagent"))
+def server(redis_url):
+    return pm.create_server(pm.Settings(url=redis_url, agent_id="pytestagent"))
+
+
+@pytest.fixture
+async def client(server):
     async with Client(server) as c:
-        c.server_under_test = server
         yield c
 
 
@@ -197,7 +200,7 @@ async def test_save_search_status(client, redis_url):
 
 
 @needs_redis
-async def test_bad_arguments_give_popotos_text(client, redis_url):
+async def test_bad_arguments_give_popotos_text(client, server, redis_url):
     cases = [
         ("memory_search", {"query": ""}),
         ("memory_search", {"query": "x", "limit": "abc"}),
@@ -211,7 +214,7 @@ async def test_bad_arguments_give_popotos_text(client, redis_url):
     assert got[2] == (True, "memory_save 'importance' must be between 0 and 1.")
     assert got[4] == (True, "No memory found for key 'DefaultMemory:nope'.")
     # byte-for-byte what popoto's own dispatch answers
-    runtime = pm.runtime_of(client.server_under_test)
+    runtime = pm.runtime_of(server)
     expected = [
         (r["is_error"], r["text"])
         for r in (dispatch(n, a, runtime.new_service()) for n, a in cases)
@@ -279,7 +282,7 @@ async def test_feedback_changes_confidence(client):
 
 
 @needs_redis
-async def test_write_tools_hold_the_process_lock(client, monkeypatch):
+async def test_write_tools_hold_the_process_lock(client, server, monkeypatch):
     """save/feedback run dispatch under PROCESS_LOCK, search/status don't lock. With the store
     on this machine, calls run on the event loop as in popoto's own server (no thread hop);
     memory_status, slow by nature, runs in a worker thread."""
@@ -294,7 +297,7 @@ async def test_write_tools_hold_the_process_lock(client, monkeypatch):
         return real_dispatch(name, arguments, service)
 
     monkeypatch.setattr(popoto_mcp, "dispatch", spy)
-    assert pm.runtime_of(client.server_under_test).wait_ready()  # before: the first call waits
+    assert pm.runtime_of(server).wait_ready()  # before: the first call waits
     _, text = await call(client, "memory_save", {"content": "written under the lock"})
     _, text = await call(client, "memory_search", {"query": "written under the lock"})
     await call(client, "memory_feedback", {"key": keys_in(text)[0], "outcome": "used"})
@@ -330,6 +333,40 @@ async def test_a_remote_store_is_called_from_worker_threads(redis_port, monkeypa
         err, text = await call(c, "memory_search", {"query": "worker thread"})
         assert not err and "Saved from a worker thread." in text
     assert seen == [("memory_save", False), ("memory_search", False)]
+
+
+def test_popotos_answer_becomes_a_call_result_and_says_what_may_hide_an_outage():
+    """calls.dispatch is where popoto's dict is read: an error or an empty search may hide an
+    unreachable backend (and is checked by a ping); a found result or status's verdict is not."""
+    from types import SimpleNamespace
+
+    from doc_processing_std_tools.popoto_memory.calls import CallResult, dispatch
+
+    class Stub:
+        config = SimpleNamespace(agent_id="stub")
+
+        def __init__(self, found):
+            self.found = found
+
+        def search(self, query, limit=None):
+            return [{"key": "k1", "content": "a fact", "importance": 0.5}] if self.found else []
+
+        def capture(self, content, session_id=None, importance=0.5):
+            return []  # popoto's "Nothing was saved"
+
+        def status(self):
+            return {"reachable": False, "backend": "redis", "redis_url": "redis://h:1/1"}
+
+    result, suspect = dispatch("memory_search", {"query": "fact"}, Stub(found=True))
+    assert result == CallResult("1 memory result(s):\n- a fact  [key: k1]") and not suspect
+    result, suspect = dispatch("memory_search", {"query": "fact"}, Stub(found=False))
+    assert not result.is_error and suspect
+    result, suspect = dispatch("memory_save", {"content": "x"}, Stub(found=False))
+    assert result.is_error and result.text.startswith("Nothing was saved") and suspect
+    result, suspect = dispatch("memory_status", {}, Stub(found=False))
+    assert result.is_error and "cannot reach redis://h:1/1" in result.text and not suspect
+    with pytest.raises(AttributeError):  # frozen
+        result.text = "changed"
 
 
 def test_which_stores_count_as_on_this_machine():
