@@ -9,7 +9,6 @@ its scheme (``postgres…`` → postgres, else redis); otherwise
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -247,6 +246,8 @@ def is_local(url: str | None) -> bool:
     """Whether *url* names a server on this machine (loopback), where a call takes milliseconds."""
     if not url:
         return False
+    import ipaddress
+
     try:
         host = urlsplit(url).hostname or ""
         return host == "localhost" or ipaddress.ip_address(host).is_loopback
