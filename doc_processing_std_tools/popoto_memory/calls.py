@@ -1,0 +1,216 @@
+"""One tool call: our refusals, popoto's ``dispatch()``, and what its answer may hide.
+
+Where a call runs: with the store on this machine (embedded, or a loopback url) and
+the background start done, on the event loop, as popoto's own ``popoto-memory mcp``
+runs it (a few milliseconds; no thread hop). Otherwise, and for whatever may be slow
+(waiting for the start, checking a backend that may be down, starting it again,
+``memory_status``'s full count), in a worker thread.
+
+popoto's ``dispatch()`` returns a dict; :func:`dispatch` is the one place that reads
+it, and everything here passes :class:`CallResult` values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import locking
+from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime
+
+# What reaches popoto's memory_save is bounded: popoto's never-record scan runs a regex
+# (its URL-userinfo detector) whose time grows with the square of each unbroken run of
+# characters, in this process, holding the GIL. Measured on a 2-core machine, a whole
+# memory_save: one 4,000-character run 90-160 ms, 8,000: 0.56 s, 16,000: 1.5 s, 100 KB: 31 s;
+# at these caps the worst case (10 runs of 2,000 in 20,000 characters) is about 0.3 s.
+MAX_SAVE_CHARS = 20_000
+MAX_SAVE_RUN = 2_000  # the longest run of characters without whitespace
+WRITE_TOOLS = frozenset({"memory_save", "memory_feedback"})
+READ_ONLY_TOOLS = frozenset({"memory_search", "memory_status"})
+# popoto answers an unreachable backend to these as if nothing were found: checked by a ping
+CHECKED_TOOLS = frozenset({"memory_search", "memory_save", "memory_feedback"})
+THREAD_TOOLS = frozenset({"memory_status"})  # slow by nature (counts every record)
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What a tool call answers: its text, and whether it is an error."""
+
+    text: str
+    is_error: bool = False
+
+
+def dispatch(name: str, arguments: dict[str, Any], service: Any) -> tuple[CallResult, bool]:
+    """popoto's ``dispatch()`` -> (its answer, whether that answer may hide an outage).
+
+    An error, or a search that found nothing, is also what popoto answers when its
+    backend is down; only those pay for a ping, successful calls do not.
+    """
+    from popoto.integrations.mcp_server import dispatch as popoto_dispatch
+
+    raw = popoto_dispatch(name, arguments, service)
+    result = CallResult(raw["text"], bool(raw["is_error"]))
+    suspect = name in CHECKED_TOOLS and (
+        result.is_error
+        or (name == "memory_search" and not (raw.get("structured") or {}).get("results"))
+    )
+    return result, suspect
+
+
+async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult:
+    """Run one call from the event loop (see the module docstring for where it runs)."""
+    if not (runtime.local and runtime.ready) or name in THREAD_TOOLS:
+        import anyio
+
+        return await anyio.to_thread.run_sync(call_in_thread, runtime, name, arguments)
+    early = refusal(runtime, name, arguments)
+    if early is not None:
+        return early
+    try:
+        service = runtime.new_service()
+    except Exception as exc:  # same wording as dispatch(service=None)
+        return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True)
+    if name in WRITE_TOOLS:
+        async with locking.hold_async_unless_held():
+            result, suspect = dispatch(name, arguments, service)
+    else:
+        result, suspect = dispatch(name, arguments, service)
+    if not suspect:
+        return result
+    import anyio
+
+    return await anyio.to_thread.run_sync(
+        lambda: follow_up(runtime, name, arguments, service, result, retry=True)
+    )
+
+
+def call_in_thread(
+    runtime: Runtime, name: str, arguments: dict[str, Any], *, retry: bool = True
+) -> CallResult:
+    """Run one call in a worker thread, waiting for the background start if needed."""
+    if runtime.started and not runtime.ready and not runtime.wait_ready():
+        return CallResult(
+            f"{name} failed: popoto-memory is still starting after {START_TIMEOUT:g} s; "
+            "try again in a moment.",
+            True,
+        )
+    early = refusal(runtime, name, arguments)
+    if early is not None:
+        return early
+    try:
+        service = runtime.new_service()
+    except Exception as exc:  # same wording as dispatch(service=None)
+        return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True)
+    if name in WRITE_TOOLS:
+        result, suspect = locking.run_exclusive(dispatch, name, arguments, service)
+    else:
+        result, suspect = dispatch(name, arguments, service)
+    if suspect:
+        return follow_up(runtime, name, arguments, service, result, retry=retry)
+    return with_status_lines(runtime, name, result)
+
+
+def refusal(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult | None:
+    """The answer when the call must not reach popoto (no backend, content too large), or None."""
+    if runtime.start_error is not None:
+        return with_status_lines(
+            runtime, name, CallResult(runtime.unavailable(runtime.start_error), True)
+        )
+    if not runtime.started or runtime.config is None:
+        return CallResult(f"{name} failed: the popoto-memory server is not running.", True)
+    if name == "memory_save":
+        why = oversized_save(arguments.get("content"))
+        if why is not None:
+            return CallResult(why, True)
+    return None
+
+
+def follow_up(
+    runtime: Runtime,
+    name: str,
+    arguments: dict[str, Any],
+    service: Any,
+    result: CallResult,
+    *,
+    retry: bool,
+) -> CallResult:
+    """Worker thread: what an error or an empty search really means, said plainly.
+
+    A save popoto's privacy filter dropped says so; an unreachable backend is an
+    error naming it and the fix (the embedded one is started again and the call
+    retried once: nothing was written while it was down).
+    """
+    if name == "memory_save" and result.is_error:
+        dropped = privacy_refusal(service, arguments.get("content"))
+        if dropped is not None:
+            return CallResult(dropped, True)
+    try:
+        service.ping()
+    except Exception as exc:
+        if runtime.embedded is None or not retry:
+            return CallResult(runtime.unavailable(exc), True)
+        try:
+            runtime.recover()
+        except PopotoUnavailable as why:
+            return CallResult(runtime.unavailable(why), True)
+        return call_in_thread(runtime, name, arguments, retry=False)
+    return with_status_lines(runtime, name, result)
+
+
+def with_status_lines(runtime: Runtime, name: str, result: CallResult) -> CallResult:
+    """memory_status also names the store, and the fix when popoto finds it unavailable."""
+    if name != "memory_status":
+        return result
+    extra = [f"store: {runtime.backend_label()}"]
+    if result.is_error and runtime.start_error is None:
+        extra.append(f"fix: {runtime.fix()}")
+    return CallResult(result.text.rstrip() + "\n" + "\n".join(extra), result.is_error)
+
+
+def oversized_save(content: Any) -> str | None:
+    """Why *content* is too large for memory_save (see MAX_SAVE_*), or None.
+
+    Non-strings pass through: popoto answers those with its own message.
+    """
+    if not isinstance(content, str):
+        return None
+    if len(content) > MAX_SAVE_CHARS:
+        return (
+            f"memory_save 'content' is {len(content):,} characters; the limit is "
+            f"{MAX_SAVE_CHARS:,}. Save a shorter fact (memory-tools' write_memory keeps "
+            "whole documents). Nothing was saved."
+        )
+    if len(content) <= MAX_SAVE_RUN:
+        return None  # no run can be longer than the whole
+    longest = max(map(len, content.split()), default=0)
+    if longest > MAX_SAVE_RUN:
+        return (
+            f"memory_save 'content' has a run of {longest:,} characters without whitespace; "
+            f"the limit is {MAX_SAVE_RUN:,}, because popoto's privacy scan slows down sharply "
+            "on long runs. Leave the blob out or break it up. Nothing was saved."
+        )
+    return None
+
+
+def privacy_refusal(service: Any, content: Any) -> str | None:
+    """popoto's never-record filter dropped the save on purpose: say so, with its reason code.
+
+    popoto itself answers "Nothing was saved … the backend is unreachable" for it.
+    """
+    memory = getattr(service, "_memory", None)
+    if not getattr(memory, "last_extraction_privacy_dropped", False):
+        return None
+    reason = "unknown"
+    try:
+        from popoto.privacy.never_record import scan_never_record
+
+        reason = scan_never_record(content).reason or reason  # bounded by MAX_SAVE_*
+    except Exception:
+        pass
+    return (
+        f"memory_save refused: popoto's never-record filter took the content for a secret or "
+        f"personal data (reason: {reason}), so nothing was saved. Leave that part out and save "
+        "again. popoto checks for credentials, private keys, tokens, passwords in URLs, card "
+        "numbers (long digit runs that pass the Luhn check), US SSNs, high-entropy strings and "
+        "off-the-record markers."
+    )
