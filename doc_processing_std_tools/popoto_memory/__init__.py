@@ -44,7 +44,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import wiring
-from ..servers import ServerSpec
 from .calls import MAX_SAVE_CHARS, MAX_SAVE_RUN, CallResult, oversized_save
 from .checks import check, describe, installed_popoto_version
 from .runtime import IMPORT_DELAY, START_TIMEOUT, PopotoUnavailable, Runtime
@@ -95,26 +94,11 @@ __all__ = [
     "standalone_server",
 ]
 
-SPEC = ServerSpec(
-    name=SERVER_NAME,
-    create=create_server,
-    settings=Settings,
-    check=check,
-    describe=describe,
-    one_per_process=ONE_PER_PROCESS,
-    locks_itself=LOCKS_ITSELF,
-    extra=EXTRA,
+# After the imports above: SPEC is read from them (see wiring.ServerModule).
+_package = wiring.ServerModule(
+    __name__, SERVER_NAME, export="popoto_memory_server", follow_client_roots=False
 )
-
-
-def standalone_server() -> FastMCP:
-    """popoto-memory on its own, its settings from the environment."""
-    return create_server(Settings())
-
-
-__getattr__: Any = wiring.lazy_server(__name__, "popoto_memory_server", standalone_server)
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``dpt-popoto-memory`` / ``python -m doc_processing_std_tools.popoto_memory``."""
-    wiring.main(SERVER_NAME, standalone_server, argv)
+SPEC = _package.spec
+standalone_server = _package.standalone_server  # settings from the environment
+main = _package.main  # dpt-popoto-memory / python -m doc_processing_std_tools.popoto_memory
+__getattr__: Any = _package.module_getattr
