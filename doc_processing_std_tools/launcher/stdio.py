@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
+    from .relay import FastRelay
+
 log = logging.getLogger("dpt-launch")
 
 READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
@@ -235,6 +237,7 @@ class _Wire:
 @asynccontextmanager
 async def stdio_streams(
     on_eof: Callable[[], None] | None = None,
+    fast: FastRelay | None = None,
 ) -> AsyncIterator[
     tuple[
         MemoryObjectReceiveStream[SessionMessage | Exception],
@@ -244,7 +247,8 @@ async def stdio_streams(
     """(read, write) streams for ``Server.run``, carried over this process's stdin/stdout.
 
     The read stream ends at stdin's EOF (after calling *on_eof*, from the reader thread). Leaving the context writes what is queued
-    (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back.
+    (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back. Lines that *fast*
+    takes (relayed calls to external stdio servers) are served by it and never reach the SDK.
     """
     from mcp.shared.message import SessionMessage
 
@@ -254,15 +258,17 @@ async def stdio_streams(
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     token = anyio.lowlevel.current_token()
-    threading.Thread(
-        target=_pump,
-        args=(wire.stdin, read_send, writer, token, on_eof),
-        name="dpt-launch stdin",
-        daemon=True,
-    ).start()
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(_write_replies, write_receive, writer)
+            if fast is not None:
+                fast.bind(group, writer.put, writer.expect, writer.answered)
+            threading.Thread(
+                target=_pump,
+                args=(wire.stdin, read_send, writer, token, on_eof, fast),
+                name="dpt-launch stdin",
+                daemon=True,
+            ).start()
+            group.start_soon(_write_replies, write_receive, writer, fast)
             try:
                 yield read_receive, write_send
             finally:
@@ -280,6 +286,7 @@ def _pump(
     writer: _Writer,
     token: object,
     on_eof: Callable[[], None] | None,
+    fast: FastRelay | None = None,
 ) -> None:
     """Reader thread: validate each line; hand messages to the loop, answer the rest."""
     from mcp.shared.message import SessionMessage
@@ -289,6 +296,8 @@ def _pump(
         for line in read_lines(fd):
             if not line.strip():
                 continue  # a blank line is not a message
+            if fast is not None and fast.take(line):
+                continue  # a relayed call (or its cancellation): served without the SDK
             try:
                 message = jsonrpc_message_adapter.validate_json(line, by_name=False)
             except Exception as exc:
@@ -305,6 +314,8 @@ def _pump(
                 continue
             if isinstance(message, JSONRPCRequest):
                 writer.expect(message.id)
+                if fast is not None and message.method == "initialize":
+                    fast.initialize_id = message.id
             elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
                 writer.answered((message.params or {}).get("requestId"))
             anyio.from_thread.run(send.send, SessionMessage(message), token=token)  # type: ignore[arg-type]
@@ -336,14 +347,24 @@ def _log_text(reply: bytes | None, problem: Exception) -> str:
 
 
 async def _write_replies(
-    receive: MemoryObjectReceiveStream[SessionMessage], writer: _Writer
+    receive: MemoryObjectReceiveStream[SessionMessage],
+    writer: _Writer,
+    fast: FastRelay | None = None,
 ) -> None:
     async with receive:
         async for session_message in receive:
             message = session_message.message
+            is_reply = not hasattr(message, "method")  # a response or an error
+            if (
+                fast is not None
+                and is_reply
+                and fast.initialize_id is not None
+                and getattr(message, "id", None) == fast.initialize_id
+            ):
+                fast.negotiated(getattr(message, "result", None))  # before the client sees it
             if line := _encode(message):
                 writer.put(line)
-            if not hasattr(message, "method"):  # a response or an error
+            if is_reply:
                 writer.answered(getattr(message, "id", None))
 
 
