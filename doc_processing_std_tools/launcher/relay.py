@@ -63,16 +63,23 @@ class ConnectionLost(anyio.BrokenResourceError):
 
 @dataclass(eq=False)
 class PendingCall:
-    """One raw request to the child, waiting for its reply line."""
+    """One raw request to the child, waiting for its reply line (an asyncio future: cheap)."""
 
     key: str  # our id, e.g. "dpt~12"
-    arrived: anyio.Event = field(default_factory=anyio.Event)
+    arrived: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
     line: bytes = b""
     parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
     lost: bool = False
 
+    def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
+        if not self.arrived.done():
+            self.line, self.parsed, self.lost = line, parsed, lost
+            self.arrived.set_result(None)
+
     async def reply(self) -> tuple[bytes, Any]:
-        await self.arrived.wait()
+        await self.arrived
         if self.lost:
             raise ConnectionLost("the connection closed")
         return self.line, self.parsed
@@ -92,8 +99,7 @@ class ChildPipe:
         self._count += 1
         call = PendingCall(f"{ID_PREFIX}{self._count}")
         if self.closed:
-            call.lost = True
-            call.arrived.set()
+            call.settle(lost=True)
         self.pending[call.key] = call
         return call
 
@@ -135,8 +141,7 @@ class ChildPipe:
         finally:
             self.closed = True
             for call in list(self.pending.values()):
-                call.lost = True
-                call.arrived.set()
+                call.settle(lost=True)
 
     def _take(self, line: bytes) -> bool:
         """Whether *line* was a reply to one of our calls, or progress for one (then it is used).
@@ -148,8 +153,7 @@ class ChildPipe:
             key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
             call = self.pending.pop(key, None)
             if call is not None:
-                call.line = line
-                call.arrived.set()
+                call.settle(line)
             return True
         if OUR_ID not in line and not (self.progress and PROGRESS in line):
             return False
@@ -163,8 +167,7 @@ class ChildPipe:
         if "method" not in message and isinstance(key, str) and key.startswith(ID_PREFIX):
             call = self.pending.pop(key, None)
             if call is not None:
-                call.line, call.parsed = line, message
-                call.arrived.set()
+                call.settle(line, message)
             return True
         params = message.get("params")
         if message.get("method") == "notifications/progress" and isinstance(params, dict):
@@ -279,6 +282,7 @@ class FastRelay:
         self._scopes: dict[int | str, anyio.CancelScope] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
         self._put: Callable[[bytes], None] = lambda line: None
         self._expect: Callable[[Any], None] = lambda request_id: None
         self._answered: Callable[[Any], None] = lambda request_id: None
@@ -294,6 +298,15 @@ class FastRelay:
         self._loop = asyncio.get_running_loop()
         self._group = group
         self._put, self._expect, self._answered = put, expect, answered
+        group.start_soon(self._cancel_calls_at_exit)
+
+    async def _cancel_calls_at_exit(self) -> None:
+        """Sleep for as long as serving goes on; then cancel the calls still running."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
 
     def negotiated(self, result: Any) -> None:
         """The reply to the client's initialize went out: is the fast path allowed?"""
@@ -369,9 +382,13 @@ class FastRelay:
     # -- event loop ------------------------------------------------------------------------
 
     def _start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
+        # A plain asyncio task: a third of the cost of a task group's spawn. They are kept in
+        # _tasks and cancelled with the group (see bind), so none outlives serving.
         scope = self._scopes[request_id] = anyio.CancelScope()
-        assert self._group is not None
-        self._group.start_soon(self._serve, target, request_id, params, scope)
+        assert self._loop is not None
+        task = self._loop.create_task(self._serve(target, request_id, params, scope))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _cancel(self, request_id: int | str) -> None:
         scope = self._scopes.get(request_id)
@@ -441,7 +458,7 @@ class FastRelay:
                     f"Error calling tool {target.tool.name!r}: the connection closed"
                 ) from exc
             except BaseException:
-                if not call.arrived.is_set():  # cancelled, timed out: tell the child
+                if not call.arrived.done():  # cancelled, timed out: tell the child
                     await _tell_cancelled(pipe, call.key)
                 raise
         finally:
