@@ -72,8 +72,10 @@ class PendingCall:
     line: bytes = b""
     parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
     lost: bool = False
+    settled: bool = False  # (a cancelled wait cancels the future too: not a reply)
 
     def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
+        self.settled = True
         if not self.arrived.done():
             self.line, self.parsed, self.lost = line, parsed, lost
             self.arrived.set_result(None)
@@ -458,7 +460,7 @@ class FastRelay:
                     f"Error calling tool {target.tool.name!r}: the connection closed"
                 ) from exc
             except BaseException:
-                if not call.arrived.done():  # cancelled, timed out: tell the child
+                if not call.settled:  # cancelled, timed out: tell the child
                     await _tell_cancelled(pipe, call.key)
                 raise
         finally:
