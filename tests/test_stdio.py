@@ -265,3 +265,78 @@ def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
     assert reply["id"] == 12 and reply["error"]["code"] == -32600
     assert "yyyy" not in reply["error"]["message"]
     assert len(reply["error"]["message"]) < 1024
+
+
+# -- relayed calls to an external stdio server (the fast path, launcher/relay.py) ---------
+
+
+@pytest.fixture
+def external_wire(tmp_path: Path) -> Iterator[Wire]:
+    import sys
+
+    results = Path(__file__).resolve().parent / "results_server.py"
+    path = tmp_path / "external.yaml"
+    path.write_text(
+        "transport: {type: stdio, shutdown_grace: 3}\n"
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{results}]\n"
+    )
+    w = Wire(path)
+    try:
+        w.initialize()
+        yield w
+    finally:
+        w.proc.kill()
+        w.proc.wait()
+        for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
+            if stream:
+                stream.close()
+
+
+def test_a_relayed_call_is_answered_with_the_clients_own_id(external_wire: Wire) -> None:
+    for request_id in ['a "quoted" id \u00e9', -7, 2**70]:
+        raw = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "\u2603"}},
+            }
+        )
+        reply = external_wire.request(raw.encode())
+        assert reply["id"] == request_id
+        assert reply["result"]["content"][0]["text"] == "\u2603"
+        assert reply["result"].get("isError") is False
+
+
+def test_unusual_relayed_calls_keep_the_sdk_path_and_get_answers(external_wire: Wire) -> None:
+    lone = external_wire.request(external_wire.call(1, "echo", {"text": "\ud800"}))
+    assert lone["id"] == 1 and lone["error"]["code"] == -32700
+    extra = external_wire.request(
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo",'
+        b'"arguments":{"text":"x"},"task":{"ttl":1000}}}'
+    )
+    assert extra["id"] == 2  # answered one way or another, never left waiting
+    bad = external_wire.request(external_wire.call(3, "echo", {"text": 5}))
+    assert bad["id"] == 3 and bad["result"]["isError"] is True
+    ok = external_wire.request(external_wire.call(4, "echo", {"text": "still here"}))
+    assert ok["result"]["content"][0]["text"] == "still here"
+
+
+def test_progress_of_a_relayed_call_carries_the_clients_token(external_wire: Wire) -> None:
+    external_wire.send(
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count_to",'
+        b'"arguments":{"steps":2},"_meta":{"progressToken":"mine"}}}'
+    )
+    messages = [external_wire.receive() for _ in range(3)]
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [("mine", 1), ("mine", 2)]
+    assert messages[-1]["id"] == 9 and messages[-1]["result"]["content"][0]["text"] == "counted"
+
+
+def test_eof_right_behind_a_relayed_call_still_gets_its_reply(external_wire: Wire) -> None:
+    external_wire.send(external_wire.call(1, "echo", {"text": "last words"}))
+    assert external_wire.proc.stdin
+    external_wire.proc.stdin.close()
+    reply = external_wire.receive()
+    assert reply["id"] == 1 and reply["result"]["content"][0]["text"] == "last words"
+    assert external_wire.proc.wait(timeout=30) == 0
