@@ -340,3 +340,38 @@ def test_eof_right_behind_a_relayed_call_still_gets_its_reply(external_wire: Wir
     reply = external_wire.receive()
     assert reply["id"] == 1 and reply["result"]["content"][0]["text"] == "last words"
     assert external_wire.proc.wait(timeout=30) == 0
+
+
+def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
+    config: Path, tmp_path: Path
+) -> None:
+    """The event loop cannot wait on a regular file: the reader thread serves it instead."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "file", "version": "0"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "ping", "arguments": {}},
+    }
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(init) + "\n" + json.dumps(call) + "\n")
+    with requests.open("rb") as stdin:
+        proc = subprocess.run(
+            [*launcher_command(), "--config", str(config)],
+            stdin=stdin,
+            capture_output=True,
+            timeout=120,
+            cwd=config.parent,
+        )
+    assert proc.returncode == 0, proc.stderr
+    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert replies[1]["result"]["content"][0]["text"] == "pong"

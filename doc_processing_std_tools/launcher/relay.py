@@ -317,17 +317,20 @@ class FastRelay:
 
     # -- reader thread ---------------------------------------------------------------------
 
-    def take(self, line: bytes) -> bool:
-        """Serve *line* here if it is a relayed call or a cancellation of one (reader thread)."""
+    def take(self, line: bytes, *, on_loop: bool = False) -> bool:
+        """Serve *line* here if it is a relayed call or a cancellation of one.
+
+        Called by the stdin reader: on the event loop itself (*on_loop*), or in a thread.
+        """
         if not self.enabled or self._loop is None:
             return False
         if b'"tools/call"' in line:
-            return self._take_call(line)
+            return self._take_call(line, on_loop)
         if self._taken and b'"notifications/cancelled"' in line:
-            return self._take_cancel(line)
+            return self._take_cancel(line, on_loop)
         return False
 
-    def _take_call(self, line: bytes) -> bool:
+    def _take_call(self, line: bytes, on_loop: bool) -> bool:
         if b"\\u" in line and SURROGATE_ESCAPE.search(line):
             return False  # the SDK path answers text that is not valid Unicode
         try:
@@ -360,6 +363,9 @@ class FastRelay:
             return False  # not ours, or the child is down: the SDK path says so
         self._taken.add(request_id)
         self._expect(request_id)
+        if on_loop:
+            self._start(target, request_id, params)
+            return True
         try:
             self._loop.call_soon_threadsafe(self._start, target, request_id, params)  # type: ignore[union-attr]
         except RuntimeError:  # the loop is gone
@@ -368,7 +374,7 @@ class FastRelay:
             return True
         return True
 
-    def _take_cancel(self, line: bytes) -> bool:
+    def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -377,6 +383,9 @@ class FastRelay:
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if message.get("method") != "notifications/cancelled" or request_id not in self._taken:
             return False
+        if on_loop:
+            self._cancel(request_id)
+            return True
         with suppress(RuntimeError):
             self._loop.call_soon_threadsafe(self._cancel, request_id)  # type: ignore[union-attr]
         return True
