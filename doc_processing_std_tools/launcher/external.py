@@ -272,7 +272,9 @@ class ToolRelay:
     are passed on. Whatever it does not serve plainly goes the normal way through
     fastmcp: a tool it does not know (listed later, or filtered out), params
     beyond name, arguments and _meta, a 2026-era connection, and any root
-    middleware or transform that must see calls.
+    middleware or transform that must see calls. Over stdio, calls to a
+    ``command:`` server's tools skip even this: :attr:`fast` (``launcher/relay.py``)
+    serves them from the raw lines, under the same rules.
     """
 
     def __init__(self, root: FastMCP, mounts: Callable[[], Sequence[Mount]]) -> None:

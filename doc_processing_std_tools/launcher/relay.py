@@ -11,8 +11,8 @@ against ~2.7 ms for the call itself (``benchmarks/external.py``). Here:
   unchanged, which keeps serving listing, prompts, resources, pings, the child's
   own requests and notifications. :class:`ChildTransport` makes it a fastmcp
   transport.
-* :class:`FastRelay` is handed each line the client writes (``launcher/stdio.py``,
-  reader thread). A plain ``tools/call`` of a relayed tool on a handshake-era
+* :class:`FastRelay` is handed each line the client writes (``launcher/stdio.py``, on the
+  event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call`` of a relayed tool on a handshake-era
   connection is taken (``json.loads``, a dict lookup) and served on the event
   loop: the exposed tool's rules apply as on every path (``GuardedTool.guarded``:
   unavailable, process lock, timeout with ``notifications/cancelled`` to the
@@ -270,7 +270,8 @@ def child_transport(
 class FastRelay:
     """Serves relayed ``tools/call`` lines from the client without the SDK's dispatchers.
 
-    :meth:`take` runs in the stdin reader thread; everything else on the event loop.
+    :meth:`take` runs where stdin is read (the event loop, or the reader thread for stdin
+    the loop cannot poll); everything else on the event loop.
     """
 
     def __init__(self, relay: ToolRelay) -> None:
@@ -280,7 +281,7 @@ class FastRelay:
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.initialize_id: Any = None  # the client's initialize request (set by the reader)
         self.enabled = False  # the connection negotiated a handshake-era version
-        self._taken: set[int | str] = set()  # client ids in flight here (reader thread adds)
+        self._taken: set[int | str] = set()  # client ids in flight here (the reader adds)
         self._scopes: dict[int | str, anyio.CancelScope] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._group: TaskGroup | None = None
@@ -315,7 +316,7 @@ class FastRelay:
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         self.enabled = version in self._handshake_era
 
-    # -- reader thread ---------------------------------------------------------------------
+    # -- where stdin is read -----------------------------------------------------------------
 
     def take(self, line: bytes, *, on_loop: bool = False) -> bool:
         """Serve *line* here if it is a relayed call or a cancellation of one.
