@@ -375,3 +375,21 @@ def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
     assert proc.returncode == 0, proc.stderr
     replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
     assert replies[1]["result"]["content"][0]["text"] == "pong"
+
+
+def test_odd_lines_that_look_like_relayed_calls_are_answered_and_change_nothing(
+    external_wire: Wire,
+) -> None:
+    odd = [
+        b'["tools/call", "notifications/cancelled"]',
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}',
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":["echo"],"arguments":{}}}',
+        b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":[1]}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["echo"]}',
+    ]
+    for raw in odd:
+        external_wire.send(raw)
+    replies = {external_wire.receive()["id"] for _ in range(4)}  # the list: -32600, id null
+    assert replies == {None, 5, 6, 7}
+    ok = external_wire.request(external_wire.call(8, "echo", {"text": "fine"}))
+    assert ok["id"] == 8 and ok["result"]["content"][0]["text"] == "fine"

@@ -311,7 +311,9 @@ def _route(line: bytes, writer: _Writer, fast: FastRelay | None, on_loop: bool) 
         if fast is not None and message.method == "initialize":
             fast.initialize_id = message.id
     elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
-        writer.answered((message.params or {}).get("requestId"))
+        cancelled = (message.params or {}).get("requestId")
+        if isinstance(cancelled, str | int):  # (a list or an object names no request)
+            writer.answered(cancelled)
     return SessionMessage(message)  # type: ignore[arg-type]
 
 
