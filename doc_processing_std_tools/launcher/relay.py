@@ -172,9 +172,9 @@ class ChildPipe:
             return False
         if not isinstance(message, dict):
             return False
-        key = message.get("id")
-        if "method" not in message and isinstance(key, str) and key.startswith(ID_PREFIX):
-            call = self.pending.pop(key, None)
+        reply_id = message.get("id")
+        if "method" not in message and isinstance(reply_id, str) and reply_id.startswith(ID_PREFIX):
+            call = self.pending.pop(reply_id, None)
             if call is not None:
                 call.settle(line, message)
             return True

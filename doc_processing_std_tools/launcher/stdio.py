@@ -314,7 +314,7 @@ def _route(line: bytes, writer: _Writer, fast: FastRelay | None, on_loop: bool) 
         cancelled = (message.params or {}).get("requestId")
         if isinstance(cancelled, str | int):  # (a list or an object names no request)
             writer.answered(cancelled)
-    return SessionMessage(message)  # type: ignore[arg-type]
+    return SessionMessage(message)
 
 
 def _pollable(fd: int) -> bool:
