@@ -32,5 +32,16 @@ def fail() -> str:
     raise ValueError("the external tool refused")
 
 
+@server.tool(annotations={"readOnlyHint": True})
+def request_id(ctx: Context) -> str:
+    """The JSON-RPC id this call arrived with (the launcher's fast path uses its own)."""
+    return str(ctx.request_id)
+
+
+@server.tool(annotations={"readOnlyHint": True})
+def echo(text: str) -> str:
+    return text
+
+
 if __name__ == "__main__":
     server.run(show_banner=False, log_level="WARNING")

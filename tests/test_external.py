@@ -352,3 +352,54 @@ async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
                 os.kill(pid, signal.SIGKILL)
         assert outcome[0].is_error
         assert "server 'ext' is restarting (attempt 1)" in text_of(outcome[0])
+
+
+async def test_a_client_cancellation_of_a_relayed_call_reaches_the_server(
+    write_config, tmp_path: Path
+) -> None:
+    marker = tmp_path / "cancelled"
+    config = write_config("servers:\n" + external_entry("ext", tmp_path / "c"))
+    async with launched(config) as session:
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(
+                    session.call_tool, "nap_and_mark", {"seconds": 30, "marker": str(marker)}
+                )
+                await anyio.sleep(1)
+                group.cancel_scope.cancel()  # the SDK client sends notifications/cancelled
+            while not marker.exists():
+                await anyio.sleep(0.1)
+        assert marker.read_text() == "cancelled"
+        assert text_of(await session.call_tool("nap", {"seconds": 0})) == "rested"  # still serving
+
+
+async def test_stdio_calls_reach_the_server_on_the_fast_path(write_config, tmp_path: Path) -> None:
+    """Over stdio a relayed call goes to the child with the launcher's own id, not via the SDK
+    session (whose ids are integers); text that is not valid Unicode still gets an answer."""
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{RESULTS}]\n    namespace: ext\n"
+    )
+    async with launched(config) as session:
+        seen = {text_of(await session.call_tool("ext_request_id", {})) for _ in range(3)}
+        assert len(seen) == 3 and all(value.startswith("dpt~") for value in seen), seen
+        text = "caf\u00e9 \u2603 \U0001f600 " + "x" * 100_000
+        assert text_of(await session.call_tool("ext_echo", {"text": text})) == text
+
+
+async def test_overlapping_relayed_calls_keep_their_own_replies(
+    write_config, tmp_path: Path
+) -> None:
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{RESULTS}]\n    namespace: ext\n"
+    )
+    async with launched(config) as session:
+        replies: dict[int, str] = {}
+
+        async def echo(n: int) -> None:
+            replies[n] = text_of(await session.call_tool("ext_echo", {"text": f"reply {n}"}))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as group:
+                for n in range(100):
+                    group.start_soon(echo, n)
+        assert replies == {n: f"reply {n}" for n in range(100)}

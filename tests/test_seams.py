@@ -174,3 +174,26 @@ async def test_server_middleware_added_first_sees_raw_params_and_may_answer_alon
     calls = [params for method, params in seen if method == "tools/call"]
     assert calls[0]["name"] == "short" and calls[0]["arguments"] == {"x": 1}
     assert calls[1]["name"] == "echo"
+
+
+async def test_a_stdio_child_is_spawned_with_pipes_and_stopped_even_if_it_ignores_eof() -> None:
+    import os
+    import sys
+
+    import anyio
+
+    script = (
+        "import sys, time\n"
+        "sys.stdout.write(sys.stdin.readline()); sys.stdout.flush()\n"
+        "time.sleep(60)  # ignores stdin's EOF: only the escalation stops it\n"
+    )
+    with open(os.devnull, "w") as errlog:
+        process = await seams.spawn_stdio_child(
+            sys.executable, ["-c", script], dict(os.environ), errlog, None
+        )
+    with anyio.fail_after(30):
+        assert os.getpgid(process.pid) == process.pid  # its own process group
+        await process.stdin.send(b"hello\n")
+        assert await process.stdout.receive() == b"hello\n"
+        await seams.stop_stdio_child(process)
+    assert process.returncode is not None

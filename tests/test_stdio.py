@@ -265,3 +265,131 @@ def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
     assert reply["id"] == 12 and reply["error"]["code"] == -32600
     assert "yyyy" not in reply["error"]["message"]
     assert len(reply["error"]["message"]) < 1024
+
+
+# -- relayed calls to an external stdio server (the fast path, launcher/relay.py) ---------
+
+
+@pytest.fixture
+def external_wire(tmp_path: Path) -> Iterator[Wire]:
+    import sys
+
+    results = Path(__file__).resolve().parent / "results_server.py"
+    path = tmp_path / "external.yaml"
+    path.write_text(
+        "transport: {type: stdio, shutdown_grace: 3}\n"
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{results}]\n"
+    )
+    w = Wire(path)
+    try:
+        w.initialize()
+        yield w
+    finally:
+        w.proc.kill()
+        w.proc.wait()
+        for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
+            if stream:
+                stream.close()
+
+
+def test_a_relayed_call_is_answered_with_the_clients_own_id(external_wire: Wire) -> None:
+    for request_id in ['a "quoted" id \u00e9', -7, 2**70]:
+        raw = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "\u2603"}},
+            }
+        )
+        reply = external_wire.request(raw.encode())
+        assert reply["id"] == request_id
+        assert reply["result"]["content"][0]["text"] == "\u2603"
+        assert reply["result"].get("isError") is False
+
+
+def test_unusual_relayed_calls_keep_the_sdk_path_and_get_answers(external_wire: Wire) -> None:
+    lone = external_wire.request(external_wire.call(1, "echo", {"text": "\ud800"}))
+    assert lone["id"] == 1 and lone["error"]["code"] == -32700
+    extra = external_wire.request(
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo",'
+        b'"arguments":{"text":"x"},"task":{"ttl":1000}}}'
+    )
+    assert extra["id"] == 2  # answered one way or another, never left waiting
+    bad = external_wire.request(external_wire.call(3, "echo", {"text": 5}))
+    assert bad["id"] == 3 and bad["result"]["isError"] is True
+    ok = external_wire.request(external_wire.call(4, "echo", {"text": "still here"}))
+    assert ok["result"]["content"][0]["text"] == "still here"
+
+
+def test_progress_of_a_relayed_call_carries_the_clients_token(external_wire: Wire) -> None:
+    external_wire.send(
+        b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count_to",'
+        b'"arguments":{"steps":2},"_meta":{"progressToken":"mine"}}}'
+    )
+    messages = [external_wire.receive() for _ in range(3)]
+    progress = [m["params"] for m in messages if m.get("method") == "notifications/progress"]
+    assert [(p["progressToken"], p["progress"]) for p in progress] == [("mine", 1), ("mine", 2)]
+    assert messages[-1]["id"] == 9 and messages[-1]["result"]["content"][0]["text"] == "counted"
+
+
+def test_eof_right_behind_a_relayed_call_still_gets_its_reply(external_wire: Wire) -> None:
+    external_wire.send(external_wire.call(1, "echo", {"text": "last words"}))
+    assert external_wire.proc.stdin
+    external_wire.proc.stdin.close()
+    reply = external_wire.receive()
+    assert reply["id"] == 1 and reply["result"]["content"][0]["text"] == "last words"
+    assert external_wire.proc.wait(timeout=30) == 0
+
+
+def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
+    config: Path, tmp_path: Path
+) -> None:
+    """The event loop cannot wait on a regular file: the reader thread serves it instead."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "file", "version": "0"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "ping", "arguments": {}},
+    }
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(init) + "\n" + json.dumps(call) + "\n")
+    with requests.open("rb") as stdin:
+        proc = subprocess.run(
+            [*launcher_command(), "--config", str(config)],
+            stdin=stdin,
+            capture_output=True,
+            timeout=120,
+            cwd=config.parent,
+        )
+    assert proc.returncode == 0, proc.stderr
+    replies = {r["id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    assert replies[1]["result"]["content"][0]["text"] == "pong"
+
+
+def test_odd_lines_that_look_like_relayed_calls_are_answered_and_change_nothing(
+    external_wire: Wire,
+) -> None:
+    odd = [
+        b'["tools/call", "notifications/cancelled"]',
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":[1]}}',
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":["echo"],"arguments":{}}}',
+        b'{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","arguments":[1]}}',
+        b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":["echo"]}',
+    ]
+    for raw in odd:
+        external_wire.send(raw)
+    replies = {external_wire.receive()["id"] for _ in range(4)}  # the list: -32600, id null
+    assert replies == {None, 5, 6, 7}
+    ok = external_wire.request(external_wire.call(8, "echo", {"text": "fine"}))
+    assert ok["id"] == 8 and ok["result"]["content"][0]["text"] == "fine"

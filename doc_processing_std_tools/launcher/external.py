@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
 
     from .compose import Mount
+    from .relay import ChildPipe, FastRelay
 
 log = logging.getLogger("dpt-launch")
 
@@ -91,6 +92,7 @@ class Supervisor:
         self.last_error = ""
         self.relay = StderrRelay(name) if entry.command else None
         self._client: Client | None = None
+        self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -156,6 +158,7 @@ class Supervisor:
     async def _keep(self) -> None:
         delay = FIRST_BACKOFF
         while True:
+            attempt = self.attempt
             try:
                 await self._serve_one_session()
                 delay = FIRST_BACKOFF  # it was up: the next failure starts a fresh backoff
@@ -167,8 +170,9 @@ class Supervisor:
             if self.state == "starting":
                 self._set("failed")
                 return  # a server that never started is skipped, not retried
-            self.attempt += 1
-            self._set("restarting")
+            if self.attempt == attempt:  # not yet counted when the session went down
+                self.attempt += 1
+                self._set("restarting")
             log.warning(
                 "servers.%s: session ended; restarting in %g s (attempt %d): %s",
                 self.name,
@@ -182,11 +186,13 @@ class Supervisor:
     async def _serve_one_session(self) -> None:
         from fastmcp import Client
 
-        client = Client(self._transport(), mode="legacy")
+        transport = self._transport()
+        client = Client(transport, mode="legacy")
         with anyio.fail_after(START_TIMEOUT):
             await client.__aenter__()
         try:
             self._client = client
+            self.pipe = getattr(transport, "pipe", None)
             self.last_error = ""
             self._lost = anyio.Event()
             self._set("up")
@@ -194,6 +200,10 @@ class Supervisor:
             self.last_error = (self.relay.last_line if self.relay else "") or "the session closed"
         finally:
             self._client = None
+            self.pipe = None
+            if self.state == "up":  # calls say so while the old session closes
+                self.attempt += 1
+                self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
 
@@ -212,19 +222,17 @@ class Supervisor:
     def _transport(self) -> Any:
         entry = self.entry
         if entry.command:
-            from fastmcp.client.transports import StdioTransport
-
             from .child import wrapped_command
+            from .relay import child_transport
 
             command, args = wrapped_command(entry.command, list(entry.args))
             cwd = str((self.base_dir / entry.cwd).resolve()) if entry.cwd else None
-            return StdioTransport(
+            return child_transport(
                 command,
                 args,
                 env={**os.environ, **entry.env},
                 cwd=cwd,
-                keep_alive=True,
-                log_file=self.relay.file if self.relay else None,
+                errlog=self.relay.file if self.relay else sys.stderr,
             )
         assert entry.url
         headers = dict(entry.headers)
@@ -264,7 +272,9 @@ class ToolRelay:
     are passed on. Whatever it does not serve plainly goes the normal way through
     fastmcp: a tool it does not know (listed later, or filtered out), params
     beyond name, arguments and _meta, a 2026-era connection, and any root
-    middleware or transform that must see calls.
+    middleware or transform that must see calls. Over stdio, calls to a
+    ``command:`` server's tools skip even this: :attr:`fast` (``launcher/relay.py``)
+    serves them from the raw lines, under the same rules.
     """
 
     def __init__(self, root: FastMCP, mounts: Callable[[], Sequence[Mount]]) -> None:
@@ -290,6 +300,15 @@ class ToolRelay:
             }
         )
         self._dropped_meta = self._connection_keys | {"progressToken"}
+        from .relay import FastRelay
+
+        self.fast = FastRelay(self)  # stdio connections: relayed calls skip the SDK entirely
+
+    def serves_plainly(self) -> bool:
+        """No root middleware or transform needs to see calls (then they may be relayed)."""
+        return not self._root.transforms and all(
+            type(m) in self._inert_middleware for m in self._root.middleware
+        )
 
     def targets(self) -> dict[str, RelayTarget]:
         """Exposed tool name -> where to relay it; rebuilt when a reload swaps the mounts."""
@@ -316,8 +335,7 @@ class ToolRelay:
             or not isinstance(params.get("name"), str)
             or not isinstance(params.get("arguments") or {}, dict)
             or not isinstance(params.get("_meta") or {}, dict)
-            or self._root.transforms
-            or not all(type(m) in self._inert_middleware for m in self._root.middleware)
+            or not self.serves_plainly()
         ):
             return None
         return self.targets().get(params.get("name"))  # type: ignore[arg-type]
@@ -361,3 +379,13 @@ class ToolRelay:
         except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             message = exc.message if isinstance(exc, MCPError) else "the connection closed"
             raise ToolError(f"Error calling tool {target.tool.name!r}: {message}") from exc
+
+
+def fast_relay(server: FastMCP) -> FastRelay | None:
+    """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
+    from .seams import low_level_server
+
+    for middleware in getattr(low_level_server(server), "middleware", ()):
+        if isinstance(middleware, ToolRelay):
+            return middleware.fast
+    return None

@@ -290,3 +290,23 @@ async def send_raw_request(
 def remove_provider(server: FastMCP, provider: Provider) -> None:
     """Unmount *provider* (``FastMCP.providers`` is a plain list; fastmcp has no remove call)."""
     server.providers.remove(provider)
+
+
+async def spawn_stdio_child(
+    command: str, args: list[str], env: dict[str, str], errlog: Any, cwd: str | None
+) -> Any:
+    """Start an MCP server process as the SDK's stdio client does: pipes, its own session and
+    process group (``mcp.client.stdio._create_platform_compatible_process``)."""
+    from mcp.client import stdio
+
+    return await stdio._create_platform_compatible_process(
+        command=command, args=args, env=env, errlog=errlog, cwd=cwd
+    )
+
+
+async def stop_stdio_child(process: Any) -> None:
+    """Stop it as the SDK does: close stdin, wait, terminate its process group, kill
+    (``mcp.client.stdio._stop_server_process``)."""
+    from mcp.client import stdio
+
+    await stdio._stop_server_process(process)

@@ -107,11 +107,18 @@ async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -
     """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/stdio.py)."""
     from fastmcp.server.context import reset_transport, set_transport
 
+    from .external import fast_relay
     from .stdio import stdio_streams
 
     token = set_transport("stdio")
     try:
-        async with lifespan_manager(server), stdio_streams(on_eof) as (read, write):
+        async with (
+            lifespan_manager(server),
+            stdio_streams(on_eof, fast_relay(server)) as (
+                read,
+                write,
+            ),
+        ):
             low_level = low_level_server(server)
             await low_level.run(read, write, low_level.create_initialization_options())
     finally:

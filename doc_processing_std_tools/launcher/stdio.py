@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
+    from .relay import FastRelay
+
 log = logging.getLogger("dpt-launch")
 
 READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
@@ -235,6 +237,7 @@ class _Wire:
 @asynccontextmanager
 async def stdio_streams(
     on_eof: Callable[[], None] | None = None,
+    fast: FastRelay | None = None,
 ) -> AsyncIterator[
     tuple[
         MemoryObjectReceiveStream[SessionMessage | Exception],
@@ -244,7 +247,8 @@ async def stdio_streams(
     """(read, write) streams for ``Server.run``, carried over this process's stdin/stdout.
 
     The read stream ends at stdin's EOF (after calling *on_eof*, from the reader thread). Leaving the context writes what is queued
-    (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back.
+    (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back. Lines that *fast*
+    takes (relayed calls to external stdio servers) are served by it and never reach the SDK.
     """
     from mcp.shared.message import SessionMessage
 
@@ -254,15 +258,20 @@ async def stdio_streams(
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     token = anyio.lowlevel.current_token()
-    threading.Thread(
-        target=_pump,
-        args=(wire.stdin, read_send, writer, token, on_eof),
-        name="dpt-launch stdin",
-        daemon=True,
-    ).start()
     try:
         async with anyio.create_task_group() as group:
-            group.start_soon(_write_replies, write_receive, writer)
+            if fast is not None:
+                fast.bind(group, writer.put, writer.expect, writer.answered)
+            if _pollable(wire.stdin):
+                group.start_soon(_pump_on_loop, wire.stdin, read_send, writer, on_eof, fast)
+            else:
+                threading.Thread(
+                    target=_pump,
+                    args=(wire.stdin, read_send, writer, token, on_eof, fast),
+                    name="dpt-launch stdin",
+                    daemon=True,
+                ).start()
+            group.start_soon(_write_replies, write_receive, writer, fast)
             try:
                 yield read_receive, write_send
             finally:
@@ -274,40 +283,104 @@ async def stdio_streams(
         wire.restore()
 
 
+def _route(line: bytes, writer: _Writer, fast: FastRelay | None, on_loop: bool) -> Any:
+    """The SessionMessage for the SDK in *line*, or None when it was answered or served here."""
+    from mcp.shared.message import SessionMessage
+    from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
+
+    if not line.strip():
+        return None  # a blank line is not a message
+    if fast is not None and fast.take(line, on_loop=on_loop):
+        return None  # a relayed call (or its cancellation): served without the SDK
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except Exception as exc:
+        reply = error_reply(line, exc)
+        if reply is not None:
+            writer.put(reply)
+        log.warning("stdio: %s", _log_text(reply, exc))
+        return None
+    if isinstance(message, JSONRPCNotification) and _has_id(line):
+        # an id that is neither a string nor an integer (true, 1.5, {}): pydantic
+        # reads the line as a notification, but the sender waits for an answer
+        writer.put(_encode_error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT))
+        log.warning("stdio: answered a request whose id is not a string or integer")
+        return None
+    if isinstance(message, JSONRPCRequest):
+        writer.expect(message.id)
+        if fast is not None and message.method == "initialize":
+            fast.initialize_id = message.id
+    elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
+        cancelled = (message.params or {}).get("requestId")
+        if isinstance(cancelled, str | int):  # (a list or an object names no request)
+            writer.answered(cancelled)
+    return SessionMessage(message)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait for *fd* (a pipe or socket; not a regular file)."""
+    import select
+
+    if not hasattr(select, "epoll"):
+        return False  # elsewhere the reader thread serves every kind of stdin
+    try:
+        with select.epoll() as probe:
+            probe.register(fd, select.EPOLLIN)
+    except OSError:
+        return False
+    return True
+
+
+async def _pump_on_loop(
+    fd: int,
+    send: MemoryObjectSendStream[SessionMessage | Exception],
+    writer: _Writer,
+    on_eof: Callable[[], None] | None,
+    fast: FastRelay | None,
+) -> None:
+    """Read stdin on the event loop (no thread hop per message); see :func:`_pump`."""
+    parts: list[bytes] = []
+    try:
+        async with send:
+            while True:
+                await anyio.wait_readable(fd)
+                chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
+                if not chunk:
+                    break
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    parts.append(chunk[start:end])
+                    line = b"".join(parts)
+                    parts = []
+                    start = end + 1
+                    if (message := _route(line, writer, fast, True)) is not None:
+                        await send.send(message)
+                if start < len(chunk):
+                    parts.append(chunk[start:] if start else chunk)
+            if parts and (message := _route(b"".join(parts), writer, fast, True)) is not None:
+                await send.send(message)
+            if on_eof is not None:
+                on_eof()
+            # the client's last requests still get their replies
+            await anyio.to_thread.run_sync(writer.wait_for_answers, abandon_on_cancel=True)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+        return  # the server stopped reading, or stdin broke
+
+
 def _pump(
     fd: int,
     send: MemoryObjectSendStream[SessionMessage | Exception],
     writer: _Writer,
     token: object,
     on_eof: Callable[[], None] | None,
+    fast: FastRelay | None = None,
 ) -> None:
-    """Reader thread: validate each line; hand messages to the loop, answer the rest."""
-    from mcp.shared.message import SessionMessage
-    from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
-
+    """Reader thread (stdin the loop cannot wait for): validate each line; hand messages to
+    the loop, answer the rest."""
     try:
         for line in read_lines(fd):
-            if not line.strip():
-                continue  # a blank line is not a message
-            try:
-                message = jsonrpc_message_adapter.validate_json(line, by_name=False)
-            except Exception as exc:
-                reply = error_reply(line, exc)
-                if reply is not None:
-                    writer.put(reply)
-                log.warning("stdio: %s", _log_text(reply, exc))
-                continue
-            if isinstance(message, JSONRPCNotification) and _has_id(line):
-                # an id that is neither a string nor an integer (true, 1.5, {}): pydantic
-                # reads the line as a notification, but the sender waits for an answer
-                writer.put(_encode_error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT))
-                log.warning("stdio: answered a request whose id is not a string or integer")
-                continue
-            if isinstance(message, JSONRPCRequest):
-                writer.expect(message.id)
-            elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
-                writer.answered((message.params or {}).get("requestId"))
-            anyio.from_thread.run(send.send, SessionMessage(message), token=token)  # type: ignore[arg-type]
+            if (message := _route(line, writer, fast, False)) is not None:
+                anyio.from_thread.run(send.send, message, token=token)  # type: ignore[arg-type]
         if on_eof is not None:
             on_eof()
         writer.wait_for_answers()  # the client's last requests still get their replies
@@ -336,14 +409,24 @@ def _log_text(reply: bytes | None, problem: Exception) -> str:
 
 
 async def _write_replies(
-    receive: MemoryObjectReceiveStream[SessionMessage], writer: _Writer
+    receive: MemoryObjectReceiveStream[SessionMessage],
+    writer: _Writer,
+    fast: FastRelay | None = None,
 ) -> None:
     async with receive:
         async for session_message in receive:
             message = session_message.message
+            is_reply = not hasattr(message, "method")  # a response or an error
+            if (
+                fast is not None
+                and is_reply
+                and fast.initialize_id is not None
+                and getattr(message, "id", None) == fast.initialize_id
+            ):
+                fast.negotiated(getattr(message, "result", None))  # before the client sees it
             if line := _encode(message):
                 writer.put(line)
-            if not hasattr(message, "method"):  # a response or an error
+            if is_reply:
                 writer.answered(getattr(message, "id", None))
 
 

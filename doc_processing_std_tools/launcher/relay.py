@@ -1,0 +1,577 @@
+"""The fast path of an external stdio server's ``tools/call``: raw JSON lines both ways.
+
+Through the SDK a relayed call was validated and rebuilt four times (the client's
+request, the request to the child, the child's reply, the reply to the client)
+and crossed two dispatchers: about 1.8 ms of the launcher's CPU per call,
+against ~2.7 ms for the call itself (``benchmarks/external.py``). Here:
+
+* :class:`ChildPipe` owns an external command's stdin and stdout. Replies to our
+  own requests (ids ``"dpt~N"``) and progress for them are picked off its stdout
+  before any validation; every other line goes to the SDK ``ClientSession``
+  unchanged, which keeps serving listing, prompts, resources, pings, the child's
+  own requests and notifications. :class:`ChildTransport` makes it a fastmcp
+  transport.
+* :class:`FastRelay` is handed each line the client writes (``launcher/stdio.py``, on the
+  event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call`` of a relayed tool on a handshake-era
+  connection is taken (``json.loads``, a dict lookup) and served on the event
+  loop: the exposed tool's rules apply as on every path (``GuardedTool.guarded``:
+  unavailable, process lock, timeout with ``notifications/cancelled`` to the
+  child, restarting), the request goes to the child with the server's own tool
+  name and our id, and the child's reply line goes back with the client's id,
+  spliced, not re-encoded, when it is the SDK's usual shape and clean. A client's
+  ``notifications/cancelled`` for a taken call cancels it (the child is told).
+  Anything else, and anything unusual (lone-surrogate escapes, extra params,
+  2026-era envelopes), keeps the SDK path (:class:`.external.ToolRelay`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.shared.message import SessionMessage
+
+    from .external import RelayTarget, ToolRelay
+
+log = logging.getLogger("dpt-launch")
+
+READ_CHUNK = 1 << 16  # bytes per read of the child's stdout
+CANCEL_SEND_TIMEOUT = 1.0  # seconds to tell the child a call was cancelled
+ID_PREFIX = "dpt~"  # our request ids; the SDK session's are integers, so they never clash
+SDK_REPLY_HEAD = b'{"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()  # how SDK servers write replies
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate: check it
+CONNECTION_META_MARK = b"io.modelcontextprotocol/"  # 2026-era keys that describe one connection
+CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+PROGRESS = b'"notifications/progress"'
+OUR_ID = b'"' + ID_PREFIX.encode()
+
+
+class ConnectionLost(anyio.BrokenResourceError):
+    """The child's stdout ended while a call waited for its reply."""
+
+
+@dataclass(eq=False)
+class PendingCall:
+    """One raw request to the child, waiting for its reply line (an asyncio future: cheap)."""
+
+    key: str  # our id, e.g. "dpt~12"
+    arrived: asyncio.Future[None] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
+    line: bytes = b""
+    parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
+    lost: bool = False
+    settled: bool = False  # (a cancelled wait cancels the future too: not a reply)
+
+    def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
+        self.settled = True
+        if not self.arrived.done():
+            self.line, self.parsed, self.lost = line, parsed, lost
+            self.arrived.set_result(None)
+
+    async def reply(self) -> tuple[bytes, Any]:
+        await self.arrived
+        if self.lost:
+            raise ConnectionLost("the connection closed")
+        return self.line, self.parsed
+
+
+class ChildPipe:
+    """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.pending: dict[str, PendingCall] = {}
+        self.progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # our token -> handler
+        self.closed = False
+        self._count = 0
+
+    def open_call(self) -> PendingCall:
+        self._count += 1
+        call = PendingCall(f"{ID_PREFIX}{self._count}")
+        if self.closed:
+            call.settle(lost=True)
+        self.pending[call.key] = call
+        return call
+
+    def forget(self, call: PendingCall) -> None:
+        self.pending.pop(call.key, None)
+        self.progress.pop(call.key, None)
+
+    async def send(self, data: bytes) -> None:
+        """Write whole lines to the child (each ``send`` is appended whole, never interleaved)."""
+        try:
+            await self.process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            raise ConnectionLost("the connection closed") from exc
+
+    async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        """Route each line of the child's stdout until it ends; then fail what still waits."""
+        parts: list[bytes] = []
+        try:
+            async with deliver:
+                while True:
+                    try:
+                        chunk = await self.process.stdout.receive(READ_CHUNK)
+                    except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
+                        break
+                    except anyio.BrokenResourceError:
+                        break
+                    start = 0
+                    while (end := chunk.find(b"\n", start)) >= 0:
+                        parts.append(chunk[start:end])
+                        line = b"".join(parts)
+                        parts = []
+                        start = end + 1
+                        if not self._take(line):
+                            await deliver.send(_parse_line(line))
+                    if start < len(chunk):
+                        parts.append(chunk[start:])
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            pass  # the session is gone
+        finally:
+            self.closed = True
+            for call in list(self.pending.values()):
+                call.settle(lost=True)
+
+    def _take(self, line: bytes) -> bool:
+        """Whether *line* was a reply to one of our calls, or progress for one (then it is used).
+
+        A reply to a call no longer waited for (cancelled, timed out) is dropped here too.
+        """
+        try:
+            return self._route(line)
+        except Exception:  # whatever is odd about the line, the SDK session gets it
+            log.debug("fast path: left a line of the child's to the SDK", exc_info=True)
+            return False
+
+    def _route(self, line: bytes) -> bool:
+        if line.startswith(SDK_REPLY_HEAD):
+            end = line.find(b'"', len(SDK_REPLY_HEAD))
+            key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
+            call = self.pending.pop(key, None)
+            if call is not None:
+                call.settle(line)
+            return True
+        if OUR_ID not in line and not (self.progress and PROGRESS in line):
+            return False
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict):
+            return False
+        reply_id = message.get("id")
+        if "method" not in message and isinstance(reply_id, str) and reply_id.startswith(ID_PREFIX):
+            call = self.pending.pop(reply_id, None)
+            if call is not None:
+                call.settle(line, message)
+            return True
+        params = message.get("params")
+        if message.get("method") == "notifications/progress" and isinstance(params, dict):
+            token = params.get("progressToken")
+            handler = self.progress.get(token) if isinstance(token, str) else None
+            if handler is not None:
+                handler(params)
+                return True
+        return False
+
+    async def write_session_messages(
+        self, receive: MemoryObjectReceiveStream[SessionMessage]
+    ) -> None:
+        """The SDK session's messages to the child, encoded as the SDK's stdio client does."""
+        async with receive:
+            async for session_message in receive:
+                text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                try:
+                    await self.send((text + "\n").encode("utf-8"))
+                except ConnectionLost:
+                    return
+
+
+def _parse_line(line: bytes) -> Any:
+    from mcp.shared.message import SessionMessage
+    from mcp_types import jsonrpc_message_adapter
+
+    try:
+        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        log.warning("an external server wrote a line that is not JSON-RPC: %s", str(exc)[:300])
+        return exc
+
+
+@asynccontextmanager
+async def open_child(
+    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
+) -> AsyncIterator[tuple[ChildPipe, Any, Any]]:
+    """Start *command* as the SDK's stdio client would; yields (pipe, read, write) for a session.
+
+    Leaving stops it as the SDK does: stdin closed, then its process group
+    terminated, then killed.
+    """
+    from mcp.client.stdio import get_default_environment
+    from mcp.shared.message import SessionMessage
+
+    from .seams import spawn_stdio_child, stop_stdio_child
+
+    process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
+    pipe = ChildPipe(process)
+    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    async with anyio.create_task_group() as group:
+        group.start_soon(pipe.read, read_send)
+        group.start_soon(pipe.write_session_messages, write_receive)
+        try:
+            yield pipe, read_receive, write_send
+        finally:
+            with anyio.CancelScope(shield=True):
+                write_send.close()
+                read_receive.close()
+                await stop_stdio_child(process)
+            group.cancel_scope.cancel()
+
+
+def child_transport(
+    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
+) -> Any:
+    """A fastmcp client transport running *command* over a :class:`ChildPipe` (``.pipe`` while up)."""
+    from fastmcp.client.transports.base import ClientTransport, TransportOptions
+
+    class ChildTransport(ClientTransport):
+        legacy_only = True
+
+        def __init__(self) -> None:
+            self.pipe: ChildPipe | None = None
+
+        @asynccontextmanager
+        async def connect_session(
+            self, *, transport_options: TransportOptions | None = None, **session_kwargs: Any
+        ) -> AsyncIterator[Any]:
+            options = transport_options or TransportOptions()
+            async with (
+                open_child(command, args, env, cwd, errlog) as (pipe, read, write),
+                options.session_class(read, write, **session_kwargs) as session,
+            ):
+                self.pipe = pipe
+                try:
+                    yield session
+                finally:
+                    self.pipe = None
+
+        def __repr__(self) -> str:
+            return f"<ChildTransport {command!r}>"
+
+    return ChildTransport()
+
+
+class FastRelay:
+    """Serves relayed ``tools/call`` lines from the client without the SDK's dispatchers.
+
+    :meth:`take` runs where stdin is read (the event loop, or the reader thread for stdin
+    the loop cannot poll); everything else on the event loop.
+    """
+
+    def __init__(self, relay: ToolRelay) -> None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        self._relay = relay
+        self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        self.initialize_id: Any = None  # the client's initialize request (set by the reader)
+        self.enabled = False  # the connection negotiated a handshake-era version
+        self._taken: set[int | str] = set()  # client ids in flight here (the reader adds)
+        self._scopes: dict[int | str, anyio.CancelScope] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._put: Callable[[bytes], None] = lambda line: None
+        self._expect: Callable[[Any], None] = lambda request_id: None
+        self._answered: Callable[[Any], None] = lambda request_id: None
+
+    def bind(
+        self,
+        group: TaskGroup,
+        put: Callable[[bytes], None],
+        expect: Callable[[Any], None],
+        answered: Callable[[Any], None],
+    ) -> None:
+        """Serve on the running loop: calls run in *group*, replies go to *put* (one line each)."""
+        self._loop = asyncio.get_running_loop()
+        self._group = group
+        self._put, self._expect, self._answered = put, expect, answered
+        group.start_soon(self._cancel_calls_at_exit)
+
+    async def _cancel_calls_at_exit(self) -> None:
+        """Sleep for as long as serving goes on; then cancel the calls still running."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+
+    def negotiated(self, result: Any) -> None:
+        """The reply to the client's initialize went out: is the fast path allowed?"""
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self.enabled = version in self._handshake_era
+
+    # -- where stdin is read -----------------------------------------------------------------
+
+    def take(self, line: bytes, *, on_loop: bool = False) -> bool:
+        """Serve *line* here if it is a relayed call or a cancellation of one.
+
+        Called by the stdin reader: on the event loop itself (*on_loop*), or in a thread.
+        """
+        if not self.enabled or self._loop is None:
+            return False
+        try:
+            if b'"tools/call"' in line:
+                return self._take_call(line, on_loop)
+            if self._taken and b'"notifications/cancelled"' in line:
+                return self._take_cancel(line, on_loop)
+        except Exception:  # whatever is odd about the line, the SDK path answers it
+            log.debug("fast path: left a line to the SDK", exc_info=True)
+        return False
+
+    def _take_call(self, line: bytes, on_loop: bool) -> bool:
+        if b"\\u" in line and SURROGATE_ESCAPE.search(line):
+            return False  # the SDK path answers text that is not valid Unicode
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return False
+        request_id, params = message.get("id"), message.get("params")
+        if (
+            message.get("jsonrpc") != "2.0"
+            or not (
+                isinstance(request_id, str)
+                or (isinstance(request_id, int) and not isinstance(request_id, bool))
+            )
+            or request_id in self._taken
+            or not set(message) <= {"jsonrpc", "id", "method", "params"}
+            or not isinstance(params, dict)
+            or not CALL_PARAMS.issuperset(params)
+            or not isinstance(params.get("arguments") or {}, dict)
+            or not isinstance(params.get("_meta") or {}, dict)
+            or any(
+                str(key).startswith("io.modelcontextprotocol/") for key in params.get("_meta") or {}
+            )
+            or not self._relay.serves_plainly()
+        ):
+            return False
+        name = params.get("name")
+        target = self._relay.targets().get(name) if isinstance(name, str) else None
+        if target is None or getattr(target.supervisor, "pipe", None) is None:
+            return False  # not ours, or the child is down: the SDK path says so
+        self._taken.add(request_id)
+        self._expect(request_id)
+        if on_loop:
+            self._start(target, request_id, params)
+            return True
+        try:
+            self._loop.call_soon_threadsafe(self._start, target, request_id, params)  # type: ignore[union-attr]
+        except RuntimeError:  # the loop is gone
+            self._taken.discard(request_id)
+            self._answered(request_id)
+            return True
+        return True
+
+    def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(request_id, str | int) or request_id not in self._taken:
+            return False
+        if on_loop:
+            self._cancel(request_id)
+            return True
+        with suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._cancel, request_id)  # type: ignore[union-attr]
+        return True
+
+    # -- event loop ------------------------------------------------------------------------
+
+    def _start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
+        # A plain asyncio task: a third of the cost of a task group's spawn. They are kept in
+        # _tasks and cancelled with the group (see bind), so none outlives serving.
+        scope = self._scopes[request_id] = anyio.CancelScope()
+        assert self._loop is not None
+        task = self._loop.create_task(self._serve(target, request_id, params, scope))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _cancel(self, request_id: int | str) -> None:
+        scope = self._scopes.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _serve(
+        self,
+        target: RelayTarget,
+        request_id: int | str,
+        params: dict[str, Any],
+        scope: anyio.CancelScope,
+    ) -> None:
+        from fastmcp.exceptions import ToolError
+
+        reply = b""
+        try:
+            with scope:
+                try:
+                    reply = await target.tool.guarded(
+                        lambda: self._forward(target, request_id, params)
+                    )
+                except ToolError as exc:
+                    reply = _error_result(request_id, str(exc))
+                except Exception as exc:  # never a traceback, never a request left unanswered
+                    log.exception("relaying %s failed", target.tool.name)
+                    reply = _error_result(
+                        request_id, f"Error calling tool {target.tool.name!r}: {exc}"[:1000]
+                    )
+            if not scope.cancelled_caught:  # a call the client cancelled gets no reply
+                self._put(reply)
+        finally:
+            self._scopes.pop(request_id, None)
+            self._taken.discard(request_id)
+            self._answered(request_id)
+
+    async def _forward(
+        self, target: RelayTarget, request_id: int | str, params: dict[str, Any]
+    ) -> bytes:
+        """Send the call to the child; its reply, as the line for the client."""
+        from fastmcp.exceptions import ToolError
+
+        pipe: ChildPipe | None = getattr(target.supervisor, "pipe", None)
+        if pipe is None:
+            raise ToolError(
+                target.supervisor.unavailable()
+                or f"server {target.supervisor.name!r} is not connected"
+            ) from ConnectionLost("the connection closed")
+        meta = params.get("_meta") or {}
+        sent: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
+        kept = {key: value for key, value in meta.items() if key != "progressToken"}
+        call = pipe.open_call()
+        if "progressToken" in meta:
+            # The client's token stays on its connection: the child gets ours, reports are mapped back.
+            kept["progressToken"] = call.key
+            pipe.progress[call.key] = self._progress_sender(meta["progressToken"])
+        if kept:
+            sent["_meta"] = kept
+        request = {"jsonrpc": "2.0", "id": call.key, "method": "tools/call", "params": sent}
+        try:
+            data = json.dumps(request, separators=(",", ":")).encode() + b"\n"
+            try:
+                await pipe.send(data)
+                line, parsed = await call.reply()
+            except ConnectionLost as exc:
+                raise ToolError(
+                    f"Error calling tool {target.tool.name!r}: the connection closed"
+                ) from exc
+            except BaseException:
+                if not call.settled:  # cancelled, timed out: tell the child
+                    await _tell_cancelled(pipe, call.key)
+                raise
+        finally:
+            pipe.forget(call)
+        return _client_reply(line, parsed, call.key, request_id, target.tool.name)
+
+    def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
+        def send(params: dict[str, Any]) -> None:
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {**params, "progressToken": token},
+            }
+            with suppress(ValueError):
+                self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+
+        return send
+
+
+async def _tell_cancelled(pipe: ChildPipe, key: str) -> None:
+    note = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": key, "reason": "cancelled by the launcher"},
+    }
+    with anyio.move_on_after(CANCEL_SEND_TIMEOUT, shield=True), suppress(ConnectionLost):
+        await pipe.send(json.dumps(note).encode() + b"\n")
+
+
+def _client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
+    """The child's reply *line* to call *key*, as the reply to the client's *request_id*."""
+    from fastmcp.exceptions import ToolError
+
+    client_id = json.dumps(request_id).encode()
+    line = line.removesuffix(b"\r")
+    head = b'{"jsonrpc":"2.0","id":' + json.dumps(key).encode() + b',"result":{'
+    if parsed is None and line.startswith(head) and _clean(line):
+        return b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
+    try:
+        message = parsed if parsed is not None else json.loads(line)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply is not valid JSON"
+        ) from exc
+    result = message.get("result") if isinstance(message, dict) else None
+    if not isinstance(result, dict):
+        error = message.get("error") if isinstance(message, dict) else None
+        text = error.get("message") if isinstance(error, dict) else None
+        raise ToolError(
+            f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
+        )
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        result["_meta"] = {
+            k: v for k, v in meta.items() if not str(k).startswith("io.modelcontextprotocol/")
+        }
+    try:
+        text = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "result": result},
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply holds text that is not valid Unicode "
+            "or a number JSON cannot carry"
+        ) from exc
+
+
+def _clean(line: bytes) -> bool:
+    """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
+    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
+        return False
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _error_result(request_id: int | str, text: str) -> bytes:
+    reply = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": True},
+    }
+    return json.dumps(reply, ensure_ascii=False).encode("utf-8", "replace") + b"\n"
