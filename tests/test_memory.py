@@ -489,6 +489,10 @@ async def test_str_replace(client: Client, mem: Path):
     assert "does not exist" in await err(
         client, "memory_str_replace", path="nope", old_str="a", new_str="b"
     )
+    # Occurrences are counted as str.count does (Anthropic's tool): overlaps are one.
+    await ok(client, "memory_create", path="o.txt", file_text="aaa")
+    await ok(client, "memory_str_replace", path="o.txt", old_str="aa", new_str="b")
+    assert (mem / "o.txt").read_text() == "ba"
     await ok(client, "memory_str_replace", path="f.txt", old_str="\nb\n", new_str="\n")
     assert (mem / "f.txt").read_text().startswith("a\nc\n")
 

@@ -133,7 +133,7 @@ class FileCommands(MemoryFolder):
                     f"No replacement was performed, old_str `{quote(old_str)}` did not appear "
                     f"verbatim in {display}."
                 )
-            if content.find(old_str, pos + 1) != -1:
+            if content.find(old_str, pos + len(old_str)) != -1:  # as str.count: no overlaps
                 raise MemoryStoreError(_multiple_occurrences(content, old_str, pos))
             new_content = content[:pos] + new_str + content[pos + len(old_str) :]
             first = content.count("\n", 0, pos)

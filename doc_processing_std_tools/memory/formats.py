@@ -102,7 +102,7 @@ def _multiple_occurrences(content: str, old_str: str, pos: int) -> str:
         line += content.count("\n", counted, pos)
         counted = pos
         lines.append(line)
-        pos = content.find(old_str, pos + 1)
+        pos = content.find(old_str, pos + len(old_str))
     listed = ", ".join(map(str, lines))
     if pos == -1:
         return (
