@@ -16,7 +16,7 @@ from memory_helpers import list_and_search_peak, write_sparse
 from memory_helpers import write_entry as entry
 
 from doc_processing_std_tools import memory
-from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, trees
+from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, index_file, trees
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_the_saved_index_is_checked_entry_by_entry(mem: Path, tmp_path: Path):
     found = search(second, "")
     assert found["k5"] == "changed after the save" and "k6" not in found and len(found) == 19
     # A damaged or foreign saved index is ignored.
-    for damage in (b"garbage", saved.read_bytes()[:-3], index.INDEX_MAGIC + b"\0" * 100):
+    for damage in (b"garbage", saved.read_bytes()[:-3], index_file.INDEX_MAGIC + b"\0" * 100):
         saved.write_bytes(damage)
         assert search(MemoryStore(mem), "") == found
 

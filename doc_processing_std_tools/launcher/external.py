@@ -27,8 +27,9 @@ from .config import ServerEntry
 if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
 
+    from .child_pipe import ChildPipe
     from .compose import Mount
-    from .relay import ChildPipe, FastRelay
+    from .relay import FastRelay
 
 log = logging.getLogger("dpt-launch")
 
@@ -223,7 +224,7 @@ class Supervisor:
         entry = self.entry
         if entry.command:
             from .child import wrapped_command
-            from .relay import child_transport
+            from .child_pipe import child_transport
 
             command, args = wrapped_command(entry.command, list(entry.args))
             cwd = str((self.base_dir / entry.cwd).resolve()) if entry.cwd else None

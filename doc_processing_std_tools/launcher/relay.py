@@ -5,12 +5,8 @@ request, the request to the child, the child's reply, the reply to the client)
 and crossed two dispatchers: about 1.8 ms of the launcher's CPU per call,
 against ~2.7 ms for the call itself (``benchmarks/external.py``). Here:
 
-* :class:`ChildPipe` owns an external command's stdin and stdout. Replies to our
-  own requests (ids ``"dpt~N"``) and progress for them are picked off its stdout
-  before any validation; every other line goes to the SDK ``ClientSession``
-  unchanged, which keeps serving listing, prompts, resources, pings, the child's
-  own requests and notifications. :class:`ChildTransport` makes it a fastmcp
-  transport.
+* :class:`.child_pipe.ChildPipe` owns an external command's stdin and stdout and
+  hands replies to our own requests (ids ``"dpt~N"``) straight to the waiting call.
 * :class:`FastRelay` is handed each line the client writes (``launcher/stdio.py``, on the
   event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call`` of a relayed tool on a handshake-era
   connection is taken (``json.loads``, a dict lookup) and served on the event
@@ -29,250 +25,28 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from collections.abc import Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from .child_pipe import (
+    CONNECTION_META_MARK,
+    SURROGATE_ESCAPE,
+    ConnectionLost,
+    tell_cancelled,
+)
+
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
-    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-    from mcp.shared.message import SessionMessage
 
+    from .child_pipe import ChildPipe
     from .external import RelayTarget, ToolRelay
 
 log = logging.getLogger("dpt-launch")
 
-READ_CHUNK = 1 << 16  # bytes per read of the child's stdout
-CANCEL_SEND_TIMEOUT = 1.0  # seconds to tell the child a call was cancelled
-ID_PREFIX = "dpt~"  # our request ids; the SDK session's are integers, so they never clash
-SDK_REPLY_HEAD = b'{"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()  # how SDK servers write replies
-SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate: check it
-CONNECTION_META_MARK = b"io.modelcontextprotocol/"  # 2026-era keys that describe one connection
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
-PROGRESS = b'"notifications/progress"'
-OUR_ID = b'"' + ID_PREFIX.encode()
-
-
-class ConnectionLost(anyio.BrokenResourceError):
-    """The child's stdout ended while a call waited for its reply."""
-
-
-@dataclass(eq=False)
-class PendingCall:
-    """One raw request to the child, waiting for its reply line (an asyncio future: cheap)."""
-
-    key: str  # our id, e.g. "dpt~12"
-    arrived: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
-    line: bytes = b""
-    parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
-    lost: bool = False
-    settled: bool = False  # (a cancelled wait cancels the future too: not a reply)
-
-    def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
-        self.settled = True
-        if not self.arrived.done():
-            self.line, self.parsed, self.lost = line, parsed, lost
-            self.arrived.set_result(None)
-
-    async def reply(self) -> tuple[bytes, Any]:
-        await self.arrived
-        if self.lost:
-            raise ConnectionLost("the connection closed")
-        return self.line, self.parsed
-
-
-class ChildPipe:
-    """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
-
-    def __init__(self, process: Any) -> None:
-        self.process = process
-        self.pending: dict[str, PendingCall] = {}
-        self.progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # our token -> handler
-        self.closed = False
-        self._count = 0
-
-    def open_call(self) -> PendingCall:
-        self._count += 1
-        call = PendingCall(f"{ID_PREFIX}{self._count}")
-        if self.closed:
-            call.settle(lost=True)
-        self.pending[call.key] = call
-        return call
-
-    def forget(self, call: PendingCall) -> None:
-        self.pending.pop(call.key, None)
-        self.progress.pop(call.key, None)
-
-    async def send(self, data: bytes) -> None:
-        """Write whole lines to the child (each ``send`` is appended whole, never interleaved)."""
-        try:
-            await self.process.stdin.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            raise ConnectionLost("the connection closed") from exc
-
-    async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
-        """Route each line of the child's stdout until it ends; then fail what still waits."""
-        parts: list[bytes] = []
-        try:
-            async with deliver:
-                while True:
-                    try:
-                        chunk = await self.process.stdout.receive(READ_CHUNK)
-                    except (anyio.EndOfStream, anyio.ClosedResourceError, OSError):
-                        break
-                    except anyio.BrokenResourceError:
-                        break
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) >= 0:
-                        parts.append(chunk[start:end])
-                        line = b"".join(parts)
-                        parts = []
-                        start = end + 1
-                        if not self._take(line):
-                            await deliver.send(_parse_line(line))
-                    if start < len(chunk):
-                        parts.append(chunk[start:])
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-            pass  # the session is gone
-        finally:
-            self.closed = True
-            for call in list(self.pending.values()):
-                call.settle(lost=True)
-
-    def _take(self, line: bytes) -> bool:
-        """Whether *line* was a reply to one of our calls, or progress for one (then it is used).
-
-        A reply to a call no longer waited for (cancelled, timed out) is dropped here too.
-        """
-        try:
-            return self._route(line)
-        except Exception:  # whatever is odd about the line, the SDK session gets it
-            log.debug("fast path: left a line of the child's to the SDK", exc_info=True)
-            return False
-
-    def _route(self, line: bytes) -> bool:
-        if line.startswith(SDK_REPLY_HEAD):
-            end = line.find(b'"', len(SDK_REPLY_HEAD))
-            key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
-            call = self.pending.pop(key, None)
-            if call is not None:
-                call.settle(line)
-            return True
-        if OUR_ID not in line and not (self.progress and PROGRESS in line):
-            return False
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if not isinstance(message, dict):
-            return False
-        reply_id = message.get("id")
-        if "method" not in message and isinstance(reply_id, str) and reply_id.startswith(ID_PREFIX):
-            call = self.pending.pop(reply_id, None)
-            if call is not None:
-                call.settle(line, message)
-            return True
-        params = message.get("params")
-        if message.get("method") == "notifications/progress" and isinstance(params, dict):
-            token = params.get("progressToken")
-            handler = self.progress.get(token) if isinstance(token, str) else None
-            if handler is not None:
-                handler(params)
-                return True
-        return False
-
-    async def write_session_messages(
-        self, receive: MemoryObjectReceiveStream[SessionMessage]
-    ) -> None:
-        """The SDK session's messages to the child, encoded as the SDK's stdio client does."""
-        async with receive:
-            async for session_message in receive:
-                text = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                try:
-                    await self.send((text + "\n").encode("utf-8"))
-                except ConnectionLost:
-                    return
-
-
-def _parse_line(line: bytes) -> Any:
-    from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
-
-    try:
-        return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        log.warning("an external server wrote a line that is not JSON-RPC: %s", str(exc)[:300])
-        return exc
-
-
-@asynccontextmanager
-async def open_child(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
-) -> AsyncIterator[tuple[ChildPipe, Any, Any]]:
-    """Start *command* as the SDK's stdio client would; yields (pipe, read, write) for a session.
-
-    Leaving stops it as the SDK does: stdin closed, then its process group
-    terminated, then killed.
-    """
-    from mcp.client.stdio import get_default_environment
-    from mcp.shared.message import SessionMessage
-
-    from .seams import spawn_stdio_child, stop_stdio_child
-
-    process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
-    pipe = ChildPipe(process)
-    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    async with anyio.create_task_group() as group:
-        group.start_soon(pipe.read, read_send)
-        group.start_soon(pipe.write_session_messages, write_receive)
-        try:
-            yield pipe, read_receive, write_send
-        finally:
-            with anyio.CancelScope(shield=True):
-                write_send.close()
-                read_receive.close()
-                await stop_stdio_child(process)
-            group.cancel_scope.cancel()
-
-
-def child_transport(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
-) -> Any:
-    """A fastmcp client transport running *command* over a :class:`ChildPipe` (``.pipe`` while up)."""
-    from fastmcp.client.transports.base import ClientTransport, TransportOptions
-
-    class ChildTransport(ClientTransport):
-        legacy_only = True
-
-        def __init__(self) -> None:
-            self.pipe: ChildPipe | None = None
-
-        @asynccontextmanager
-        async def connect_session(
-            self, *, transport_options: TransportOptions | None = None, **session_kwargs: Any
-        ) -> AsyncIterator[Any]:
-            options = transport_options or TransportOptions()
-            async with (
-                open_child(command, args, env, cwd, errlog) as (pipe, read, write),
-                options.session_class(read, write, **session_kwargs) as session,
-            ):
-                self.pipe = pipe
-                try:
-                    yield session
-                finally:
-                    self.pipe = None
-
-        def __repr__(self) -> str:
-            return f"<ChildTransport {command!r}>"
-
-    return ChildTransport()
 
 
 class FastRelay:
@@ -485,7 +259,7 @@ class FastRelay:
                 ) from exc
             except BaseException:
                 if not call.settled:  # cancelled, timed out: tell the child
-                    await _tell_cancelled(pipe, call.key)
+                    await tell_cancelled(pipe, call.key)
                 raise
         finally:
             pipe.forget(call)
@@ -502,16 +276,6 @@ class FastRelay:
                 self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
 
         return send
-
-
-async def _tell_cancelled(pipe: ChildPipe, key: str) -> None:
-    note = {
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": {"requestId": key, "reason": "cancelled by the launcher"},
-    }
-    with anyio.move_on_after(CANCEL_SEND_TIMEOUT, shield=True), suppress(ConnectionLost):
-        await pipe.send(json.dumps(note).encode() + b"\n")
 
 
 def _client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:

@@ -35,6 +35,14 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .wire_errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    INVALID_REQUEST_TEXT,
+    encode_error,
+    error_reply,
+)
+
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
@@ -45,19 +53,7 @@ log = logging.getLogger("dpt-launch")
 
 READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
 FLUSH_TIMEOUT = 2.0  # seconds to let queued replies reach the client at exit
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-INTERNAL_ERROR = -32603
 CANCELLED = "notifications/cancelled"
-SURROGATE_HINT = (
-    "a \\ud800-\\udfff escape without its pair is not valid Unicode; escape the character "
-    "as a surrogate pair or send it as UTF-8"
-)
-INVALID_REQUEST_TEXT = (
-    "Invalid request: not a JSON-RPC 2.0 message (a request needs "
-    '"jsonrpc": "2.0", an "id" (string or integer), a "method" string and, optionally, '
-    '"params" as an object)'
-)
 
 
 def read_lines(fd: int) -> Iterator[bytes]:
@@ -78,60 +74,6 @@ def read_lines(fd: int) -> Iterator[bytes]:
             parts.append(chunk[start:] if start else chunk)
     if parts:
         yield b"".join(parts)
-
-
-def error_reply(line: bytes, problem: Exception) -> bytes | None:
-    """The JSON-RPC error line answering *line*, which failed validation with *problem*.
-
-    None when the line is a (malformed) response from the client: responses get no reply.
-    """
-    try:
-        message = json.loads(line)  # lenient: reads lone surrogates, to recover the id
-    except UnicodeDecodeError:
-        message = None
-        code, text = PARSE_ERROR, "Parse error: the line is not valid UTF-8"
-    except (ValueError, RecursionError):
-        message = None
-        code, text = PARSE_ERROR, f"Parse error: {_first_message(problem)}"
-    else:
-        if _json_invalid(problem):
-            code, text = PARSE_ERROR, f"Parse error: {SURROGATE_HINT}"
-        else:
-            code, text = INVALID_REQUEST, INVALID_REQUEST_TEXT
-    request_id: int | str | None = None
-    if isinstance(message, dict):
-        if "method" not in message and ("result" in message or "error" in message):
-            return None
-        candidate = message.get("id")
-        if isinstance(candidate, str) or (
-            isinstance(candidate, int) and not isinstance(candidate, bool)
-        ):
-            request_id = candidate
-    return _encode_error(request_id, code, text)
-
-
-def _encode_error(request_id: int | str | None, code: int, text: str) -> bytes:
-    reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
-    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "replace") + b"\n"
-
-
-def _json_invalid(problem: Exception) -> bool:
-    errors = getattr(problem, "errors", None)
-    try:
-        return bool(errors) and errors()[0]["type"] == "json_invalid"  # type: ignore[misc]
-    except Exception:
-        return False
-
-
-def _first_message(problem: Exception) -> str:
-    """pydantic's first message (e.g. "Invalid JSON: expected value at line 1 column 1"),
-    without its documentation URL or the input."""
-    errors = getattr(problem, "errors", None)
-    try:
-        return str(errors(include_url=False)[0]["msg"])[:300]  # type: ignore[misc]
-    except Exception:
-        return "the line is not valid JSON"
 
 
 class _Writer:
@@ -303,7 +245,7 @@ def _route(line: bytes, writer: _Writer, fast: FastRelay | None, on_loop: bool) 
     if isinstance(message, JSONRPCNotification) and _has_id(line):
         # an id that is neither a string nor an integer (true, 1.5, {}): pydantic
         # reads the line as a notification, but the sender waits for an answer
-        writer.put(_encode_error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT))
+        writer.put(encode_error(None, INVALID_REQUEST, INVALID_REQUEST_TEXT))
         log.warning("stdio: answered a request whose id is not a string or integer")
         return None
     if isinstance(message, JSONRPCRequest):
@@ -440,7 +382,7 @@ def _encode(message: Any) -> bytes:
         log.error("stdio: could not encode a reply to request %r: %s", request_id, exc)
         if request_id is None or not hasattr(message, "result"):
             return b""
-        return _encode_error(
+        return encode_error(
             request_id,
             INTERNAL_ERROR,
             "Internal error: the result holds text that is not valid Unicode (e.g. a file "

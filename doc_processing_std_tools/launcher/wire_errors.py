@@ -1,0 +1,77 @@
+"""The JSON-RPC error replies for lines the stdio transport cannot serve.
+
+The SDK drops such a line silently and its client waits forever; here every line
+that is a request gets ``-32700`` (parse error) or ``-32600`` (invalid request),
+with its ``id`` whenever it can be read, and a message without library URLs.
+"""
+
+from __future__ import annotations
+
+import json
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INTERNAL_ERROR = -32603
+SURROGATE_HINT = (
+    "a \\ud800-\\udfff escape without its pair is not valid Unicode; escape the character "
+    "as a surrogate pair or send it as UTF-8"
+)
+INVALID_REQUEST_TEXT = (
+    "Invalid request: not a JSON-RPC 2.0 message (a request needs "
+    '"jsonrpc": "2.0", an "id" (string or integer), a "method" string and, optionally, '
+    '"params" as an object)'
+)
+
+
+def error_reply(line: bytes, problem: Exception) -> bytes | None:
+    """The JSON-RPC error line answering *line*, which failed validation with *problem*.
+
+    None when the line is a (malformed) response from the client: responses get no reply.
+    """
+    try:
+        message = json.loads(line)  # lenient: reads lone surrogates, to recover the id
+    except UnicodeDecodeError:
+        message = None
+        code, text = PARSE_ERROR, "Parse error: the line is not valid UTF-8"
+    except (ValueError, RecursionError):
+        message = None
+        code, text = PARSE_ERROR, f"Parse error: {_first_message(problem)}"
+    else:
+        if _json_invalid(problem):
+            code, text = PARSE_ERROR, f"Parse error: {SURROGATE_HINT}"
+        else:
+            code, text = INVALID_REQUEST, INVALID_REQUEST_TEXT
+    request_id: int | str | None = None
+    if isinstance(message, dict):
+        if "method" not in message and ("result" in message or "error" in message):
+            return None
+        candidate = message.get("id")
+        if isinstance(candidate, str) or (
+            isinstance(candidate, int) and not isinstance(candidate, bool)
+        ):
+            request_id = candidate
+    return encode_error(request_id, code, text)
+
+
+def encode_error(request_id: int | str | None, code: int, text: str) -> bytes:
+    reply = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": text}}
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "replace") + b"\n"
+
+
+def _json_invalid(problem: Exception) -> bool:
+    errors = getattr(problem, "errors", None)
+    try:
+        return bool(errors) and errors()[0]["type"] == "json_invalid"  # type: ignore[misc]
+    except Exception:
+        return False
+
+
+def _first_message(problem: Exception) -> str:
+    """pydantic's first message (e.g. "Invalid JSON: expected value at line 1 column 1"),
+    without its documentation URL or the input."""
+    errors = getattr(problem, "errors", None)
+    try:
+        return str(errors(include_url=False)[0]["msg"])[:300]  # type: ignore[misc]
+    except Exception:
+        return "the line is not valid JSON"
