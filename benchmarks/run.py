@@ -44,6 +44,9 @@ sys.path.insert(0, str(HERE))
 
 from report import Section, print_figures, write_report  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
+from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
+
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
 EXTRA_SECTIONS = [
     "external",
@@ -55,19 +58,6 @@ EXTRA_SECTIONS = [
 ]
 POPOTO_SECTIONS = {"popoto_bench"}
 SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server
-HANDSHAKE = [  # a client's first two messages, as raw JSON-RPC (the benchmarks' only copy)
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    },
-    {"jsonrpc": "2.0", "method": "notifications/initialized"},
-]
 
 TRIVIAL_SERVER = """
 from fastmcp import FastMCP
@@ -111,16 +101,13 @@ def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> fl
         cwd=cwd,
         env=env,
     )
-    assert proc.stdin and proc.stdout
-    messages = [*HANDSHAKE, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}]
-    proc.stdin.write(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
-    proc.stdin.flush()
-    while True:
-        line = proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{command} exited before answering tools/list")
-        if json.loads(line).get("id") == 2:
-            break
+    send(
+        proc,
+        message("initialize", initialize_params("bench"), id=1),
+        message("notifications/initialized"),
+        message("tools/list", {}, id=2),
+    )
+    receive(proc, 2)
     elapsed = time.perf_counter() - start
     proc.stdin.close()
     proc.wait(timeout=30)

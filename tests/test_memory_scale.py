@@ -117,6 +117,27 @@ def test_the_saved_index_is_checked_entry_by_entry(mem: Path, tmp_path: Path):
         assert search(MemoryStore(mem), "") == found
 
 
+@pytest.mark.usefixtures("settled")
+def test_a_preloaded_saved_index_is_still_checked_entry_by_entry(mem: Path):
+    """The server reads the saved copy in the background at start; what it read is only a
+    starting point: entries changed since the save are read again at the first search."""
+    first = MemoryStore(mem)
+    for i in range(20):
+        entry(mem, f"k{i}", f"value {i}")
+    assert len(search(first, "value")) == 20
+    first.index.save()
+    tick()
+    entry(mem, "k5", "changed after the save")
+    (mem / "k6.json").unlink()
+    second = MemoryStore(mem)
+    second.index.preload()
+    assert second.index._by_name is not None and "k6.json" in second.index._by_name
+    found = search(second, "")
+    assert found["k5"] == "changed after the save" and "k6" not in found and len(found) == 19
+    second.index.preload()  # after a scan: keeps what the scan found
+    assert "k6.json" not in (second.index._by_name or {})
+
+
 def test_values_over_the_memory_budget_are_read_when_searched(
     mem: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -284,6 +284,27 @@ class EntryIndex:
         except (OSError, ValueError, IndexError, OverflowError):
             return {}
 
+    def preload(self) -> None:
+        """Read the saved copy now, so the first search only checks it (a background thread
+        started with the server). Nothing is trusted that the next scan does not stat."""
+        if self._by_name is not None:
+            return
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            return  # no folder yet: nothing saved to read
+        try:
+            with _gc_paused():
+                loaded = self._load(fd)
+        finally:
+            os.close(fd)
+        with self._lock:
+            if self._by_name is None and loaded:  # a scan that ran meanwhile knows better
+                self._by_name, self._trusted = loaded, len(loaded)
+
+    def preload_in_background(self) -> None:
+        threading.Thread(target=self.preload, name="dpt-memory-index", daemon=True).start()
+
     def _schedule_save(self) -> None:
         """Save a few seconds from now, or at exit (one pending save at a time). Caller
         holds _lock."""

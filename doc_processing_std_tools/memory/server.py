@@ -66,6 +66,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     settings = settings if settings is not None else Settings()
     store: Any = SessionStores(settings)
+    store.default.index.preload_in_background()  # the first search then only checks it
     server = FastMCP(SERVER_NAME, instructions=instructions(settings))
 
     READ = tool_annotations(read_only=True)
