@@ -60,6 +60,23 @@ class _LoopWaiter:
             self.future.set_result(None)
 
 
+def _withdraw(
+    state: threading.Lock,
+    waiters: deque[Any],
+    waiter: _LoopWaiter,
+    *,
+    give_back: Callable[[], None],
+) -> None:
+    """A cancelled wait leaves the queue; what was handed over just as it was cancelled
+    (the lock, a place at the gate) goes back, to the next waiter."""
+    with state:
+        queued = waiter in waiters
+        if queued:
+            waiters.remove(waiter)
+    if not queued:
+        give_back()
+
+
 class ProcessLock:
     """A non-reentrant lock shared by worker threads and the event loop, first come first served.
 
@@ -100,12 +117,7 @@ class ProcessLock:
         try:
             await waiter.future
         except BaseException:
-            with self._state:
-                queued = waiter in self._waiters
-                if queued:
-                    self._waiters.remove(waiter)
-            if not queued:  # the lock was handed over just as the wait was cancelled
-                self.release()
+            _withdraw(self._state, self._waiters, waiter, give_back=self.release)
             raise
 
     def release(self) -> None:
@@ -155,12 +167,7 @@ class CallGate:
         try:
             await waiter.future
         except BaseException:
-            with self._state:
-                queued = waiter in self._waiters
-                if queued:
-                    self._waiters.remove(waiter)
-            if not queued:  # let in just as the wait was cancelled
-                self.leave()
+            _withdraw(self._state, self._waiters, waiter, give_back=self.leave)
             raise
 
     def leave(self) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import launcher_command
 
-from doc_processing_std_tools.launcher.stdio import read_lines
+from doc_processing_std_tools.launcher.lines import read_lines
 from doc_processing_std_tools.launcher.wire_errors import error_reply
 
 REPLY_TIMEOUT = 20.0

@@ -98,7 +98,9 @@ class ChildPipe:
 
     async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         """Route each line of the child's stdout until it ends; then fail what still waits."""
-        parts: list[bytes] = []
+        from .lines import LineBuffer
+
+        buffer = LineBuffer()
         try:
             async with deliver:
                 while True:
@@ -108,16 +110,9 @@ class ChildPipe:
                         break
                     except anyio.BrokenResourceError:
                         break
-                    start = 0
-                    while (end := chunk.find(b"\n", start)) >= 0:
-                        parts.append(chunk[start:end])
-                        line = b"".join(parts)
-                        parts = []
-                        start = end + 1
+                    for line in buffer.feed(chunk):
                         if not self._take(line):
                             await deliver.send(_parse_line(line))
-                    if start < len(chunk):
-                        parts.append(chunk[start:])
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone
         finally:

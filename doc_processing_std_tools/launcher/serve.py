@@ -26,8 +26,8 @@ import anyio.lowlevel
 
 from .compose import Composition
 from .config import TransportConfig
+from .lines import read_lines
 from .seams import lifespan_manager, low_level_server
-from .stdio import read_lines
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream

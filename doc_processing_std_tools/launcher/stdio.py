@@ -27,7 +27,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from .lines import READ_CHUNK, LineBuffer, read_lines
 from .wire_errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -51,29 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dpt-launch")
 
-READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
 FLUSH_TIMEOUT = 2.0  # seconds to let queued replies reach the client at exit
 CANCELLED = "notifications/cancelled"
-
-
-def read_lines(fd: int) -> Iterator[bytes]:
-    """The lines of *fd* (without their ``\\n``), until EOF.
-
-    Each chunk is searched once and a line is joined once, so a line of any length
-    costs time linear in its length.
-    """
-    parts: list[bytes] = []
-    while chunk := os.read(fd, READ_CHUNK):
-        start = 0
-        while (end := chunk.find(b"\n", start)) >= 0:
-            parts.append(chunk[start:end])
-            yield b"".join(parts)
-            parts = []
-            start = end + 1
-        if start < len(chunk):
-            parts.append(chunk[start:] if start else chunk)
-    if parts:
-        yield b"".join(parts)
 
 
 class _Writer:
@@ -281,7 +261,7 @@ async def _pump_on_loop(
     fast: FastRelay | None,
 ) -> None:
     """Read stdin on the event loop (no thread hop per message); see :func:`_pump`."""
-    parts: list[bytes] = []
+    buffer = LineBuffer()
     try:
         async with send:
             while True:
@@ -289,17 +269,11 @@ async def _pump_on_loop(
                 chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
                 if not chunk:
                     break
-                start = 0
-                while (end := chunk.find(b"\n", start)) >= 0:
-                    parts.append(chunk[start:end])
-                    line = b"".join(parts)
-                    parts = []
-                    start = end + 1
+                for line in buffer.feed(chunk):
                     if (message := _route(line, writer, fast, True)) is not None:
                         await send.send(message)
-                if start < len(chunk):
-                    parts.append(chunk[start:] if start else chunk)
-            if parts and (message := _route(b"".join(parts), writer, fast, True)) is not None:
+            rest = buffer.rest()
+            if rest is not None and (message := _route(rest, writer, fast, True)) is not None:
                 await send.send(message)
             if on_eof is not None:
                 on_eof()

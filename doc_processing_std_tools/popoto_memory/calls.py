@@ -57,19 +57,29 @@ def dispatch(name: str, arguments: dict[str, Any], service: Any) -> tuple[CallRe
     return result, suspect
 
 
+def prepare(
+    runtime: Runtime, name: str, arguments: dict[str, Any]
+) -> tuple[CallResult | None, Any]:
+    """(our refusal, None) for a call refused before popoto, else (None, a new popoto service),
+    or (the error, None) when none can be made."""
+    early = refusal(runtime, name, arguments)
+    if early is not None:
+        return early, None
+    try:
+        return None, runtime.new_service()
+    except Exception as exc:  # same wording as dispatch(service=None)
+        return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True), None
+
+
 async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult:
     """Run one call from the event loop (see the module docstring for where it runs)."""
     if not (runtime.local and runtime.ready) or name in THREAD_TOOLS:
         import anyio
 
         return await anyio.to_thread.run_sync(call_in_thread, runtime, name, arguments)
-    early = refusal(runtime, name, arguments)
-    if early is not None:
-        return early
-    try:
-        service = runtime.new_service()
-    except Exception as exc:  # same wording as dispatch(service=None)
-        return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True)
+    answer, service = prepare(runtime, name, arguments)
+    if answer is not None:
+        return answer
     if name in WRITE_TOOLS:
         async with locking.hold_async_unless_held():
             result, suspect = dispatch(name, arguments, service)
@@ -94,13 +104,9 @@ def call_in_thread(
             "try again in a moment.",
             True,
         )
-    early = refusal(runtime, name, arguments)
-    if early is not None:
-        return early
-    try:
-        service = runtime.new_service()
-    except Exception as exc:  # same wording as dispatch(service=None)
-        return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True)
+    answer, service = prepare(runtime, name, arguments)
+    if answer is not None:
+        return answer
     if name in WRITE_TOOLS:
         result, suspect = locking.run_exclusive(dispatch, name, arguments, service)
     else:

@@ -1,0 +1,45 @@
+"""Splitting a byte stream into JSON-RPC lines, linear in their length (stdin, a child's stdout)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+READ_CHUNK = 1 << 20  # bytes per read(2) of stdin
+
+
+class LineBuffer:
+    """Splits a byte stream into lines (without their ``\\n``).
+
+    Each chunk is searched once and a line is joined once, so a line of any length
+    costs time linear in its length.
+    """
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines *chunk* completes; its unfinished tail is kept for the next one."""
+        lines = []
+        parts, start = self._parts, 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            parts.append(chunk[start:end])
+            lines.append(b"".join(parts))
+            parts.clear()
+            start = end + 1
+        if start < len(chunk):
+            parts.append(chunk[start:] if start else chunk)
+        return lines
+
+    def rest(self) -> bytes | None:
+        """The unfinished last line at the end of the stream, if any."""
+        return b"".join(self._parts) if self._parts else None
+
+
+def read_lines(fd: int) -> Iterator[bytes]:
+    """The lines of *fd* (without their ``\\n``), until EOF; linear in their length."""
+    buffer = LineBuffer()
+    while chunk := os.read(fd, READ_CHUNK):
+        yield from buffer.feed(chunk)
+    if (rest := buffer.rest()) is not None:
+        yield rest
