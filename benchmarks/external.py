@@ -7,7 +7,7 @@ server started directly. Rounds are interleaved (alternating order) and medians 
 compared; the target is a ratio of at least 0.90. On Linux it also reports the CPU ms
 per call of the direct server, of ``dpt-launch`` itself (its child not counted) and of
 the server behind it: steadier than calls/s when the machine is busy. Over stdio the
-launcher relays these calls on its fast path (``launcher/relay.py``).
+launcher relays these calls on its fast path (``launcher/fast_path.py``).
 
 Run: ``python benchmarks/external.py [--quick]``. Machines here are shared and noisy:
 read the ratio, not the absolute numbers.

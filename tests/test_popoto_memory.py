@@ -864,6 +864,63 @@ async def test_through_the_launcher(tmp_path, ending):
     assert not (tmp_path / "store" / "redis.pid").exists()
 
 
+@needs_redis
+@needs_launcher
+def test_the_launchers_replies_are_the_servers_own_byte_for_byte(tmp_path, redis_url):
+    """dpt-launch serves popoto's plain calls on its stdio fast path (launcher/fast_path.py):
+    the lines it writes are the ones ``python -m doc_processing_std_tools.popoto_memory`` writes."""
+    from rpc_helpers import initialize, message, send
+
+    (tmp_path / "tools.yaml").write_text(
+        "servers:\n  memory:\n    server: popoto-memory\n"
+        f"    settings: {{backend: redis, url: '{redis_url}', agent_id: same}}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POPOTO_")}
+    env.update(POPOTO_MEMORY_URL=redis_url, POPOTO_MEMORY_AGENT_ID="same")
+    commands = {
+        "launcher": [str(LAUNCHER), "--config", str(tmp_path / "tools.yaml")],
+        "alone": [sys.executable, "-m", "doc_processing_std_tools.popoto_memory"],
+    }
+    calls = [
+        ("memory_search", {"query": "nothing saved yet"}),
+        ("memory_save", {"content": "Both write the same line."}),
+        ("memory_save", {"content": ""}),
+        ("memory_save", {"content": "x" * 30_000}),
+        ("memory_feedback", {"key": "k", "outcome": "maybe"}),
+        ("memory_search", {"query": 7}),
+    ]
+    lines: dict[str, list[bytes]] = {}
+    for kind, command in commands.items():
+        redis.Redis.from_url(redis_url).flushdb()  # both start from the same (empty) store
+        proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            cwd=tmp_path,
+        )
+        try:
+            initialize(proc)
+            send(proc, message("notifications/initialized"))
+            lines[kind] = []
+            for i, (name, args) in enumerate(calls, start=2):
+                send(proc, message("tools/call", {"name": name, "arguments": args}, id=i))
+                lines[kind].append(proc.stdout.readline())
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=30)
+    assert lines["launcher"] == lines["alone"]
+    assert [json.loads(line)["result"]["isError"] for line in lines["launcher"]] == [
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+    ]
+
+
 async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
     """``python -m doc_processing_std_tools.popoto_memory`` serves the four tools over stdio."""
     from mcp import ClientSession, StdioServerParameters

@@ -268,7 +268,7 @@ def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
     assert len(reply["error"]["message"]) < 1024
 
 
-# -- relayed calls to an external stdio server (the fast path, launcher/relay.py) ---------
+# -- relayed calls to an external stdio server (the fast path, launcher/fast_path.py) ---------
 
 
 @pytest.fixture

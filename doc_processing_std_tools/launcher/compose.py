@@ -186,7 +186,7 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     from fastmcp import FastMCP
 
     from .. import __version__
-    from .external import ToolRelay
+    from .relay import ToolRelay
     from .seams import add_server_middleware
     from .sessions import SessionRegistry
 

@@ -15,8 +15,6 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
@@ -28,8 +26,6 @@ if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
 
     from .child_pipe import ChildPipe
-    from .compose import Mount
-    from .relay import FastRelay
 
 log = logging.getLogger("dpt-launch")
 
@@ -248,145 +244,3 @@ class Supervisor:
     def close(self) -> None:
         if self.relay is not None:
             self.relay.close()
-
-
-RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
-
-
-@dataclass(frozen=True)
-class RelayTarget:
-    supervisor: Supervisor
-    tool: Any  # the exposed GuardedTool: its rules (unavailable, lock, timeout, restarting)
-    name: str  # the tool's name at the external server
-
-
-class ToolRelay:
-    """Answers ``tools/call`` for external servers' tools by relaying it on their open sessions.
-
-    fastmcp's proxy serves each call through a second FastMCP server and its
-    client wrapper, which halved per-call throughput (``benchmarks/external.py``).
-    Installed first in the SDK server's middleware chain, this sends the call's
-    name and arguments on the external server's session and passes its result
-    back unchanged (content, structuredContent, isError, _meta), under the same
-    rules as every mounted tool: the exposed tool's ``guarded`` (unavailable,
-    lock, timeout with cancellation at the server, restarting); progress reports
-    are passed on. Whatever it does not serve plainly goes the normal way through
-    fastmcp: a tool it does not know (listed later, or filtered out), params
-    beyond name, arguments and _meta, a 2026-era connection, and any root
-    middleware or transform that must see calls. Over stdio, calls to a
-    ``command:`` server's tools skip even this: :attr:`fast` (``launcher/relay.py``)
-    serves them from the raw lines, under the same rules.
-    """
-
-    def __init__(self, root: FastMCP, mounts: Callable[[], Sequence[Mount]]) -> None:
-        import mcp_types
-        from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
-        from .sessions import SessionRegistry
-
-        self._root = root
-        self._mounts = mounts
-        self._seen: Sequence[Mount] | None = None
-        self._targets: dict[str, RelayTarget] = {}
-        self._inert_middleware = (SessionRegistry, DereferenceRefsMiddleware)
-        self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
-        # _meta keys that describe one connection: never carried across the relay
-        self._connection_keys = frozenset(
-            {
-                mcp_types.PROTOCOL_VERSION_META_KEY,
-                mcp_types.CLIENT_INFO_META_KEY,
-                mcp_types.CLIENT_CAPABILITIES_META_KEY,
-                mcp_types.SERVER_INFO_META_KEY,
-            }
-        )
-        self._dropped_meta = self._connection_keys | {"progressToken"}
-        from .relay import FastRelay
-
-        self.fast = FastRelay(self)  # stdio connections: relayed calls skip the SDK entirely
-
-    def serves_plainly(self) -> bool:
-        """No root middleware or transform needs to see calls (then they may be relayed)."""
-        return not self._root.transforms and all(
-            type(m) in self._inert_middleware for m in self._root.middleware
-        )
-
-    def targets(self) -> dict[str, RelayTarget]:
-        """Exposed tool name -> where to relay it; rebuilt when a reload swaps the mounts."""
-        mounts = self._mounts()
-        if mounts is not self._seen:
-            self._targets = {
-                tool.name: RelayTarget(mount.supervisor, tool, tool.inner_name)  # type: ignore[attr-defined]
-                for mount in mounts
-                if mount.supervisor is not None
-                for tool in mount.tools
-                if hasattr(tool, "guarded")
-            }
-            self._seen = mounts
-        return self._targets
-
-    def _target(self, ctx: Any) -> RelayTarget | None:
-        params = ctx.params
-        if (
-            ctx.method != "tools/call"
-            or ctx.request_id is None
-            or not isinstance(params, Mapping)
-            or ctx.protocol_version not in self._handshake_era
-            or not RELAYED_PARAMS.issuperset(params)
-            or not isinstance(params.get("name"), str)
-            or not isinstance(params.get("arguments") or {}, dict)
-            or not isinstance(params.get("_meta") or {}, dict)
-            or not self.serves_plainly()
-        ):
-            return None
-        return self.targets().get(params.get("name"))  # type: ignore[arg-type]
-
-    async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        target = self._target(ctx)
-        if target is None:
-            return await call_next(ctx)
-        from fastmcp.exceptions import ToolError
-
-        params: Mapping[str, Any] = ctx.params
-        try:
-            result = await target.tool.guarded(lambda: self._forward(target, params, ctx.session))
-        except ToolError as exc:
-            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
-        meta = result.get("_meta")
-        if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
-            result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}
-        return result
-
-    async def _forward(
-        self, target: RelayTarget, params: Mapping[str, Any], caller: Any
-    ) -> dict[str, Any]:
-        """Send the call on the server's session; its progress goes to *caller* (the front session)."""
-        from fastmcp.exceptions import ToolError
-        from mcp.shared.exceptions import MCPError
-
-        from .seams import send_raw_request
-
-        out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
-        meta = params.get("_meta") or {}
-        # The caller's progress token stays on the front connection: the session asks the
-        # server for progress with a token of its own and each report is passed on.
-        kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
-        if kept:
-            out["_meta"] = kept
-        on_progress = caller.report_progress if "progressToken" in meta else None
-        client = await target.supervisor.client()
-        try:
-            return await send_raw_request(client, "tools/call", out, on_progress=on_progress)
-        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            message = exc.message if isinstance(exc, MCPError) else "the connection closed"
-            raise ToolError(f"Error calling tool {target.tool.name!r}: {message}") from exc
-
-
-def fast_relay(server: FastMCP) -> FastRelay | None:
-    """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
-    from .seams import low_level_server
-
-    for middleware in getattr(low_level_server(server), "middleware", ()):
-        if isinstance(middleware, ToolRelay):
-            return middleware.fast
-    return None

@@ -213,6 +213,11 @@ def _guarded_tool_class() -> Any:
             return self._lock
 
         @property
+        def inner(self) -> Tool:
+            """The wrapped tool, as its server has it."""
+            return self._inner
+
+        @property
         def inner_name(self) -> str:
             """The wrapped tool's own name (before any namespace)."""
             return self._inner.name

@@ -107,14 +107,14 @@ async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -
     """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/stdio.py)."""
     from fastmcp.server.context import reset_transport, set_transport
 
-    from .external import fast_relay
+    from .relay import fast_path_of
     from .stdio import stdio_streams
 
     token = set_transport("stdio")
     try:
         async with (
             lifespan_manager(server),
-            stdio_streams(on_eof, fast_relay(server)) as (
+            stdio_streams(on_eof, fast_path_of(server)) as (
                 read,
                 write,
             ),

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
-    from .relay import FastRelay
+    from .fast_path import FastPath
 
 log = logging.getLogger("dpt-launch")
 
@@ -159,7 +159,7 @@ class _Wire:
 @asynccontextmanager
 async def stdio_streams(
     on_eof: Callable[[], None] | None = None,
-    fast: FastRelay | None = None,
+    fast: FastPath | None = None,
 ) -> AsyncIterator[
     tuple[
         MemoryObjectReceiveStream[SessionMessage | Exception],
@@ -205,7 +205,7 @@ async def stdio_streams(
         wire.restore()
 
 
-def _route(line: bytes, writer: _Writer, fast: FastRelay | None, on_loop: bool) -> Any:
+def _route(line: bytes, writer: _Writer, fast: FastPath | None, on_loop: bool) -> Any:
     """The SessionMessage for the SDK in *line*, or None when it was answered or served here."""
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
@@ -258,7 +258,7 @@ async def _pump_on_loop(
     send: MemoryObjectSendStream[SessionMessage | Exception],
     writer: _Writer,
     on_eof: Callable[[], None] | None,
-    fast: FastRelay | None,
+    fast: FastPath | None,
 ) -> None:
     """Read stdin on the event loop (no thread hop per message); see :func:`_pump`."""
     buffer = LineBuffer()
@@ -289,7 +289,7 @@ def _pump(
     writer: _Writer,
     token: object,
     on_eof: Callable[[], None] | None,
-    fast: FastRelay | None = None,
+    fast: FastPath | None = None,
 ) -> None:
     """Reader thread (stdin the loop cannot wait for): validate each line; hand messages to
     the loop, answer the rest."""
@@ -327,7 +327,7 @@ def _log_text(reply: bytes | None, problem: Exception) -> str:
 async def _write_replies(
     receive: MemoryObjectReceiveStream[SessionMessage],
     writer: _Writer,
-    fast: FastRelay | None = None,
+    fast: FastPath | None = None,
 ) -> None:
     async with receive:
         async for session_message in receive:

@@ -43,11 +43,15 @@ def _tool_class() -> type:
             super().__init__(**fields)
             self._runtime = runtime
 
-        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+        async def plain_call(self, arguments: dict[str, Any]) -> tuple[str, bool]:
+            """(text, is_error): what run() answers, for the launcher's fast path
+            (``launcher/relay.py`` ``PLAIN_CALL``)."""
             result = await call(self._runtime, self.name, arguments or {})
-            return ToolResult(
-                content=[TextContent(type="text", text=result.text)], is_error=result.is_error
-            )
+            return result.text, result.is_error
+
+        async def run(self, arguments: dict[str, Any]) -> ToolResult:
+            text, is_error = await self.plain_call(arguments)
+            return ToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
 
     _TOOL_CLASS = PopotoTool
     return PopotoTool

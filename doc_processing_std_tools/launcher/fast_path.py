@@ -1,0 +1,377 @@
+"""The stdio fast path of a plain ``tools/call``: raw JSON lines in, one line out, no SDK.
+
+Two kinds of tools are served here (the table is :meth:`.relay.ToolRelay.targets`):
+
+* **an external stdio server's** (``command:``). Through the SDK a relayed call was
+  validated and rebuilt four times and crossed two dispatchers: about 1.8 ms of the
+  launcher's CPU per call, against ~2.7 ms for the call itself
+  (``benchmarks/external.py``). :class:`.child_pipe.ChildPipe` owns the command's
+  stdin and stdout and hands replies to our own requests (ids ``"dpt~N"``) straight
+  to the waiting call; the request goes to the child with the server's own tool name
+  and our id, and the child's reply line goes back with the client's id, spliced, not
+  re-encoded, when it is the SDK's usual shape and clean.
+* **an in-process tool with a plain call** (``relay.PLAIN_CALL``: popoto-memory's), whose
+  server has fastmcp's defaults: its ``(text, is_error)`` is written as the SDK path
+  would write it. fastmcp's per-call machinery cost more than popoto's own server
+  spends on a ``memory_save`` (``benchmarks/popoto_bench.py``).
+
+:class:`FastPath` is handed each line the client writes (``launcher/stdio.py``, on the
+event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call``
+of such a tool on a handshake-era connection is taken (``json.loads``, a dict lookup)
+and served on the event loop, under the exposed tool's rules as on every path
+(``GuardedTool.guarded``: unavailable, process lock, timeout, restarting; a relayed
+call cut short is cancelled at the child). A client's ``notifications/cancelled`` for
+a taken call cancels it. Anything else, and anything unusual (lone-surrogate escapes,
+extra params, 2026-era envelopes), keeps the SDK path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from .child_pipe import (
+    CONNECTION_META_MARK,
+    SURROGATE_ESCAPE,
+    ConnectionLost,
+    tell_cancelled,
+)
+
+if TYPE_CHECKING:
+    from anyio.abc import TaskGroup
+
+    from .child_pipe import ChildPipe
+    from .relay import RelayTarget, ToolRelay
+
+log = logging.getLogger("dpt-launch")
+
+CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+class FastPath:
+    """Serves relayed ``tools/call`` lines from the client without the SDK's dispatchers.
+
+    :meth:`take` runs where stdin is read (the event loop, or the reader thread for stdin
+    the loop cannot poll); everything else on the event loop.
+    """
+
+    def __init__(self, relay: ToolRelay) -> None:
+        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+        self._relay = relay
+        self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        self.initialize_id: Any = None  # the client's initialize request (set by the reader)
+        self.enabled = False  # the connection negotiated a handshake-era version
+        self._taken: set[int | str] = set()  # client ids in flight here (the reader adds)
+        self._scopes: dict[int | str, anyio.CancelScope] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._group: TaskGroup | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._put: Callable[[bytes], None] = lambda line: None
+        self._expect: Callable[[Any], None] = lambda request_id: None
+        self._answered: Callable[[Any], None] = lambda request_id: None
+
+    def bind(
+        self,
+        group: TaskGroup,
+        put: Callable[[bytes], None],
+        expect: Callable[[Any], None],
+        answered: Callable[[Any], None],
+    ) -> None:
+        """Serve on the running loop: calls run in *group*, replies go to *put* (one line each)."""
+        self._loop = asyncio.get_running_loop()
+        self._group = group
+        self._put, self._expect, self._answered = put, expect, answered
+        group.start_soon(self._cancel_calls_at_exit)
+
+    async def _cancel_calls_at_exit(self) -> None:
+        """Sleep for as long as serving goes on; then cancel the calls still running."""
+        try:
+            await anyio.sleep_forever()
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+
+    def negotiated(self, result: Any) -> None:
+        """The reply to the client's initialize went out: is the fast path allowed?"""
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self.enabled = version in self._handshake_era
+
+    # -- where stdin is read -----------------------------------------------------------------
+
+    def take(self, line: bytes, *, on_loop: bool = False) -> bool:
+        """Serve *line* here if it is a relayed call or a cancellation of one.
+
+        Called by the stdin reader: on the event loop itself (*on_loop*), or in a thread.
+        """
+        if not self.enabled or self._loop is None:
+            return False
+        try:
+            if b'"tools/call"' in line:
+                return self._take_call(line, on_loop)
+            if self._taken and b'"notifications/cancelled"' in line:
+                return self._take_cancel(line, on_loop)
+        except Exception:  # whatever is odd about the line, the SDK path answers it
+            log.debug("fast path: left a line to the SDK", exc_info=True)
+        return False
+
+    def _take_call(self, line: bytes, on_loop: bool) -> bool:
+        if b"\\u" in line and SURROGATE_ESCAPE.search(line):
+            return False  # the SDK path answers text that is not valid Unicode
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict) or message.get("method") != "tools/call":
+            return False
+        request_id, params = message.get("id"), message.get("params")
+        if (
+            message.get("jsonrpc") != "2.0"
+            or not (
+                isinstance(request_id, str)
+                or (isinstance(request_id, int) and not isinstance(request_id, bool))
+            )
+            or request_id in self._taken
+            or not set(message) <= {"jsonrpc", "id", "method", "params"}
+            or not isinstance(params, dict)
+            or not CALL_PARAMS.issuperset(params)
+            or not isinstance(params.get("arguments") or {}, dict)
+            or not isinstance(params.get("_meta") or {}, dict)
+            or any(
+                str(key).startswith("io.modelcontextprotocol/") for key in params.get("_meta") or {}
+            )
+            or not self._relay.serves_plainly()
+        ):
+            return False
+        name = params.get("name")
+        target = self._relay.targets().get(name) if isinstance(name, str) else None
+        if target is None or (
+            target.plain_call is None and getattr(target.supervisor, "pipe", None) is None
+        ):
+            return False  # not ours, or the child is down: the SDK path says so
+        self._taken.add(request_id)
+        self._expect(request_id)
+        if on_loop:
+            self._start(target, request_id, params)
+            return True
+        try:
+            self._loop.call_soon_threadsafe(self._start, target, request_id, params)  # type: ignore[union-attr]
+        except RuntimeError:  # the loop is gone
+            self._taken.discard(request_id)
+            self._answered(request_id)
+            return True
+        return True
+
+    def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if not isinstance(request_id, str | int) or request_id not in self._taken:
+            return False
+        if on_loop:
+            self._cancel(request_id)
+            return True
+        with suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._cancel, request_id)  # type: ignore[union-attr]
+        return True
+
+    # -- event loop ------------------------------------------------------------------------
+
+    def _start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
+        # A plain asyncio task: a third of the cost of a task group's spawn. They are kept in
+        # _tasks and cancelled with the group (see bind), so none outlives serving.
+        scope = self._scopes[request_id] = anyio.CancelScope()
+        assert self._loop is not None
+        task = self._loop.create_task(self._serve(target, request_id, params, scope))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _cancel(self, request_id: int | str) -> None:
+        scope = self._scopes.get(request_id)
+        if scope is not None:
+            scope.cancel()
+
+    async def _serve(
+        self,
+        target: RelayTarget,
+        request_id: int | str,
+        params: dict[str, Any],
+        scope: anyio.CancelScope,
+    ) -> None:
+        from fastmcp.exceptions import ToolError
+
+        reply = b""
+        try:
+            with scope:
+                try:
+                    if target.plain_call is not None:
+                        reply = await target.tool.guarded(
+                            lambda: _call_plainly(target, request_id, params)
+                        )
+                    else:
+                        reply = await target.tool.guarded(
+                            lambda: self._forward(target, request_id, params)
+                        )
+                except ToolError as exc:
+                    reply = _error_result(request_id, str(exc))
+                except Exception as exc:  # never a traceback, never a request left unanswered
+                    log.exception("relaying %s failed", target.tool.name)
+                    reply = _error_result(
+                        request_id, f"Error calling tool {target.tool.name!r}: {exc}"[:1000]
+                    )
+            if not scope.cancelled_caught:  # a call the client cancelled gets no reply
+                self._put(reply)
+        finally:
+            self._scopes.pop(request_id, None)
+            self._taken.discard(request_id)
+            self._answered(request_id)
+
+    async def _forward(
+        self, target: RelayTarget, request_id: int | str, params: dict[str, Any]
+    ) -> bytes:
+        """Send the call to the child; its reply, as the line for the client."""
+        from fastmcp.exceptions import ToolError
+
+        supervisor = target.supervisor
+        assert supervisor is not None  # (a relayed tool)
+        pipe: ChildPipe | None = getattr(supervisor, "pipe", None)
+        if pipe is None:
+            raise ToolError(
+                supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
+            ) from ConnectionLost("the connection closed")
+        meta = params.get("_meta") or {}
+        sent: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
+        kept = {key: value for key, value in meta.items() if key != "progressToken"}
+        call = pipe.open_call()
+        if "progressToken" in meta:
+            # The client's token stays on its connection: the child gets ours, reports are mapped back.
+            kept["progressToken"] = call.key
+            pipe.progress[call.key] = self._progress_sender(meta["progressToken"])
+        if kept:
+            sent["_meta"] = kept
+        request = {"jsonrpc": "2.0", "id": call.key, "method": "tools/call", "params": sent}
+        try:
+            data = json.dumps(request, separators=(",", ":")).encode() + b"\n"
+            try:
+                await pipe.send(data)
+                line, parsed = await call.reply()
+            except ConnectionLost as exc:
+                raise ToolError(
+                    f"Error calling tool {target.tool.name!r}: the connection closed"
+                ) from exc
+            except BaseException:
+                if not call.settled:  # cancelled, timed out: tell the child
+                    await tell_cancelled(pipe, call.key)
+                raise
+        finally:
+            pipe.forget(call)
+        return _client_reply(line, parsed, call.key, request_id, target.tool.name)
+
+    def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
+        def send(params: dict[str, Any]) -> None:
+            note = {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {**params, "progressToken": token},
+            }
+            with suppress(ValueError):
+                self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+
+        return send
+
+
+async def _call_plainly(
+    target: RelayTarget, request_id: int | str, params: dict[str, Any]
+) -> bytes:
+    """An in-process tool's plain call; its answer as the line for the client, shaped as the
+    SDK path writes it."""
+    assert target.plain_call is not None
+    text, is_error = await target.plain_call(params.get("arguments") or {})
+    result = {"content": [{"text": text, "type": "text"}], "isError": is_error}
+    return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    """*message* as one line of compact JSON (text that is not valid Unicode: an error result)."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeEncodeError):
+        return _error_result(
+            message["id"], "the result holds text that is not valid Unicode and cannot be sent"
+        )
+
+
+def _client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
+    """The child's reply *line* to call *key*, as the reply to the client's *request_id*."""
+    from fastmcp.exceptions import ToolError
+
+    client_id = json.dumps(request_id).encode()
+    line = line.removesuffix(b"\r")
+    head = b'{"jsonrpc":"2.0","id":' + json.dumps(key).encode() + b',"result":{'
+    if parsed is None and line.startswith(head) and _clean(line):
+        return b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
+    try:
+        message = parsed if parsed is not None else json.loads(line)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply is not valid JSON"
+        ) from exc
+    result = message.get("result") if isinstance(message, dict) else None
+    if not isinstance(result, dict):
+        error = message.get("error") if isinstance(message, dict) else None
+        text = error.get("message") if isinstance(error, dict) else None
+        raise ToolError(
+            f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
+        )
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        result["_meta"] = {
+            k: v for k, v in meta.items() if not str(k).startswith("io.modelcontextprotocol/")
+        }
+    try:
+        text = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "result": result},
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply holds text that is not valid Unicode "
+            "or a number JSON cannot carry"
+        ) from exc
+
+
+def _clean(line: bytes) -> bool:
+    """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
+    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
+        return False
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _error_result(request_id: int | str, text: str) -> bytes:
+    reply = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": True},
+    }
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "replace") + b"\n"

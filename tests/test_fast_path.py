@@ -1,0 +1,218 @@
+"""The fast path's reply rewriting (launcher/fast_path.py), in-process; end to end: test_external, test_stdio."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastmcp.exceptions import ToolError
+
+from doc_processing_std_tools.launcher.fast_path import _client_reply
+
+
+def test_a_reply_in_the_sdks_shape_is_spliced_byte_for_byte() -> None:
+    result = b'{"content":[{"type":"text","text":"caf\xc3\xa9 \\"dpt~1\\""}],"isError":false}'
+    line = b'{"jsonrpc":"2.0","id":"dpt~1","result":' + result
+    reply = _client_reply(line, None, "dpt~1", "client-7", "ext_t")
+    assert reply == b'{"jsonrpc":"2.0","id":"client-7","result":' + result + b"\n"
+
+
+def test_other_shapes_are_parsed_and_keep_their_result() -> None:
+    line = b'{"result": {"content": [], "structuredContent": {"n": 1.5}}, "id": "dpt~2", "jsonrpc": "2.0"}'
+    reply = json.loads(_client_reply(line, None, "dpt~2", 4, "ext_t"))
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": 4,
+        "result": {"content": [], "structuredContent": {"n": 1.5}},
+    }
+
+
+def test_connection_keys_of_the_2026_era_are_dropped_from_the_results_meta() -> None:
+    line = (
+        b'{"jsonrpc":"2.0","id":"dpt~3","result":{"content":[],"_meta":'
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28","mine":1}}}'
+    )
+    reply = json.loads(_client_reply(line, None, "dpt~3", 1, "ext_t"))
+    assert reply["result"]["_meta"] == {"mine": 1}
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [
+        (
+            b'{"jsonrpc":"2.0","id":"dpt~4","error":{"code":-32602,"message":"no such tool"}}',
+            "no such tool",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"dpt~4","result":{"content":[{"type":"text","text":"\xff"}]}}',
+            "not valid JSON",
+        ),
+        (
+            b'{"jsonrpc":"2.0","id":"dpt~4","result":{"content":[{"type":"text","text":"\\ud800"}]}}',
+            "not valid Unicode",
+        ),
+    ],
+)
+def test_replies_the_client_could_not_take_become_tool_errors(line: bytes, says: str) -> None:
+    with pytest.raises(ToolError, match=says) as caught:
+        _client_reply(line, None, "dpt~4", 1, "ext_t")
+    assert "ext_t" in str(caught.value)
+
+
+# -- in-process tools with a plain call (popoto-memory's) ---------------------------------
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    pytest.importorskip("popoto")
+    from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    proc, port = start_redis(tmp_path_factory.mktemp("redis"))
+    yield f"redis://127.0.0.1:{port}/1"
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+POPOTO_AND_MEMORY = """
+    servers:
+      recall:
+        server: popoto-memory
+        namespace: pp
+        tools: {{exclude: [memory_feedback]}}
+        settings: {{backend: redis, url: "{url}", agent_id: fastpath}}
+      notes:
+        server: memory-tools
+        settings: {{memory_dir: ./notes}}
+"""
+
+
+async def test_plain_in_process_tools_are_fast_path_targets(write_config, redis_url) -> None:
+    """popoto-memory's tools (a plain call, a server with fastmcp's defaults) skip fastmcp;
+    memory-tools' (FunctionTools) and filtered-out tools do not."""
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+    from doc_processing_std_tools.launcher.relay import fast_path_of
+
+    composition = await compose(load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url))))
+    try:
+        fast = fast_path_of(composition.root)
+        assert fast is not None
+        targets = fast._relay.targets()
+        plain = {name: t.name for name, t in targets.items() if t.plain_call is not None}
+        assert plain == {
+            "pp_memory_search": "memory_search",
+            "pp_memory_save": "memory_save",
+            "pp_memory_status": "memory_status",
+        }
+        assert not any(name.endswith("_memory") for name in targets)  # memory-tools
+    finally:
+        await composition.aclose()
+
+
+async def test_a_server_with_its_own_middleware_keeps_fastmcps_path(
+    write_config, redis_url
+) -> None:
+    from fastmcp.server.middleware import Middleware
+
+    from doc_processing_std_tools.launcher import compose as compose_module
+    from doc_processing_std_tools.launcher.config import load_config
+    from doc_processing_std_tools.launcher.relay import fast_path_of
+
+    loaded = load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url)))
+    build = compose_module.build_servers
+
+    async def build_with_middleware(*args, **kwargs):
+        mounts, skipped = await build(*args, **kwargs)
+        for mount in mounts:
+            mount.server.add_middleware(Middleware())  # a server that must see its calls
+        return mounts, skipped
+
+    compose_module.build_servers = build_with_middleware
+    try:
+        composition = await compose_module.compose(loaded)
+    finally:
+        compose_module.build_servers = build
+    try:
+        fast = fast_path_of(composition.root)
+        assert fast is not None
+        assert not any(t.plain_call for t in fast._relay.targets().values())
+    finally:
+        await composition.aclose()
+
+
+async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
+    write_config, redis_url, monkeypatch
+) -> None:
+    """Lines taken by the fast path: the write runs on the event loop under the process lock,
+    memory_status in a worker thread, and the reply is the line the SDK path writes."""
+    import threading
+
+    import anyio
+    import popoto.integrations.mcp_server as popoto_mcp
+    from fastmcp import Client
+
+    from doc_processing_std_tools import locking
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+    from doc_processing_std_tools.launcher.relay import fast_path_of
+
+    seen = []
+    real_dispatch = popoto_mcp.dispatch
+
+    def spy(name, arguments=None, service=None):
+        on_loop = threading.current_thread() is threading.main_thread()
+        seen.append((name, locking.PROCESS_LOCK.locked(), on_loop))
+        return real_dispatch(name, arguments, service)
+
+    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    composition = await compose(load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url))))
+    replies: list[bytes] = []
+    answered: list[object] = []
+    fast = fast_path_of(composition.root)
+    assert fast is not None
+    try:
+        async with Client(composition.root) as client, anyio.create_task_group() as group:
+            fast.bind(group, replies.append, lambda _id: None, answered.append)
+            fast.negotiated({"protocolVersion": "2025-11-25"})
+            sdk = await client.call_tool("pp_memory_save", {"content": ""}, raise_on_error=False)
+            calls = [
+                ("pp_memory_save", {"content": "the fast path saved this"}),
+                ("pp_memory_save", {"content": ""}),
+                ("pp_memory_status", {}),
+            ]
+            for i, (name, args) in enumerate(calls, start=1):
+                line = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": i,
+                        "method": "tools/call",
+                        "params": {"name": name, "arguments": args},
+                    }
+                ).encode()
+                assert fast.take(line, on_loop=True)
+                with anyio.fail_after(20):
+                    while i not in answered:
+                        await anyio.sleep(0.01)
+            group.cancel_scope.cancel()
+    finally:
+        await composition.aclose()
+    saved, empty, status = (json.loads(reply) for reply in replies)
+    assert saved == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {
+            "content": [{"text": "Saved 1 memory record(s).", "type": "text"}],
+            "isError": False,
+        },
+    }
+    assert empty["result"]["isError"] is True
+    assert empty["result"]["content"][0]["text"] == sdk.content[0].text
+    assert "agent: fastpath" in status["result"]["content"][0]["text"]
+    assert seen[1:] == [  # (the first is the SDK path's call)
+        ("memory_save", True, True),
+        ("memory_save", True, True),
+        ("memory_status", False, False),
+    ]
+    assert not locking.PROCESS_LOCK.locked()
