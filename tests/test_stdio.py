@@ -255,6 +255,37 @@ def test_read_lines_joins_lines_split_across_reads() -> None:
     assert lines == [b"a" * 3_000_000, b"short", b"", b"last-without-newline"]
 
 
+def test_replies_keep_their_order_and_never_block_the_caller_on_a_full_pipe() -> None:
+    """Short lines go out at once only when nothing is queued; a line too big for the pipe
+    waits in the writer thread, and the short lines behind it wait their turn."""
+    from doc_processing_std_tools.launcher.stdio import _Writer
+
+    read, write = os.pipe()
+    writer = _Writer(write)
+    try:
+        writer.put(b"first\n")  # room: written by the caller
+        assert os.read(read, 100) == b"first\n"
+        big = b"B" * (1 << 20) + b"\n"  # more than the pipe holds: the thread blocks on it
+        started = time.monotonic()
+        writer.put(big)
+        for i in range(200):
+            writer.put(b"%d\n" % i)
+        assert time.monotonic() - started < REPLY_TIMEOUT  # (the put calls returned)
+        received = bytearray()
+        expected = len(big) + sum(len(b"%d\n" % i) for i in range(200))
+        while len(received) < expected:
+            ready, _, _ = select.select([read], [], [], REPLY_TIMEOUT)
+            assert ready, "the writer thread stopped writing"
+            received += os.read(read, 1 << 16)
+        assert bytes(received) == big + b"".join(b"%d\n" % i for i in range(200))
+        writer.put(b"after\n")  # the queue is empty again: the caller writes
+        assert os.read(read, 100) == b"after\n"
+    finally:
+        writer.close(5)
+        os.close(read)
+        os.close(write)
+
+
 def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
     from mcp_types import jsonrpc_message_adapter
 

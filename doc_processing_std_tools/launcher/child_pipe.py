@@ -71,11 +71,18 @@ class ChildPipe:
     """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
 
     def __init__(self, process: Any) -> None:
+        from .seams import asyncio_pipes
+
         self.process = process
         self.pending: dict[str, PendingCall] = {}
         self.progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # our token -> handler
         self.closed = False
         self._count = 0
+        # Straight to asyncio's pipes where it can: our replies are picked off the child's
+        # stdout as they arrive, and lines are written without anyio's extra loop pass.
+        self._writer, stdout = asyncio_pipes(process)
+        if stdout is not None:
+            stdout.set_protocol(_RoutingProtocol(self, stdout.get_protocol()))
 
     def open_call(self) -> PendingCall:
         self._count += 1
@@ -92,8 +99,14 @@ class ChildPipe:
     async def send(self, data: bytes) -> None:
         """Write whole lines to the child (each ``send`` is appended whole, never interleaved)."""
         try:
-            await self.process.stdin.send(data)
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            if self._writer is None:
+                await self.process.stdin.send(data)
+                return
+            if self._writer.is_closing():
+                raise ConnectionLost("the connection closed")
+            self._writer.write(data)
+            await self._writer.drain()  # returns at once unless the pipe is full
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError, RuntimeError) as exc:
             raise ConnectionLost("the connection closed") from exc
 
     async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
@@ -173,6 +186,38 @@ class ChildPipe:
                     await self.send((text + "\n").encode("utf-8"))
                 except ConnectionLost:
                     return
+
+
+class _RoutingProtocol(asyncio.Protocol):
+    """Between the child's stdout pipe and asyncio's subprocess protocol: replies to our calls
+    are taken as the bytes arrive (no pass through the stream reader and the read task);
+    every other line goes on below, unchanged, to :meth:`ChildPipe.read`."""
+
+    def __init__(self, pipe: ChildPipe, below: Any) -> None:
+        from .lines import LineBuffer
+
+        self._pipe, self._below = pipe, below
+        self._buffer = LineBuffer()
+
+    def data_received(self, data: bytes) -> None:
+        passed = [line for line in self._buffer.feed(data) if not self._pipe._take(line)]
+        if passed:
+            self._below.data_received(b"\n".join(passed) + b"\n")
+
+    def eof_received(self) -> bool | None:
+        rest = self._buffer.rest()
+        if rest is not None and not self._pipe._take(rest):
+            self._below.data_received(rest)
+        return self._below.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._below.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._below.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._below.resume_writing()
 
 
 def _parse_line(line: bytes) -> Any:

@@ -193,9 +193,7 @@ class FastPath:
         # _tasks and cancelled with the group (see bind), so none outlives serving.
         scope = self._scopes[request_id] = anyio.CancelScope()
         assert self._loop is not None
-        task = self._loop.create_task(self._serve(target, request_id, params, scope))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.add(self._loop.create_task(self._serve(target, request_id, params, scope)))
 
     def _cancel(self, request_id: int | str) -> None:
         scope = self._scopes.get(request_id)
@@ -233,6 +231,7 @@ class FastPath:
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply
                 self._put(reply)
         finally:
+            self._tasks.discard(asyncio.current_task())
             self._scopes.pop(request_id, None)
             self._taken.discard(request_id)
             self._answered(request_id)

@@ -22,11 +22,14 @@ SDK), so a tool or child process that reads stdin or prints cannot touch the wir
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import queue
+import select
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any
@@ -57,10 +60,15 @@ CANCELLED = "notifications/cancelled"
 
 
 class _Writer:
-    """Writes whole lines to a descriptor from one daemon thread, in the order given.
+    """Writes whole lines to a descriptor in the order given, from the caller when that
+    cannot block, else from one daemon thread.
 
-    It also counts the requests still unanswered, so that stdin's EOF can wait for
-    their replies (a client may write its last request and close at once).
+    A short line (at most ``PIPE_BUF``) goes out at once when nothing is queued and the
+    descriptor has room (a pipe with room takes it whole): no thread wake-up on the way
+    out of a call. Anything else is queued for the thread, so the event loop never
+    blocks on a full pipe. It also counts the requests still unanswered, so that
+    stdin's EOF can wait for their replies (a client may write its last request and
+    close at once).
     """
 
     def __init__(self, fd: int) -> None:
@@ -68,13 +76,25 @@ class _Writer:
         self._unanswered: set[int | str] = set()
         self._answered = threading.Condition()
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._order = threading.Lock()  # guards _queued, and a line written at once
+        self._queued = 0  # lines given to the thread and not yet written
+        self._room = _room_probe(fd)
         self._thread = threading.Thread(target=self._run, name="dpt-launch stdout", daemon=True)
         self._thread.start()
         self.broken = False
 
     def put(self, line: bytes) -> None:
-        if not self.broken:
-            self._lines.put(line)
+        if self.broken:
+            return
+        with self._order:
+            if not self._queued and len(line) <= select.PIPE_BUF and self._room():
+                try:
+                    _write_all(self._fd, line)
+                except OSError as exc:
+                    self._broke(exc)
+                return
+            self._queued += 1
+        self._lines.put(line)
 
     def expect(self, request_id: int | str) -> None:
         with self._answered:
@@ -96,18 +116,43 @@ class _Writer:
         self._lines.put(None)
         self._thread.join(timeout)
 
+    def _broke(self, exc: OSError) -> None:
+        log.debug("stdout closed: %s", exc)  # the client closed its end
+        with self._answered:
+            self.broken = True
+            self._answered.notify_all()
+
     def _run(self) -> None:
         while (line := self._lines.get()) is not None:
-            view = memoryview(line)
             try:
-                while view:
-                    view = view[os.write(self._fd, view) :]
-            except OSError as exc:  # the client closed its end
-                log.debug("stdout closed: %s", exc)
-                with self._answered:
-                    self.broken = True
-                    self._answered.notify_all()
+                _write_all(self._fd, line)
+            except OSError as exc:
+                self._broke(exc)
                 return
+            finally:
+                with self._order:
+                    self._queued -= 1
+
+
+def _write_all(fd: int, line: bytes) -> None:
+    view = memoryview(line)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _room_probe(fd: int) -> Callable[[], bool]:
+    """Whether *fd* can take a short line now without blocking (never, where it cannot be polled)."""
+    if not hasattr(select, "poll"):
+        return lambda: False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    ready = select.POLLOUT
+
+    def room() -> bool:
+        events = poller.poll(0)
+        return bool(events) and events[0][1] == ready
+
+    return room
 
 
 class _Wire:
@@ -241,8 +286,6 @@ def _route(line: bytes, writer: _Writer, fast: FastPath | None, on_loop: bool) -
 
 def _pollable(fd: int) -> bool:
     """Whether the event loop can wait for *fd* (a pipe or socket; not a regular file)."""
-    import select
-
     if not hasattr(select, "epoll"):
         return False  # elsewhere the reader thread serves every kind of stdin
     try:
@@ -260,27 +303,58 @@ async def _pump_on_loop(
     on_eof: Callable[[], None] | None,
     fast: FastPath | None,
 ) -> None:
-    """Read stdin on the event loop (no thread hop per message); see :func:`_pump`."""
+    """Read stdin on the event loop, from a reader callback that stays registered: no thread
+    hop and no task wake-up per message. Lines the fast path takes are served from the
+    callback; the others go to the SDK from this task, and reading pauses while any wait.
+    See :func:`_pump`."""
+    loop = asyncio.get_running_loop()
     buffer = LineBuffer()
+    waiting: deque[SessionMessage] = deque()
+    wake = asyncio.Event()
+    state = {"reading": False, "ended": False}
+
+    def reading(on: bool) -> None:
+        if on and not state["reading"]:
+            loop.add_reader(fd, readable)
+        elif not on and state["reading"]:
+            loop.remove_reader(fd)
+        state["reading"] = on
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
+        except BlockingIOError:
+            return
+        except OSError:  # stdin broke: as good as its end
+            chunk = b""
+        lines = buffer.feed(chunk) if chunk else [rest] if (rest := buffer.rest()) else []
+        for line in lines:
+            if (message := _route(line, writer, fast, True)) is not None:
+                waiting.append(message)
+        state["ended"] = not chunk
+        if waiting or not chunk:
+            reading(False)
+            wake.set()
+
     try:
         async with send:
+            reading(True)
             while True:
-                await anyio.wait_readable(fd)
-                chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
-                if not chunk:
+                await wake.wait()
+                wake.clear()
+                while waiting:
+                    await send.send(waiting.popleft())
+                if state["ended"]:
                     break
-                for line in buffer.feed(chunk):
-                    if (message := _route(line, writer, fast, True)) is not None:
-                        await send.send(message)
-            rest = buffer.rest()
-            if rest is not None and (message := _route(rest, writer, fast, True)) is not None:
-                await send.send(message)
+                reading(True)
             if on_eof is not None:
                 on_eof()
             # the client's last requests still get their replies
             await anyio.to_thread.run_sync(writer.wait_for_answers, abandon_on_cancel=True)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-        return  # the server stopped reading, or stdin broke
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        return  # the server stopped reading
+    finally:
+        reading(False)
 
 
 def _pump(

@@ -1,0 +1,58 @@
+"""An external command's pipes (launcher/child_pipe.py) with a real child process.
+
+Replies to the launcher's own calls are picked off the child's stdout as the bytes
+arrive, even split across writes; every other line reaches the SDK session unchanged;
+a call still waiting when stdout ends is failed, not left hanging.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+
+from doc_processing_std_tools.launcher.child_pipe import ChildPipe, ConnectionLost
+from doc_processing_std_tools.launcher.seams import asyncio_pipes, spawn_stdio_child
+
+CHILD = r"""
+import sys, time
+out = sys.stdout.buffer
+sys.stdin.readline()                       # the launcher's request
+out.write(b'{"jsonrpc":"2.0","id":"dpt~1","res'); out.flush(); time.sleep(0.2)
+out.write(b'ult":{"content":[],"isError":false}}\n{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n')
+out.flush()
+sys.stdin.readline()                       # a second request, never answered
+"""
+
+
+async def test_replies_are_routed_as_they_arrive_and_the_rest_goes_on_unchanged() -> None:
+    import os
+
+    process = await spawn_stdio_child(
+        sys.executable, ["-c", CHILD], dict(os.environ), sys.stderr, None
+    )
+    pipe = ChildPipe(process)
+    _writer, stdout = asyncio_pipes(process)
+    if stdout is None:
+        pytest.skip("this anyio/asyncio has no pipe transport to route on")
+    assert type(stdout.get_protocol()).__name__ == "_RoutingProtocol"
+    send, receive = anyio.create_memory_object_stream(10)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pipe.read, send)
+            first = pipe.open_call()
+            await pipe.send(b'{"jsonrpc":"2.0","id":"dpt~1","method":"tools/call"}\n')
+            line, parsed = await first.reply()
+            assert line == b'{"jsonrpc":"2.0","id":"dpt~1","result":{"content":[],"isError":false}}'
+            assert parsed is None
+            message = await receive.receive()  # the child's own notification: for the SDK
+            assert message.message.method == "notifications/tools/list_changed"
+            second = pipe.open_call()
+            await pipe.send(b'{"jsonrpc":"2.0","id":"dpt~2","method":"tools/call"}\n')
+            with pytest.raises(ConnectionLost):
+                await second.reply()  # the child exits without answering
+            async for _ in receive:  # stdout ended: the SDK's stream ends too
+                pass
+    await process.wait()
+    assert pipe.closed
