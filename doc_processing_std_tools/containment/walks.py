@@ -204,14 +204,16 @@ class _Walk:
         if level.fd is None:
             return level.name
         if parent.fd is None:
-            with suppress(OSError):
+            try:
                 up = os.open("..", _DIR_FLAGS, dir_fd=level.fd)
-                if _identity(up) == parent.identity:
-                    parent.fd = up
-                    self.owned_open += 1
-                    self.low = min(self.low, len(self.levels) - 1)
-                else:
-                    os.close(up)  # moved meanwhile: fd_at reopens it by name, or finds it stale
+            except OSError:
+                up = -1
+            if up >= 0 and _identity(up) == parent.identity:
+                parent.fd = up
+                self.owned_open += 1
+                self.low = min(self.low, len(self.levels) - 1)
+            elif up >= 0:
+                os.close(up)  # moved meanwhile: fd_at reopens it by name, or finds it stale
         os.close(level.fd)
         self.owned_open -= 1
         return level.name
