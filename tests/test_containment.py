@@ -444,3 +444,98 @@ def test_walk_skips_a_folder_swapped_for_a_symlink(world: dict[str, Path]) -> No
     (base / "x").rmdir()
     os.symlink(world["root"].parent / "outside", base / "x")
     assert list(walk) == []  # nothing of outside/ is listed
+
+
+def test_a_wide_and_deep_tree_is_swept_and_removed_under_a_low_descriptor_limit(
+    world: dict[str, Path], clean_deep: None
+) -> None:
+    """More subfolders than the process may hold open at once, and a chain deeper than the
+    recursion limit: the sweep and the removal open folders one at a time within a window."""
+    import resource
+    import subprocess
+    import sys
+
+    limit = 100
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < limit:
+        pytest.skip(f"the hard descriptor limit is {hard}")
+    root, stale, old = world["root"], f"{TEMP_PREFIX}dead", time.time() - 3600
+    for i in range(3 * limit):
+        (root / "wide" / f"s{i}").mkdir(parents=True)
+        (root / "wide" / f"s{i}" / stale).write_text("litter")
+        os.utime(root / "wide" / f"s{i}" / stale, (old, old))
+    (root / "deep").mkdir()
+    make_chain(root / "deep", 2500, leaf=stale, leaf_age=3600)
+    (world["out"] / stale).write_text("outside: never swept")
+    os.utime(world["out"] / stale, (old, old))
+    code = f"""
+import os, resource
+from doc_processing_std_tools.containment import Jail
+resource.setrlimit(resource.RLIMIT_NOFILE, ({limit}, {hard}))
+jail = Jail([{str(root)!r}])
+print(jail.sweep({str(root)!r}, recursive=True))
+print(sorted(os.listdir({str(root)!r} + "/wide/s7")))
+jail.remove("wide", recursive=True)
+jail.remove("deep", recursive=True)
+print(sorted(os.listdir({str(root)!r})))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    swept, in_s7, left = run.stdout.splitlines()
+    assert int(swept) == 3 * limit + 1  # each wide subfolder's and the chain's bottom one
+    assert in_s7 == "[]"
+    assert "wide" not in left and "deep" not in left
+    assert (world["out"] / stale).exists()  # dir_out is a symlink: never followed
+
+
+def test_a_walk_stops_when_a_folder_it_must_climb_back_to_was_replaced(
+    world: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Climbing back to a closed folder goes through the ``..`` of the one it leaves, else
+    by name from an open ancestor: neither finds it once it was moved and replaced, so the
+    walk stops (ESTALE) instead of working on whatever now has its name."""
+    from doc_processing_std_tools.containment import walks
+
+    monkeypatch.setattr(walks, "_OPEN_FOLDERS", 2)  # a, b, c cannot all stay open
+    base = world["root"] / "sub"
+    (base / "a" / "b" / "c").mkdir(parents=True)
+    away = world["base"] / "away"
+    left: list[str] = []
+
+    def visit(fd: int) -> list[str]:
+        folders, _others = walks._subfolders(fd)
+        if folders == [] and (base / "a" / "b" / "c").exists():  # in c: move b away, replace a
+            os.rename(base / "a" / "b", away)
+            os.rename(base / "a", base / "a-old")
+            (base / "a" / "b").mkdir(parents=True)
+        return folders
+
+    top = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(OSError) as raised:
+            walks.walk_folders(top, visit, lambda _fd, name: left.append(name))
+    finally:
+        os.close(top)
+    assert raised.value.errno == errno.ESTALE
+    assert left == ["c"]  # b's parent was not found again: nothing more was done
+
+
+def test_removing_a_deep_chain_reopens_no_folder_from_the_top(
+    world: dict[str, Path], clean_deep: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the window of open folders, climbing back opens each folder's parent through its
+    ``..``: about two opens per level, where reopening from the top costs depth squared."""
+    from doc_processing_std_tools.containment import walks
+
+    make_chain(world["root"] / "sub", 2500)
+    real_open, opens = os.open, [0]
+
+    def counting_open(*args, **kwargs):
+        opens[0] += 1
+        return real_open(*args, **kwargs)
+
+    monkeypatch.setattr(walks.os, "open", counting_open)
+    Jail([world["root"]]).remove("sub/d", recursive=True)
+    monkeypatch.undo()
+    assert os.listdir(world["root"] / "sub") == []
+    assert opens[0] < 3 * 2500

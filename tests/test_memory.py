@@ -941,3 +941,75 @@ async def test_tool_descriptions_are_the_docstrings(tmp_path: Path) -> None:
         tools = {tool.name: tool for tool in await client.list_tools()}
     assert tools["write_memory"].description.startswith("Store a text value under a key")
     assert all(tool.description for tool in tools.values())
+
+
+# -- the saved index is read when the server is served, not when it is built --------
+
+
+@pytest.fixture
+def saved_index(mem: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A saved index of two keys for *mem*, as a launcher that exited leaves it (the files
+    count as changed long ago, so it keeps them: see test_memory_scale's ``settled``)."""
+    from doc_processing_std_tools.memory import index
+
+    real = index.time.time_ns
+    monkeypatch.setattr(index.time, "time_ns", lambda: real() + 10 * index.RACY_NS)
+    store = MemoryStore(mem)
+    store.write("alpha", "one")
+    store.write("beta", "two")
+    store.search("")
+    store.index.save()
+
+
+def preloader(server):
+    """The provider of a memory-tools server that reads its saved index when served."""
+    (found,) = [p for p in server.providers if hasattr(p, "index") and hasattr(p, "thread")]
+    return found
+
+
+def assert_preloaded(server) -> None:
+    provider = preloader(server)
+    assert provider.thread is not None, "serving started no preload"
+    provider.thread.join()
+    assert set(provider.index._by_name or {}) == {"alpha.json", "beta.json"}
+
+
+@pytest.mark.usefixtures("saved_index")
+def test_building_the_server_starts_no_preload(mem: Path, monkeypatch: pytest.MonkeyPatch):
+    """dpt-launch tools, --check and client-config build servers they never serve."""
+    started = []
+    monkeypatch.setattr(
+        memory.EntryIndex, "preload_in_background", lambda self: started.append(self)
+    )
+    before = {t for t in threading.enumerate() if t.name == "dpt-memory-index"}
+    server = create_server(Settings(memory_dir=mem))
+    assert started == []
+    assert {t for t in threading.enumerate() if t.name == "dpt-memory-index"} <= before
+    assert preloader(server).thread is None
+    assert preloader(server).index._by_name is None
+
+
+@pytest.mark.usefixtures("saved_index")
+async def test_a_served_server_has_preloaded_its_saved_index(mem: Path):
+    server = create_server(Settings(memory_dir=mem))
+    async with Client(server):
+        assert_preloaded(server)  # before any search
+
+
+@pytest.mark.usefixtures("saved_index")
+async def test_a_server_mounted_by_the_launcher_has_preloaded_its_saved_index(
+    mem: Path, write_config
+):
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+
+    config = write_config(f"servers:\n  memory-tools:\n    settings: {{memory_dir: {mem}}}\n")
+    composition = await compose(load_config(config))
+    (mount,) = composition.mounts
+    assert preloader(mount.server).thread is None  # composed, not yet served
+    try:
+        async with Client(composition.root) as client:
+            assert_preloaded(mount.server)
+            assert "alpha" in await ok(client, "list_memory_keys")
+    finally:
+        await composition.aclose()

@@ -16,7 +16,7 @@ from memory_helpers import list_and_search_peak, write_sparse
 from memory_helpers import write_entry as entry
 
 from doc_processing_std_tools import memory
-from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, index_file, trees
+from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, index_file
 
 
 @pytest.fixture
@@ -230,23 +230,6 @@ async def test_a_deep_chain_can_be_viewed_and_deleted(mem: Path, tmp_path: Path)
         assert not deleted.is_error, deleted.content
     assert not (mem / "deep").exists()
     assert (outside / "keep.txt").read_text() == "keep"
-
-
-def test_the_tree_walk_stops_when_a_folder_is_moved_away(mem: Path, tmp_path: Path):
-    (mem / "a" / "b" / "c").mkdir(parents=True)
-    away = tmp_path / "away"
-
-    def enter(fd: int, entries: list[os.DirEntry[str]]) -> list[str]:
-        if os.path.exists(mem / "a" / "b" / "c") and not entries:  # in c: move b away
-            os.rename(mem / "a" / "b", away)
-        return trees._subfolders(entries)
-
-    top = os.open(mem, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        with pytest.raises(OSError, match="moved away"):
-            trees.walk_tree(top, enter)
-    finally:
-        os.close(top)
 
 
 # -- refused calls on big files change nothing --------------------------------------------

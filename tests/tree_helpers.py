@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,8 +19,11 @@ from pathlib import Path
 from doc_processing_std_tools.containment import rmtree_at
 
 
-def make_chain(folder: Path, depth: int, name: str = "d") -> None:
-    """*depth* nested folders below *folder*, then ``leaf.txt`` at the bottom."""
+def make_chain(
+    folder: Path, depth: int, name: str = "d", leaf: str = "leaf.txt", leaf_age: float = 0.0
+) -> None:
+    """*depth* nested folders below *folder*, then the file *leaf* at the bottom, last
+    modified *leaf_age* seconds ago."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(depth):
@@ -27,7 +31,10 @@ def make_chain(folder: Path, depth: int, name: str = "d") -> None:
             child = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
             os.close(fd)
             fd = child
-        os.close(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        os.close(os.open(leaf, os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd))
+        if leaf_age:
+            then = time.time() - leaf_age
+            os.utime(leaf, (then, then), dir_fd=fd)
     finally:
         os.close(fd)
 

@@ -15,7 +15,7 @@ its descriptor is still reachable through that descriptor for the rest of that
 one call.
 
 Where each part lives: ``resolve`` (parsing a path and the descriptor walk),
-``jail`` (the file operations), ``walks`` (listing, walking and deleting trees),
+``jail`` (the file operations), ``walks`` (listing, walking, deleting and sweeping trees),
 ``temps`` (atomic writes and dead writers' temp files), ``errors`` (the refusals),
 ``conventions`` (open flags, reserved names, path limits). Import from this package.
 """
@@ -32,8 +32,8 @@ from .conventions import (
 from .errors import ContainmentError, FileTooLarge, ReservedName, RootChangeRefused
 from .jail import Jail
 from .resolve import Target
-from .temps import atomic_write_at, remove_if_stale, rename_noreplace, sweep_stale_temps
-from .walks import Entry, rmtree_at, walk_fd
+from .temps import atomic_write_at, remove_if_stale, rename_noreplace
+from .walks import Entry, rmtree_at, sweep_stale_temps, walk_fd
 
 __all__ = [
     "MAX_PATH_ARGUMENT_CHARS",

@@ -14,8 +14,8 @@ from typing import BinaryIO
 from .conventions import _FILE_FLAGS
 from .errors import FileTooLarge, RootChangeRefused
 from .resolve import Resolver, Target
-from .temps import atomic_write_at, rename_noreplace, sweep_stale_temps
-from .walks import Entry, _list_fd, _read_all, _walk_fd, rmtree_at, walk_fd
+from .temps import atomic_write_at, rename_noreplace
+from .walks import Entry, _list_fd, _read_all, _walk_fd, rmtree_at, sweep_stale_temps, walk_fd
 
 
 class Jail(Resolver):

@@ -1,5 +1,6 @@
 """Atomic writes and their temp files: write, fsync and rename into place under an flock,
-rename without replacing, and remove the temp files a dead writer left."""
+rename without replacing, and remove a temp file a dead writer left (walks.sweep_stale_temps
+sweeps a tree)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import time
 import uuid
 from contextlib import suppress
 
-from .conventions import _DIR_FLAGS, STALE_TEMP_SECONDS, TEMP_PREFIX
+from .conventions import STALE_TEMP_SECONDS, TEMP_PREFIX
 
 
 def remove_if_stale(dir_fd: int, name: str) -> bool:
@@ -47,27 +48,6 @@ def remove_if_stale(dir_fd: int, name: str) -> bool:
         return False
     finally:
         os.close(fd)
-
-
-def sweep_stale_temps(dir_fd: int, *, recursive: bool) -> int:
-    """Remove dead writers' temp files in a folder (and, *recursive*, below it; iterative,
-    real folders only). Returns how many were removed."""
-    removed = 0
-    pending = [os.dup(dir_fd)]
-    while pending:
-        fd = pending.pop()
-        try:
-            for name in os.listdir(fd):
-                if name.startswith(TEMP_PREFIX):
-                    removed += remove_if_stale(fd, name)
-                elif recursive:
-                    with suppress(OSError):  # not a folder, a symlink, or gone
-                        pending.append(os.open(name, _DIR_FLAGS, dir_fd=fd))
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-    return removed
 
 
 def atomic_write_at(

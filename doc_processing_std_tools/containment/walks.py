@@ -1,5 +1,6 @@
 """Listing and walking folders through descriptors: iterative, never following a symlink,
-and holding a bounded number of descriptors at any depth (also used to delete a tree)."""
+and holding a bounded number of descriptors at any depth and width (also how a tree is
+deleted and swept of dead writers' temp files)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .conventions import _DIR_FLAGS, RESERVED_PREFIX, TEMP_PREFIX
 from .temps import remove_if_stale
@@ -66,35 +68,41 @@ def _list_fd(fd: int, folder: Path, sweep: bool = True) -> list[Entry]:
 
 
 # Folder descriptors one walk keeps open at most: deeper ones are closed and opened again
-# from the nearest open ancestor when needed, so no depth can exhaust descriptors.
+# when needed, so no depth can exhaust descriptors.
 _OPEN_FOLDERS = 64
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    info = os.fstat(fd)
+    return info.st_dev, info.st_ino
 
 
 @dataclass
 class _Level:
-    """One folder of a walk: its entries still to visit, and how to reach it again."""
+    """One folder of a walk: what is left to visit in it, and how to reach it again."""
 
     fd: int | None  # None once closed to save descriptors (see _Walk.fd_at)
     name: str  # in its parent
     identity: tuple[int, int]  # (st_dev, st_ino): reopening must find this very folder
-    folder: Path
-    prefix: str  # relative path from the walk's start, ending with "/" ("" at the start)
-    entries: Iterator[Entry]
+    pending: Iterator[Any]  # what is left to visit: entries (walk_fd) or folder names
+    folder: Path = Path()  # absolute (walk_fd only)
+    prefix: str = ""  # relative path from the walk's start, ending with "/" (walk_fd only)
 
 
 class _Walk:
-    """A stack of open folders, walked without recursion and with a bounded number of
-    descriptors. Every folder is opened with ``O_NOFOLLOW`` through its parent's
-    descriptor, so the walk never follows a symlink and never leaves where it started."""
+    """The stack of folders from where a walk started down to where it is now, walked without
+    recursion and holding at most ``_OPEN_FOLDERS`` descriptors (level 0 is the caller's).
 
-    def __init__(self, fd: int, folder: Path, sweep: bool) -> None:
-        info = os.fstat(fd)
-        self.sweep = sweep
-        self.levels = [
-            _Level(
-                fd, "", (info.st_dev, info.st_ino), folder, "", iter(_list_fd(fd, folder, sweep))
-            )
-        ]
+    Every folder is opened with ``O_NOFOLLOW`` through its parent's descriptor, so a walk
+    never follows a symlink and never leaves where it started. The deepest folders stay
+    open; when the walk climbs back to a closed one it opens the ``..`` of the folder it
+    leaves, and only when that is not the folder it came from (moved meanwhile) reopens it
+    by name from the nearest open ancestor; either way it must be the very same folder
+    (device and inode), else it is stale (:meth:`fd_at` gives None).
+    """
+
+    def __init__(self, fd: int, pending: Iterator[Any], folder: Path = Path()) -> None:
+        self.levels = [_Level(fd, "", _identity(fd), pending, folder)]
         self.owned_open = 0
         self.low = 1  # levels 1 .. low-1 are closed
 
@@ -109,8 +117,8 @@ class _Walk:
         """The descriptor of level *index*, reopened from its nearest open ancestor if it was
         closed; None when that folder was replaced meanwhile (then it is not walked further).
 
-        The levels just above *index* are kept open on the way down (up to the window),
-        so climbing back up a deep chain reopens once per window, not once per level.
+        The levels just above *index* are kept open on the way down (up to half the window),
+        so reaching several closed levels in a row reopens once, not once per level.
         """
         level = self.levels[index]
         if level.fd is not None:
@@ -132,8 +140,7 @@ class _Walk:
                 os.close(fd)  # an intermediate descriptor nobody keeps
             if child < 0:
                 return None
-            info = os.fstat(child)
-            if (info.st_dev, info.st_ino) != below.identity:
+            if _identity(child) != below.identity:
                 os.close(child)
                 return None
             if position >= keep_from:
@@ -160,43 +167,63 @@ class _Walk:
             index += 1
         self.low = index
 
-    def enter(self, parent_index: int, entry: Entry) -> bool:
-        """Open the folder *entry* of level *parent_index* and push it; False if it cannot be."""
-        parent_fd = self.fd_at(parent_index)
-        if parent_fd is None:
-            return False
+    def open_below(self, name: str) -> int:
+        """A descriptor of the real folder *name* in the deepest level (OSError if it is gone,
+        or not a folder, or a symlink; ESTALE if the deepest level itself was replaced)."""
+        parent = self.fd_at(len(self.levels) - 1)
+        if parent is None:
+            raise OSError(errno.ESTALE, "A folder was replaced during the walk", name)
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+
+    def push(
+        self,
+        fd: int,
+        name: str,
+        list_folder: Callable[[int], Iterator[Any]],
+        folder: Path = Path(),
+        prefix: str = "",
+    ) -> None:
+        """Go down into the folder *fd* (from :meth:`open_below`), whose pending items are
+        ``list_folder(fd)``; the walk owns *fd* from here on (closed even if listing fails)."""
         try:
-            child = os.open(entry.name, _DIR_FLAGS, dir_fd=parent_fd)
-        except OSError:
-            return False  # vanished, or swapped for a symlink: do not enter
-        try:
-            info = os.fstat(child)
-            folder = entry.path
-            entries = _list_fd(child, folder, self.sweep)
+            identity = _identity(fd)
+            pending = list_folder(fd)
         except BaseException:
-            os.close(child)
+            os.close(fd)
             raise
-        parent = self.levels[parent_index]
-        self.levels.append(
-            _Level(
-                child,
-                entry.name,
-                (info.st_dev, info.st_ino),
-                folder,
-                f"{parent.prefix}{entry.name}/",
-                iter(entries),
-            )
-        )
+        self.levels.append(_Level(fd, name, identity, pending, folder, prefix))
         self.owned_open += 1
         self._trim(len(self.levels) - 1)
-        return True
 
-    def pop(self) -> None:
+    def pop(self) -> str:
+        """Climb back out of the deepest level; its name. A closed parent is reopened through
+        the ``..`` of the folder left, when that is the parent (same device and inode)."""
         level = self.levels.pop()
+        parent = self.levels[-1]
         self.low = min(self.low, len(self.levels))
-        if level.fd is not None:
-            os.close(level.fd)
-            self.owned_open -= 1
+        if level.fd is None:
+            return level.name
+        if parent.fd is None:
+            try:
+                up = os.open("..", _DIR_FLAGS, dir_fd=level.fd)
+            except OSError:
+                up = -1
+            if up >= 0 and _identity(up) == parent.identity:
+                parent.fd = up
+                self.owned_open += 1
+                self.low = min(self.low, len(self.levels) - 1)
+            elif up >= 0:
+                os.close(up)  # moved meanwhile: fd_at reopens it by name, or finds it stale
+        os.close(level.fd)
+        self.owned_open -= 1
+        return level.name
+
+    def deepest_fd(self) -> int:
+        """The descriptor of the deepest level; ESTALE if it cannot be found again."""
+        fd = self.fd_at(len(self.levels) - 1)
+        if fd is None:
+            raise OSError(errno.ESTALE, "A folder was replaced during the walk")
+        return fd
 
 
 def walk_fd(
@@ -214,12 +241,16 @@ def walk_fd(
     listed, never followed). *exclude* gets the relative path and the entry; an
     excluded entry is neither yielded nor entered.
     """
-    walk = _Walk(fd, folder, sweep)
+
+    def entries_of(path: Path) -> Callable[[int], Iterator[Entry]]:
+        return lambda child: iter(_list_fd(child, path, sweep))
+
+    walk = _Walk(fd, entries_of(folder)(fd), folder)
     try:
         while walk.levels:
             depth = len(walk.levels)
             level = walk.levels[-1]
-            entry = next(level.entries, None)
+            entry = next(level.pending, None)
             if entry is None:
                 if depth == 1:
                     return
@@ -230,7 +261,12 @@ def walk_fd(
                 continue
             yield depth, relative, entry
             if entry.kind == "dir" and (max_depth is None or depth < max_depth):
-                walk.enter(depth - 1, entry)
+                try:
+                    child = walk.open_below(entry.name)
+                except OSError:
+                    continue  # vanished, or swapped for a symlink: do not enter
+                path = entry.path
+                walk.push(child, entry.name, entries_of(path), path, f"{relative}/")
     finally:
         walk.close()
 
@@ -249,65 +285,110 @@ def _walk_fd(
         yield level + depth - 1, entry
 
 
+def walk_folders(
+    top_fd: int,
+    visit: Callable[[int], list[str]],
+    leave: Callable[[int, str], None] | None = None,
+    refused: Callable[[int, str, OSError], None] | None = None,
+) -> None:
+    """Visit the folder *top_fd* and every real folder below it, depth first, as :class:`_Walk`
+    does (no recursion, a bounded number of descriptors, symlinks never followed).
+
+    ``visit(fd)`` does its work in one folder and returns the names of the subfolders to
+    enter; ``leave(parent_fd, name)`` runs once a subfolder is done; ``refused(parent_fd,
+    name, error)`` runs for a name that cannot be opened as a folder (gone, or swapped for
+    a symlink or a file since it was listed; skipped by default). A folder that cannot be
+    found again on the way back up (replaced meanwhile) stops the walk with ESTALE.
+    """
+    walk = _Walk(top_fd, iter(visit(top_fd)))
+    try:
+        while True:
+            name = next(walk.levels[-1].pending, None)
+            if name is None:
+                if len(walk.levels) == 1:
+                    return
+                done = walk.pop()
+                if leave is not None:
+                    leave(walk.deepest_fd(), done)
+                continue
+            try:
+                child = walk.open_below(name)
+            except OSError as error:
+                if error.errno == errno.ESTALE:
+                    raise
+                if refused is not None:
+                    refused(walk.deepest_fd(), name, error)
+                continue
+            walk.push(child, name, lambda fd: iter(visit(fd)))
+    finally:
+        walk.close()
+
+
+def _subfolders(fd: int, skip: Callable[[str], bool] | None = None) -> tuple[list[str], list[str]]:
+    """(real subfolders, everything else) in the folder *fd*, without the names *skip* picks;
+    symlinks count as everything else (never followed)."""
+    folders, others = [], []
+    with os.scandir(fd) as listing:
+        for entry in listing:
+            if skip is not None and skip(entry.name):
+                continue
+            try:
+                is_folder = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_folder = False
+            (folders if is_folder else others).append(entry.name)
+    return folders, others
+
+
 def rmtree_at(parent_fd: int, name: str) -> None:
     """Remove the folder *name* of *parent_fd* and everything below it, without recursion.
 
     Like ``shutil.rmtree(name, dir_fd=...)`` (symlinks are removed, never followed), but
-    any depth works: folders are opened one level at a time with ``O_NOFOLLOW`` through
-    their parent, and at most a window of descriptors stays open (see :class:`_Walk`;
-    a folder replaced while we were below it stops the removal with ESTALE).
+    any depth and width works: each folder is listed once and walked by
+    :func:`walk_folders` (a folder replaced while we were below it stops the removal
+    with ESTALE).
     """
+
+    def visit(fd: int) -> list[str]:
+        folders, others = _subfolders(fd)
+        for other in others:
+            with suppress(FileNotFoundError):
+                os.unlink(other, dir_fd=fd)
+        return folders
+
+    def leave(fd: int, child: str) -> None:
+        os.rmdir(child, dir_fd=fd)
+
+    def refused(fd: int, child: str, error: OSError) -> None:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a symlink or a file
+            os.unlink(child, dir_fd=fd)
+        elif not isinstance(error, FileNotFoundError):
+            raise error
+
     top = os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
     try:
-        info = os.fstat(top)
-    except BaseException:
-        os.close(top)
-        raise
-    walk = _Walk.__new__(_Walk)
-    walk.sweep = False
-    walk.owned_open = 1
-    walk.low = 1
-    walk.levels = [
-        _Level(parent_fd, "", (0, 0), Path(), "", iter(())),
-        _Level(top, name, (info.st_dev, info.st_ino), Path(), "", iter(())),
-    ]
-
-    def fd_of(index: int) -> int:
-        fd = walk.fd_at(index)
-        if fd is None:
-            raise OSError(errno.ESTALE, "Folder replaced while it was being deleted", name)
-        return fd
-
-    try:
-        while len(walk.levels) > 1:
-            fd = fd_of(len(walk.levels) - 1)
-            with os.scandir(fd) as listing:
-                names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in listing]
-            entered = False
-            for entry_name, is_dir in names:
-                if is_dir:
-                    try:
-                        child = os.open(entry_name, _DIR_FLAGS, dir_fd=fd)
-                    except FileNotFoundError:
-                        continue
-                    except OSError as exc:
-                        if exc.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link/file
-                            os.unlink(entry_name, dir_fd=fd)
-                            continue
-                        raise
-                    found = os.fstat(child)
-                    identity = (found.st_dev, found.st_ino)
-                    walk.levels.append(_Level(child, entry_name, identity, Path(), "", iter(())))
-                    walk.owned_open += 1
-                    walk._trim(len(walk.levels) - 1)
-                    entered = True
-                    break
-                with suppress(FileNotFoundError):
-                    os.unlink(entry_name, dir_fd=fd)
-            if entered:
-                continue
-            done = walk.levels[-1].name
-            walk.pop()
-            os.rmdir(done, dir_fd=fd_of(len(walk.levels) - 1))
+        walk_folders(top, visit, leave, refused)
     finally:
-        walk.close()
+        os.close(top)
+    os.rmdir(name, dir_fd=parent_fd)
+
+
+def sweep_stale_temps(dir_fd: int, *, recursive: bool) -> int:
+    """Remove dead writers' temp files in a folder (and, *recursive*, in every real folder
+    below it, walked by :func:`walk_folders`). Returns how many were removed."""
+    removed = 0
+
+    def visit(fd: int) -> list[str]:
+        nonlocal removed
+        try:
+            folders, others = _subfolders(fd)
+        except OSError:
+            return []  # gone, or unreadable: nothing to sweep there
+        for name in others:
+            if name.startswith(TEMP_PREFIX):
+                removed += remove_if_stale(fd, name)
+        return [name for name in folders if not name.startswith(TEMP_PREFIX)] if recursive else []
+
+    with suppress(OSError):  # a folder replaced meanwhile: the rest is swept another time
+        walk_folders(dir_fd, visit)
+    return removed

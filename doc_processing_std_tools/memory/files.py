@@ -7,7 +7,7 @@ import os
 import stat
 from typing import TYPE_CHECKING
 
-from ..containment import Jail
+from ..containment import Jail, rmtree_at
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ from .formats import (
     _snippet_at,
     _split_lines,
 )
-from .trees import remove_tree
 
 
 class FileCommands(MemoryFolder):
@@ -177,7 +176,7 @@ class FileCommands(MemoryFolder):
                     if found.name is None or info is None:
                         raise FileNotFoundError(errno.ENOENT, "No such file or directory")
                     if stat.S_ISDIR(info.st_mode):
-                        remove_tree(found.parent_fd, found.name)  # at any depth
+                        rmtree_at(found.parent_fd, found.name)  # at any depth and width
                     else:
                         os.unlink(found.name, dir_fd=found.parent_fd)
         return f"Successfully deleted {display}"

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     pass
 from .formats import MAX_PATH_CHARS, RESERVED_PREFIX, MemoryStoreError, _decode_text, _encode_text
 from .index import EntryIndex
-from .trees import sweep_tree
 
 R = TypeVar("R")
 
@@ -63,8 +62,8 @@ class MemoryFolder:
 
     @staticmethod
     def _sweep(jail: Jail) -> None:
-        with suppress(OSError), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
-            sweep_tree(fd)
+        with suppress(OSError):
+            jail.sweep(str(jail.roots[0]), recursive=True)
 
     @contextmanager
     def _locked(self) -> Iterator[Jail]:

@@ -286,7 +286,7 @@ class EntryIndex:
 
     def preload(self) -> None:
         """Read the saved copy now, so the first search only checks it (a background thread
-        started with the server). Nothing is trusted that the next scan does not stat."""
+        started when the server is served). Nothing is trusted that the next scan does not stat."""
         if self._by_name is not None:
             return
         try:
@@ -302,8 +302,10 @@ class EntryIndex:
             if self._by_name is None and loaded:  # a scan that ran meanwhile knows better
                 self._by_name, self._trusted = loaded, len(loaded)
 
-    def preload_in_background(self) -> None:
-        threading.Thread(target=self.preload, name="dpt-memory-index", daemon=True).start()
+    def preload_in_background(self) -> threading.Thread:
+        thread = threading.Thread(target=self.preload, name="dpt-memory-index", daemon=True)
+        thread.start()
+        return thread
 
     def _schedule_save(self) -> None:
         """Save a few seconds from now, or at exit (one pending save at a time). Caller

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
@@ -13,6 +15,7 @@ from ..wiring import tool_annotations, tool_errors
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 from .formats import MemoryStoreError
+from .index import EntryIndex
 from .settings import MEMORY_FOLDER_NAME, SERVER_NAME, Settings
 from .stores import SessionStores
 
@@ -58,6 +61,39 @@ MemPath = Annotated[
 ]
 
 
+_PRELOAD_CLASS: type | None = None
+
+
+def _preload_class() -> type:
+    """A fastmcp Provider with no components whose lifespan starts reading the saved index
+    in the background, so the first search only checks it (built once).
+
+    A provider rather than a server lifespan: the launcher then still grafts memory-tools'
+    providers onto its root (one dispatch layer fewer), and runs their lifespans, as
+    fastmcp runs them when the server is served alone.
+    """
+    global _PRELOAD_CLASS
+    if _PRELOAD_CLASS is not None:
+        return _PRELOAD_CLASS
+
+    from fastmcp.server.providers import Provider
+
+    class IndexPreload(Provider):
+        def __init__(self, index: EntryIndex) -> None:
+            super().__init__()
+            self.index = index
+            self.thread: threading.Thread | None = None  # the preload, once started
+
+        @asynccontextmanager
+        async def lifespan(self) -> AsyncIterator[None]:
+            if self.thread is None:
+                self.thread = self.index.preload_in_background()
+            yield
+
+    _PRELOAD_CLASS = IndexPreload
+    return IndexPreload
+
+
 def create_server(settings: Settings | None = None) -> FastMCP:
     """Build a fresh ``memory-tools`` server on ``settings.memory_dir``."""
     from fastmcp import FastMCP
@@ -66,8 +102,12 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     settings = settings if settings is not None else Settings()
     store: Any = SessionStores(settings)
-    store.default.index.preload_in_background()  # the first search then only checks it
-    server = FastMCP(SERVER_NAME, instructions=instructions(settings))
+    # Its lifespan reads the saved index: served, not merely built (dpt-launch tools, --check).
+    server = FastMCP(
+        SERVER_NAME,
+        instructions=instructions(settings),
+        providers=[_preload_class()(store.default.index)],
+    )
 
     READ = tool_annotations(read_only=True)
 
