@@ -103,6 +103,14 @@ class ProcessLock:
             self._waiters.append(waiter)
             return waiter
 
+    def try_acquire(self) -> bool:
+        """Take the lock if it is free (then nobody waits for it either); never waits."""
+        with self._state:
+            if self._held:
+                return False
+            self._held = True
+            return True
+
     def acquire(self) -> None:
         """Block until held. Worker threads only: on the event loop it would stall everything."""
         waiter = self._take_or_queue(_ThreadWaiter)

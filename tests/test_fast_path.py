@@ -7,7 +7,7 @@ import json
 import pytest
 from fastmcp.exceptions import ToolError
 
-from doc_processing_std_tools.launcher.fast_path import _client_reply
+from doc_processing_std_tools.launcher.relay_lines import client_reply as _client_reply
 
 
 def test_a_reply_in_the_sdks_shape_is_spliced_byte_for_byte() -> None:
@@ -216,3 +216,75 @@ async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
         ("memory_status", False, False),
     ]
     assert not locking.PROCESS_LOCK.locked()
+
+
+# -- relayed calls served from callbacks (launcher/inline_call.py) -------------------------
+
+
+async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_waits_its_turn(
+    write_config, tmp_path
+) -> None:
+    """The process lock is free: the call is sent at once and finished by the child's reply,
+    no task. The lock is taken: the call waits in a task for its turn, then runs."""
+    import sys
+    from pathlib import Path
+
+    import anyio
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.locking import PROCESS_LOCK
+
+    server = Path(__file__).parent / "external_server.py"
+    counter = tmp_path / "count"
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{server}, {counter}]\n"
+        "    namespace: ext\n"
+    )
+    composition = await compose(load_config(config))
+    replies: list[bytes] = []
+    answered: list[object] = []
+    fast = fast_path_of(composition.root)
+    assert fast is not None
+
+    def call(request_id: int) -> bytes:
+        return json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "tools/call",
+                "params": {"name": "ext_bump", "arguments": {}},
+            }
+        ).encode()
+
+    async def wait_for(request_id: int) -> None:
+        with anyio.fail_after(20):
+            while request_id not in answered:
+                await anyio.sleep(0.005)
+
+    try:
+        async with anyio.create_task_group() as group:
+            fast.bind(group, replies.append, lambda _id: None, answered.append)
+            fast.negotiated({"protocolVersion": "2025-11-25"})
+            assert fast.take(call(1), on_loop=True)
+            assert 1 in fast._inline._calls and not fast._tasks
+            assert PROCESS_LOCK.locked()  # bump is not read-only: held while it runs
+            await wait_for(1)
+            assert not PROCESS_LOCK.locked()
+
+            assert PROCESS_LOCK.try_acquire()  # someone else's write
+            assert fast.take(call(2), on_loop=True)
+            assert 2 not in fast._inline._calls and len(fast._tasks) == 1
+            await anyio.sleep(0.3)
+            assert 2 not in answered and counter.read_text() == "1"  # still waiting
+            PROCESS_LOCK.release()
+            await wait_for(2)
+            group.cancel_scope.cancel()
+    finally:
+        await composition.aclose()
+    assert [json.loads(reply)["result"]["structuredContent"] for reply in replies] == [
+        {"result": 1},
+        {"result": 2},
+    ]
+    assert not PROCESS_LOCK.locked()

@@ -327,7 +327,8 @@ def walk_folders(
 def _subfolders(fd: int, skip: Callable[[str], bool] | None = None) -> tuple[list[str], list[str]]:
     """(real subfolders, everything else) in the folder *fd*, without the names *skip* picks;
     symlinks count as everything else (never followed)."""
-    folders, others = [], []
+    folders: list[str] = []
+    others: list[str] = []
     with os.scandir(fd) as listing:
         for entry in listing:
             if skip is not None and skip(entry.name):

@@ -53,12 +53,15 @@ class PendingCall:
     parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
     lost: bool = False
     settled: bool = False  # (a cancelled wait cancels the future too: not a reply)
+    on_settle: Callable[[PendingCall], None] | None = None  # instead of awaiting the reply
 
     def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
         self.settled = True
         if not self.arrived.done():
             self.line, self.parsed, self.lost = line, parsed, lost
             self.arrived.set_result(None)
+            if self.on_settle is not None:
+                self.on_settle(self)
 
     async def reply(self) -> tuple[bytes, Any]:
         await self.arrived
@@ -95,6 +98,26 @@ class ChildPipe:
     def forget(self, call: PendingCall) -> None:
         self.pending.pop(call.key, None)
         self.progress.pop(call.key, None)
+
+    def can_send_now(self) -> bool:
+        """Whether :meth:`send_now` can write a line at once (nothing waits to be written)."""
+        writer = self._writer
+        return (
+            writer is not None
+            and not self.closed
+            and not writer.is_closing()
+            and not writer.transport.get_write_buffer_size()
+        )
+
+    def send_now(self, data: bytes) -> bool:
+        """Write whole lines without waiting (see :meth:`can_send_now`); False when closed."""
+        if self._writer is None or self._writer.is_closing():
+            return False
+        try:
+            self._writer.write(data)
+        except (OSError, RuntimeError):
+            return False
+        return True
 
     async def send(self, data: bytes) -> None:
         """Write whole lines to the child (each ``send`` is appended whole, never interleaved)."""
@@ -295,11 +318,16 @@ def child_transport(
     return ChildTransport()
 
 
-async def tell_cancelled(pipe: ChildPipe, key: str) -> None:
+def cancelled_note(key: str) -> bytes:
+    """The line telling the child that our call *key* is cancelled."""
     note = {
         "jsonrpc": "2.0",
         "method": "notifications/cancelled",
         "params": {"requestId": key, "reason": "cancelled by the launcher"},
     }
+    return json.dumps(note).encode() + b"\n"
+
+
+async def tell_cancelled(pipe: ChildPipe, key: str) -> None:
     with anyio.move_on_after(CANCEL_SEND_TIMEOUT, shield=True), suppress(ConnectionLost):
-        await pipe.send(json.dumps(note).encode() + b"\n")
+        await pipe.send(cancelled_note(key))

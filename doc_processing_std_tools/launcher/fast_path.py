@@ -36,12 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .child_pipe import (
-    CONNECTION_META_MARK,
-    SURROGATE_ESCAPE,
-    ConnectionLost,
-    tell_cancelled,
-)
+from .child_pipe import SURROGATE_ESCAPE, ConnectionLost, tell_cancelled
+from .inline_call import InlineCalls
+from .relay_lines import child_request, client_reply, encode_line, error_result
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -76,6 +73,7 @@ class FastPath:
         self._put: Callable[[bytes], None] = lambda line: None
         self._expect: Callable[[Any], None] = lambda request_id: None
         self._answered: Callable[[Any], None] = lambda request_id: None
+        self._inline = InlineCalls(self._put, self._answered)  # (made again by bind)
 
     def bind(
         self,
@@ -88,6 +86,7 @@ class FastPath:
         self._loop = asyncio.get_running_loop()
         self._group = group
         self._put, self._expect, self._answered = put, expect, answered
+        self._inline = InlineCalls(put, self._over)
         group.start_soon(self._cancel_calls_at_exit)
 
     async def _cancel_calls_at_exit(self) -> None:
@@ -95,6 +94,7 @@ class FastPath:
         try:
             await anyio.sleep_forever()
         finally:
+            self._inline.cancel_all()
             for task in list(self._tasks):
                 task.cancel()
 
@@ -158,10 +158,10 @@ class FastPath:
         self._taken.add(request_id)
         self._expect(request_id)
         if on_loop:
-            self._start(target, request_id, params)
+            self._begin(target, request_id, params)
             return True
         try:
-            self._loop.call_soon_threadsafe(self._start, target, request_id, params)  # type: ignore[union-attr]
+            self._loop.call_soon_threadsafe(self._begin, target, request_id, params)  # type: ignore[union-attr]
         except RuntimeError:  # the loop is gone
             self._taken.discard(request_id)
             self._answered(request_id)
@@ -188,6 +188,16 @@ class FastPath:
 
     # -- event loop ------------------------------------------------------------------------
 
+    def _begin(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
+        """A relayed call that need not wait runs from callbacks (:mod:`.inline_call`); the rest
+        in a task."""
+        if target.plain_call is not None or not self._inline.start(target, request_id, params):
+            self._start(target, request_id, params)
+
+    def _over(self, request_id: int | str) -> None:
+        self._taken.discard(request_id)
+        self._answered(request_id)
+
     def _start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
         # A plain asyncio task: a third of the cost of a task group's spawn. They are kept in
         # _tasks and cancelled with the group (see bind), so none outlives serving.
@@ -196,6 +206,8 @@ class FastPath:
         self._tasks.add(self._loop.create_task(self._serve(target, request_id, params, scope)))
 
     def _cancel(self, request_id: int | str) -> None:
+        if self._inline.cancel(request_id):
+            return
         scope = self._scopes.get(request_id)
         if scope is not None:
             scope.cancel()
@@ -222,10 +234,10 @@ class FastPath:
                             lambda: self._forward(target, request_id, params)
                         )
                 except ToolError as exc:
-                    reply = _error_result(request_id, str(exc))
+                    reply = error_result(request_id, str(exc))
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     log.exception("relaying %s failed", target.tool.name)
-                    reply = _error_result(
+                    reply = error_result(
                         request_id, f"Error calling tool {target.tool.name!r}: {exc}"[:1000]
                     )
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply
@@ -249,19 +261,13 @@ class FastPath:
             raise ToolError(
                 supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
             ) from ConnectionLost("the connection closed")
-        meta = params.get("_meta") or {}
-        sent: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
-        kept = {key: value for key, value in meta.items() if key != "progressToken"}
         call = pipe.open_call()
-        if "progressToken" in meta:
+        progress = "progressToken" in (params.get("_meta") or {})
+        if progress:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
-            kept["progressToken"] = call.key
-            pipe.progress[call.key] = self._progress_sender(meta["progressToken"])
-        if kept:
-            sent["_meta"] = kept
-        request = {"jsonrpc": "2.0", "id": call.key, "method": "tools/call", "params": sent}
+            pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
-            data = json.dumps(request, separators=(",", ":")).encode() + b"\n"
+            data = child_request(target.name, call.key, params, progress)
             try:
                 await pipe.send(data)
                 line, parsed = await call.reply()
@@ -275,7 +281,7 @@ class FastPath:
                 raise
         finally:
             pipe.forget(call)
-        return _client_reply(line, parsed, call.key, request_id, target.tool.name)
+        return client_reply(line, parsed, call.key, request_id, target.tool.name)
 
     def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
         def send(params: dict[str, Any]) -> None:
@@ -298,79 +304,4 @@ async def _call_plainly(
     assert target.plain_call is not None
     text, is_error = await target.plain_call(params.get("arguments") or {})
     result = {"content": [{"text": text, "type": "text"}], "isError": is_error}
-    return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
-
-
-def _line(message: dict[str, Any]) -> bytes:
-    """*message* as one line of compact JSON (text that is not valid Unicode: an error result)."""
-    try:
-        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
-        return text.encode("utf-8") + b"\n"
-    except (ValueError, UnicodeEncodeError):
-        return _error_result(
-            message["id"], "the result holds text that is not valid Unicode and cannot be sent"
-        )
-
-
-def _client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
-    """The child's reply *line* to call *key*, as the reply to the client's *request_id*."""
-    from fastmcp.exceptions import ToolError
-
-    client_id = json.dumps(request_id).encode()
-    line = line.removesuffix(b"\r")
-    head = b'{"jsonrpc":"2.0","id":' + json.dumps(key).encode() + b',"result":{'
-    if parsed is None and line.startswith(head) and _clean(line):
-        return b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
-    try:
-        message = parsed if parsed is not None else json.loads(line)
-    except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON
-        raise ToolError(
-            f"Error calling tool {tool!r}: the server's reply is not valid JSON"
-        ) from exc
-    result = message.get("result") if isinstance(message, dict) else None
-    if not isinstance(result, dict):
-        error = message.get("error") if isinstance(message, dict) else None
-        text = error.get("message") if isinstance(error, dict) else None
-        raise ToolError(
-            f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
-        )
-    meta = result.get("_meta")
-    if isinstance(meta, dict):
-        result["_meta"] = {
-            k: v for k, v in meta.items() if not str(k).startswith("io.modelcontextprotocol/")
-        }
-    try:
-        text = json.dumps(
-            {"jsonrpc": "2.0", "id": request_id, "result": result},
-            ensure_ascii=False,
-            allow_nan=False,
-        )
-        return text.encode("utf-8") + b"\n"
-    except (ValueError, UnicodeEncodeError) as exc:
-        raise ToolError(
-            f"Error calling tool {tool!r}: the server's reply holds text that is not valid Unicode "
-            "or a number JSON cannot carry"
-        ) from exc
-
-
-def _clean(line: bytes) -> bool:
-    """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
-    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
-        return False
-    if line.isascii():
-        return True
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
-def _error_result(request_id: int | str, text: str) -> bytes:
-    reply = {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "result": {"content": [{"type": "text", "text": text}], "isError": True},
-    }
-    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-    return text.encode("utf-8", "replace") + b"\n"
+    return encode_line({"jsonrpc": "2.0", "id": request_id, "result": result})

@@ -222,12 +222,36 @@ def _guarded_tool_class() -> Any:
             """The wrapped tool's own name (before any namespace)."""
             return self._inner.name
 
+        @property
+        def self_locking(self) -> bool:
+            return self._self_locking
+
+        @property
+        def call_timeout(self) -> float:
+            """Seconds a call may run (``servers.<name>.timeout``)."""
+            return self._timeout
+
+        def refusal(self) -> str | None:
+            """Why a call cannot start now (its server is down), or None."""
+            return self._unavailable() if self._unavailable else None
+
+        def failure_text(self, exc: BaseException) -> str:
+            """What a call that failed with *exc* answers (a lost server says it restarts)."""
+            replacement = self._call_failed(exc) if self._call_failed else None
+            return replacement or str(exc)
+
+        def timeout_text(self) -> str:
+            return (
+                f"server {self._label!r} did not finish {self.name!r} within its "
+                f"timeout of {self._timeout:g} s (servers.{self._label}.timeout)"
+            )
+
         async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
             """Await *call* under this tool's rules (``ToolError`` when refused or too slow)."""
             return await self._guarded(call)
 
         async def _guarded(self, call: Any) -> Any:
-            reason = self._unavailable() if self._unavailable else None
+            reason = self.refusal()
             if reason:
                 raise ToolError(reason)
             try:
@@ -237,15 +261,12 @@ def _guarded_tool_class() -> Any:
                     async with admit_self_locking() if self._self_locking else hold_async():
                         return await call()
             except ToolError as exc:
-                replacement = self._call_failed(exc) if self._call_failed else None
-                if replacement:
-                    raise ToolError(replacement) from None
+                text = self.failure_text(exc)
+                if text != str(exc):
+                    raise ToolError(text) from None
                 raise
             except TimeoutError:
-                raise ToolError(
-                    f"server {self._label!r} did not finish {self.name!r} within its "
-                    f"timeout of {self._timeout:g} s (servers.{self._label}.timeout)"
-                ) from None
+                raise ToolError(self.timeout_text()) from None
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
             return await self._guarded(lambda: self._inner._run(arguments))

@@ -1,0 +1,98 @@
+"""The JSON lines of a call on the fast path: the request to an external child, and the
+reply to the client (spliced from the child's line when it can be, else re-encoded)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .child_pipe import CONNECTION_META_MARK, SURROGATE_ESCAPE
+
+
+def child_request(name: str, key: str, params: dict[str, Any], progress: bool = False) -> bytes:
+    """The ``tools/call`` line for the child: its own tool *name*, our id *key*, the client's
+    arguments and _meta (its progressToken replaced by *key* when *progress*, else dropped)."""
+    meta = params.get("_meta") or {}
+    sent: dict[str, Any] = {"name": name, "arguments": params.get("arguments") or {}}
+    kept = {k: v for k, v in meta.items() if k != "progressToken"}
+    if progress:
+        kept["progressToken"] = key
+    if kept:
+        sent["_meta"] = kept
+    request = {"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": sent}
+    return json.dumps(request, separators=(",", ":")).encode() + b"\n"
+
+
+def encode_line(message: dict[str, Any]) -> bytes:
+    """*message* as one line of compact JSON (text that is not valid Unicode: an error result)."""
+    try:
+        text = json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeEncodeError):
+        return error_result(
+            message["id"], "the result holds text that is not valid Unicode and cannot be sent"
+        )
+
+
+def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
+    """The child's reply *line* to call *key*, as the reply to the client's *request_id*."""
+    from fastmcp.exceptions import ToolError
+
+    client_id = json.dumps(request_id).encode()
+    line = line.removesuffix(b"\r")
+    head = b'{"jsonrpc":"2.0","id":' + json.dumps(key).encode() + b',"result":{'
+    if parsed is None and line.startswith(head) and _clean(line):
+        return b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
+    try:
+        message = parsed if parsed is not None else json.loads(line)
+    except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply is not valid JSON"
+        ) from exc
+    result = message.get("result") if isinstance(message, dict) else None
+    if not isinstance(result, dict):
+        error = message.get("error") if isinstance(message, dict) else None
+        text = error.get("message") if isinstance(error, dict) else None
+        raise ToolError(
+            f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
+        )
+    meta = result.get("_meta")
+    if isinstance(meta, dict):
+        result["_meta"] = {
+            k: v for k, v in meta.items() if not str(k).startswith("io.modelcontextprotocol/")
+        }
+    try:
+        text = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "result": result},
+            ensure_ascii=False,
+            allow_nan=False,
+        )
+        return text.encode("utf-8") + b"\n"
+    except (ValueError, UnicodeEncodeError) as exc:
+        raise ToolError(
+            f"Error calling tool {tool!r}: the server's reply holds text that is not valid Unicode "
+            "or a number JSON cannot carry"
+        ) from exc
+
+
+def _clean(line: bytes) -> bool:
+    """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
+    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
+        return False
+    if line.isascii():
+        return True
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def error_result(request_id: int | str, text: str) -> bytes:
+    reply = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {"content": [{"type": "text", "text": text}], "isError": True},
+    }
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", "replace") + b"\n"
