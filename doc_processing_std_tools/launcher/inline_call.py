@@ -69,19 +69,16 @@ class InlineCalls:
         pending = pipe.open_call()
         call = _Call(target, request_id, pipe, pending, locked)
         self._calls[request_id] = call
+        # Everything is ready before the write: the child may run on this CPU as soon as we sleep.
+        pending.on_settle = lambda _pending: self._replied(call)
+        call.timer = asyncio.get_running_loop().call_later(guard.call_timeout, self._expired, call)
         try:
             sent = pipe.send_now(child_request(target.name, pending.key, params))
         except BaseException:
             self._end(call, None)
             raise
         if not sent:
-            pending.settle(lost=True)
-        else:
-            pending.on_settle = lambda _pending: self._replied(call)
-            loop = asyncio.get_running_loop()
-            call.timer = loop.call_later(guard.call_timeout, self._expired, call)
-        if pending.settled:
-            self._replied(call)
+            pending.settle(lost=True)  # answered through on_settle
         return True
 
     def cancel(self, request_id: int | str) -> bool:
@@ -132,6 +129,6 @@ class InlineCalls:
         call.pipe.forget(call.pending)
         if call.locked:
             PROCESS_LOCK.release()
-        if reply is not None:
-            self._put(reply)
         self._done(call.request_id)
+        if reply is not None:
+            self._put(reply)  # last: the client may run on this CPU as soon as we sleep
