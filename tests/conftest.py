@@ -24,6 +24,27 @@ def launcher_command() -> list[str]:
 
 
 @pytest.fixture
+def dispatch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool, bool]]:
+    """popoto's ``dispatch()`` calls, as they happen: (tool, process lock held, on the main
+    thread, i.e. the event loop rather than a worker thread)."""
+    import threading
+
+    popoto_mcp = pytest.importorskip("popoto.integrations.mcp_server")
+    from doc_processing_std_tools import locking
+
+    seen: list[tuple[str, bool, bool]] = []
+    real_dispatch = popoto_mcp.dispatch
+
+    def spy(name, arguments=None, service=None):
+        on_loop = threading.current_thread() is threading.main_thread()
+        seen.append((name, locking.PROCESS_LOCK.locked(), on_loop))
+        return real_dispatch(name, arguments, service)
+
+    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    return seen
+
+
+@pytest.fixture
 def write_config(tmp_path: Path):
     """Write YAML text (dedented) to a config file in tmp_path and return its path."""
 

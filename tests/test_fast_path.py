@@ -143,14 +143,11 @@ async def test_a_server_with_its_own_middleware_keeps_fastmcps_path(
 
 
 async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
-    write_config, redis_url, monkeypatch
+    write_config, redis_url, dispatch_calls
 ) -> None:
     """Lines taken by the fast path: the write runs on the event loop under the process lock,
     memory_status in a worker thread, and the reply is the line the SDK path writes."""
-    import threading
-
     import anyio
-    import popoto.integrations.mcp_server as popoto_mcp
     from fastmcp import Client
 
     from doc_processing_std_tools import locking
@@ -158,15 +155,7 @@ async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
     from doc_processing_std_tools.launcher.config import load_config
     from doc_processing_std_tools.launcher.relay import fast_path_of
 
-    seen = []
-    real_dispatch = popoto_mcp.dispatch
-
-    def spy(name, arguments=None, service=None):
-        on_loop = threading.current_thread() is threading.main_thread()
-        seen.append((name, locking.PROCESS_LOCK.locked(), on_loop))
-        return real_dispatch(name, arguments, service)
-
-    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    seen = dispatch_calls
     composition = await compose(load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url))))
     replies: list[bytes] = []
     answered: list[object] = []

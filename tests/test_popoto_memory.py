@@ -282,21 +282,11 @@ async def test_feedback_changes_confidence(client):
 
 
 @needs_redis
-async def test_write_tools_hold_the_process_lock(client, server, monkeypatch):
+async def test_write_tools_hold_the_process_lock(client, server, dispatch_calls):
     """save/feedback run dispatch under PROCESS_LOCK, search/status don't lock. With the store
     on this machine, calls run on the event loop as in popoto's own server (no thread hop);
     memory_status, slow by nature, runs in a worker thread."""
-    import popoto.integrations.mcp_server as popoto_mcp
-
-    seen = []
-    real_dispatch = popoto_mcp.dispatch
-
-    def spy(name, arguments=None, service=None):
-        on_loop = threading.current_thread() is threading.main_thread()
-        seen.append((name, locking.PROCESS_LOCK.locked(), on_loop))
-        return real_dispatch(name, arguments, service)
-
-    monkeypatch.setattr(popoto_mcp, "dispatch", spy)
+    seen = dispatch_calls
     assert pm.runtime_of(server).wait_ready()  # before: the first call waits
     _, text = await call(client, "memory_save", {"content": "written under the lock"})
     _, text = await call(client, "memory_search", {"query": "written under the lock"})
