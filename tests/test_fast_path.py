@@ -277,3 +277,25 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
         {"result": 2},
     ]
     assert not PROCESS_LOCK.locked()
+
+
+@pytest.mark.parametrize(
+    ("message", "taken"),
+    [
+        ({"params": {"name": "ext_echo", "arguments": {}}}, True),
+        ({"params": {"arguments": {"text": '"name": "ext_echo"'}, "name": "write_memory"}}, False),
+        ({"params": {"name": "write_memory", "arguments": {"value": "x" * 100_000}}}, False),
+        ({"params": {"name": 't\u00e9"x', "arguments": {}}}, True),
+        ({"params": {"arguments": {"name": "ext_echo"}, "name": "write_memory"}}, True),
+    ],
+)
+def test_a_call_is_recognised_by_its_tool_name_before_it_is_parsed(message, taken) -> None:
+    """Calls of tools the fast path does not serve are left alone without a json.loads (a
+    nested "name" naming a target only costs that parse: the full check decides)."""
+    from doc_processing_std_tools.launcher.fast_path import _names_a_target
+
+    targets = {"ext_echo": object(), 't\u00e9"x': object()}
+    for ensure_ascii in (True, False):
+        line = json.dumps(message, ensure_ascii=ensure_ascii).encode()
+        assert _names_a_target(line, targets) is taken
+    assert not _names_a_target(json.dumps(message).encode(), {})

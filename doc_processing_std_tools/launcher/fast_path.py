@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
@@ -122,6 +123,10 @@ class FastPath:
         return False
 
     def _take_call(self, line: bytes, on_loop: bool) -> bool:
+        if not _names_a_target(line, self._relay.targets()):
+            return (
+                False  # (decided without parsing: a 16 MB write_memory is parsed once, by the SDK)
+            )
         if b"\\u" in line and SURROGATE_ESCAPE.search(line):
             return False  # the SDK path answers text that is not valid Unicode
         try:
@@ -294,6 +299,33 @@ class FastPath:
                 self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
 
         return send
+
+
+_NAME_VALUE = re.compile(rb'\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _names_a_target(line: bytes, targets: Mapping[str, Any]) -> bool:
+    """Whether some ``"name": "..."`` member on *line* is one of *targets*' names.
+
+    Inside a JSON string every quote is escaped, so ``"name"`` followed by a colon is always
+    a key; a call whose tool is not in the table is told apart without parsing the line.
+    """
+    if not targets:
+        return False
+    start = 0
+    while (at := line.find(b'"name"', start)) >= 0:
+        start = at + 6
+        match = _NAME_VALUE.match(line, start)
+        if match is None:
+            continue
+        raw = match.group(1)
+        try:
+            name = raw.decode() if b"\\" not in raw else json.loads(b'"' + raw + b'"')
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if name in targets:
+            return True
+    return False
 
 
 async def _call_plainly(
