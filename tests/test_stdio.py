@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -123,8 +124,9 @@ class Wire:
         ).encode()
 
 
-@pytest.fixture
-def wire(config: Path) -> Iterator[Wire]:
+@contextmanager
+def initialized(config: Path) -> Iterator[Wire]:
+    """A launcher on *config*, initialized; killed and its pipes closed afterwards."""
     w = Wire(config)
     try:
         w.initialize()
@@ -135,6 +137,12 @@ def wire(config: Path) -> Iterator[Wire]:
         for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
             if stream:
                 stream.close()
+
+
+@pytest.fixture
+def wire(config: Path) -> Iterator[Wire]:
+    with initialized(config) as w:
+        yield w
 
 
 MALFORMED = [
@@ -312,16 +320,8 @@ def external_wire(tmp_path: Path) -> Iterator[Wire]:
         "transport: {type: stdio, shutdown_grace: 3}\n"
         f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{results}]\n"
     )
-    w = Wire(path)
-    try:
-        w.initialize()
+    with initialized(path) as w:
         yield w
-    finally:
-        w.proc.kill()
-        w.proc.wait()
-        for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
-            if stream:
-                stream.close()
 
 
 def test_a_relayed_call_is_answered_with_the_clients_own_id(external_wire: Wire) -> None:
