@@ -84,6 +84,7 @@ class ChildPipe:
         # Straight to asyncio's pipes where it can: our replies are picked off the child's
         # stdout as they arrive, and lines are written without anyio's extra loop pass.
         self._writer, stdout = asyncio_pipes(process)
+        self._routed = stdout is not None  # then read() only sees lines that are not ours
         if stdout is not None:
             stdout.set_protocol(_RoutingProtocol(self, stdout.get_protocol()))
 
@@ -147,7 +148,7 @@ class ChildPipe:
                     except anyio.BrokenResourceError:
                         break
                     for line in buffer.feed(chunk):
-                        if not self._take(line):
+                        if self._routed or not self._take(line):
                             await deliver.send(_parse_line(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone

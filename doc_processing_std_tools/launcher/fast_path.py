@@ -123,17 +123,14 @@ class FastPath:
         return False
 
     def _take_call(self, line: bytes, on_loop: bool) -> bool:
-        if not _names_a_target(line, self._relay.targets()):
-            return (
-                False  # (decided without parsing: a 16 MB write_memory is parsed once, by the SDK)
-            )
+        targets = self._relay.targets()
+        # Decided without parsing when it can be: a 16 MB write_memory is parsed once, by the SDK.
+        if not _names_a_target(line, targets):
+            return False
         if b"\\u" in line and SURROGATE_ESCAPE.search(line):
             return False  # the SDK path answers text that is not valid Unicode
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if not isinstance(message, dict) or message.get("method") != "tools/call":
+        message = _message(line, "tools/call")
+        if message is None:
             return False
         request_id, params = message.get("id"), message.get("params")
         if (
@@ -155,7 +152,7 @@ class FastPath:
         ):
             return False
         name = params.get("name")
-        target = self._relay.targets().get(name) if isinstance(name, str) else None
+        target = targets.get(name) if isinstance(name, str) else None
         if target is None or (
             target.plain_call is None and getattr(target.supervisor, "pipe", None) is None
         ):
@@ -168,17 +165,12 @@ class FastPath:
         try:
             self._loop.call_soon_threadsafe(self._begin, target, request_id, params)  # type: ignore[union-attr]
         except RuntimeError:  # the loop is gone
-            self._taken.discard(request_id)
-            self._answered(request_id)
-            return True
+            self._over(request_id)
         return True
 
     def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
-        try:
-            message = json.loads(line)
-        except (ValueError, RecursionError):
-            return False
-        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+        message = _message(line, "notifications/cancelled")
+        if message is None:
             return False
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
@@ -299,6 +291,17 @@ class FastPath:
                 self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
 
         return send
+
+
+def _message(line: bytes, method: str) -> dict[str, Any] | None:
+    """The JSON object on *line* when it is a *method* message, else None."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or message.get("method") != method:
+        return None
+    return message
 
 
 _NAME_VALUE = re.compile(rb'\s*:\s*"((?:[^"\\]|\\.)*)"')

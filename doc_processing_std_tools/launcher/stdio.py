@@ -311,16 +311,18 @@ async def _pump_on_loop(
     buffer = LineBuffer()
     waiting: deque[SessionMessage] = deque()
     wake = asyncio.Event()
-    state = {"reading": False, "ended": False}
+    registered = ended = False
 
     def reading(on: bool) -> None:
-        if on and not state["reading"]:
+        nonlocal registered
+        if on and not registered:
             loop.add_reader(fd, readable)
-        elif not on and state["reading"]:
+        elif not on and registered:
             loop.remove_reader(fd)
-        state["reading"] = on
+        registered = on
 
     def readable() -> None:
+        nonlocal ended
         try:
             chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
         except BlockingIOError:
@@ -331,8 +333,8 @@ async def _pump_on_loop(
         for line in lines:
             if (message := _route(line, writer, fast, True)) is not None:
                 waiting.append(message)
-        state["ended"] = not chunk
-        if waiting or not chunk:
+        ended = not chunk
+        if waiting or ended:
             reading(False)
             wake.set()
 
@@ -344,7 +346,7 @@ async def _pump_on_loop(
                 wake.clear()
                 while waiting:
                     await send.send(waiting.popleft())
-                if state["ended"]:
+                if ended:
                     break
                 reading(True)
             if on_eof is not None:
