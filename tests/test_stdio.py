@@ -263,6 +263,34 @@ def test_read_lines_joins_lines_split_across_reads() -> None:
     assert lines == [b"a" * 3_000_000, b"short", b"", b"last-without-newline"]
 
 
+def test_reads_stay_short_for_short_messages_and_grow_for_a_long_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read asks for 64 KiB unless the last one came back full: a 1 MiB buffer per short
+    message costs an mmap, a munmap and two page faults each time."""
+    from doc_processing_std_tools.launcher import lines as lines_module
+
+    path = tmp_path / "stdin"
+    path.write_bytes(b'{"short": 1}\n' + b"b" * 300_000 + b"\n" + b'{"short": 2}\n')
+    asked: list[int] = []
+    real_read = os.read
+
+    def read(fd: int, size: int) -> bytes:
+        asked.append(size)
+        return real_read(fd, 20 if len(asked) == 1 else min(size, 100_000))  # a pipe's pieces
+
+    monkeypatch.setattr(lines_module.os, "read", read)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        got = list(lines_module.read_lines(fd))
+    finally:
+        os.close(fd)
+    assert got == [b'{"short": 1}', b"b" * 300_000, b'{"short": 2}']
+    short, long = lines_module.SHORT_READ, lines_module.LONG_READ
+    # a short read, a full one, then long reads until one comes back short
+    assert asked == [short, short, long, long, long, short], asked
+
+
 def test_replies_keep_their_order_and_never_block_the_caller_on_a_full_pipe() -> None:
     """Short lines go out at once only when nothing is queued; a line too big for the pipe
     waits in the writer thread, and the short lines behind it wait their turn."""

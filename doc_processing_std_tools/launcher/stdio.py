@@ -38,7 +38,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from .lines import READ_CHUNK, LineBuffer, read_lines
+from .lines import LineBuffer, read_lines
 from .wire_errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -324,7 +324,7 @@ async def _pump_on_loop(
     def readable() -> None:
         nonlocal ended
         try:
-            chunk = os.read(fd, READ_CHUNK)  # readable: returns at once
+            chunk = buffer.read(fd)  # readable: returns at once
         except BlockingIOError:
             return
         except OSError:  # stdin broke: as good as its end
