@@ -470,6 +470,32 @@ def test_stdin_eof_stops_the_server(write_config) -> None:
         proc.kill()
 
 
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
+@pytest.mark.parametrize("choice", ["auto", "asyncio"])
+def test_serves_on_uvloop_unless_told_asyncio(write_config, choice: str) -> None:
+    """uvloop's event loop where it is installed; DPTTOOLS_EVENT_LOOP=asyncio keeps asyncio's."""
+    pytest.importorskip("uvloop")
+    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "DPTTOOLS_EVENT_LOOP": choice},
+    )
+    try:
+        _initialize(proc)
+        send(proc, message("notifications/initialized"))
+        send(proc, message("tools/call", {"name": "echo", "arguments": {"text": "hi"}}, id=2))
+        assert receive(proc, 2)["result"]["content"][0]["text"] == "hi"
+        loaded = Path(f"/proc/{proc.pid}/maps").read_text()
+        assert ("uvloop" in loaded) == (choice == "auto")
+        proc.stdin.close()  # type: ignore[union-attr]
+        assert proc.wait(timeout=10) == 0
+    finally:
+        proc.kill()
+
+
 def test_stdout_carries_only_protocol_messages(write_config) -> None:
     path = write_config(
         "log_level: debug\nservers:\n  echo:\n    module: sample_servers:echo_server\n"

@@ -50,7 +50,8 @@ Other verbs (each has --help):
 
 EPILOG = """\
 Exit status: 0 clean stop, 1 a server failed to start, 2 bad config or arguments.
-Environment: DPTTOOLS_CONFIG (default for --config), DPTTOOLS_MEMORY_DIR, DPTTOOLS_FS_ROOTS.
+Environment: DPTTOOLS_CONFIG (default for --config), DPTTOOLS_MEMORY_DIR, DPTTOOLS_FS_ROOTS,
+DPTTOOLS_EVENT_LOOP (asyncio: serve on asyncio's own loop instead of uvloop's).
 Config reference: docs/launcher.md.
 """
 
@@ -124,6 +125,22 @@ def run_verb(verb: str, argv: list[str]) -> int:
     return anyio.run(verbs.tools if verb == "tools" else verbs.call, args)
 
 
+def event_loop_options() -> dict[str, Any]:
+    """anyio's options for serving: uvloop's event loop where it is installed (not on Windows).
+
+    Its loop is C: a relayed call costs the launcher less CPU than on asyncio's own loop, which is
+    Python (``benchmarks/external.py``). ``DPTTOOLS_EVENT_LOOP=asyncio`` keeps asyncio's.
+    """
+    choice = os.environ.get("DPTTOOLS_EVENT_LOOP", "auto").strip().lower()
+    if choice == "asyncio" or sys.platform == "win32":
+        return {}
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return {}
+    return {"use_uvloop": True}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in VERBS:
@@ -161,7 +178,7 @@ def _main(argv: list[str]) -> int:
     import anyio
 
     try:
-        return anyio.run(_run, args, loaded, transport)
+        return anyio.run(_run, args, loaded, transport, backend_options=event_loop_options())
     except KeyboardInterrupt:
         return EXIT_OK
     except Exception as exc:  # a server failed to start, e.g. its lifespan raised
