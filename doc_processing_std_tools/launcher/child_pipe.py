@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -43,28 +43,31 @@ class ConnectionLost(anyio.BrokenResourceError):
 
 @dataclass(eq=False)
 class PendingCall:
-    """One raw request to the child, waiting for its reply line (an asyncio future: cheap)."""
+    """One raw request to the child, waiting for its reply line: to a task awaiting
+    :meth:`reply`, or to an *on_settle* callback (then no future is made)."""
 
     key: str  # our id, e.g. "dpt~12"
-    arrived: asyncio.Future[None] = field(
-        default_factory=lambda: asyncio.get_running_loop().create_future()
-    )
     line: bytes = b""
     parsed: Any = None  # the reply as JSON when it had to be parsed to be recognised
     lost: bool = False
-    settled: bool = False  # (a cancelled wait cancels the future too: not a reply)
+    settled: bool = False
     on_settle: Callable[[PendingCall], None] | None = None  # instead of awaiting the reply
+    _waiter: asyncio.Future[None] | None = None
 
     def settle(self, line: bytes = b"", parsed: Any = None, *, lost: bool = False) -> None:
+        if self.settled:
+            return
         self.settled = True
-        if not self.arrived.done():
-            self.line, self.parsed, self.lost = line, parsed, lost
-            self.arrived.set_result(None)
-            if self.on_settle is not None:
-                self.on_settle(self)
+        self.line, self.parsed, self.lost = line, parsed, lost
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        if self.on_settle is not None:
+            self.on_settle(self)
 
     async def reply(self) -> tuple[bytes, Any]:
-        await self.arrived
+        if not self.settled:
+            self._waiter = asyncio.get_running_loop().create_future()
+            await self._waiter
         if self.lost:
             raise ConnectionLost("the connection closed")
         return self.line, self.parsed

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 
 
 class FastPath:
@@ -135,19 +136,14 @@ class FastPath:
         request_id, params = message.get("id"), message.get("params")
         if (
             message.get("jsonrpc") != "2.0"
-            or not (
-                isinstance(request_id, str)
-                or (isinstance(request_id, int) and not isinstance(request_id, bool))
-            )
+            or not isinstance(request_id, str | int)
+            or isinstance(request_id, bool)
             or request_id in self._taken
-            or not set(message) <= {"jsonrpc", "id", "method", "params"}
+            or not REQUEST_KEYS.issuperset(message)
             or not isinstance(params, dict)
             or not CALL_PARAMS.issuperset(params)
-            or not isinstance(params.get("arguments") or {}, dict)
-            or not isinstance(params.get("_meta") or {}, dict)
-            or any(
-                str(key).startswith("io.modelcontextprotocol/") for key in params.get("_meta") or {}
-            )
+            or type(params.get("arguments") or {}) is not dict
+            or not _plain_meta(params.get("_meta"))
             or not self._relay.serves_plainly()
         ):
             return False
@@ -291,6 +287,15 @@ class FastPath:
                 self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
 
         return send
+
+
+def _plain_meta(meta: Any) -> bool:
+    """No _meta, or one with no 2026-era connection keys (those keep the SDK path)."""
+    if not meta:
+        return True
+    return type(meta) is dict and not any(
+        str(key).startswith("io.modelcontextprotocol/") for key in meta
+    )
 
 
 def _message(line: bytes, method: str) -> dict[str, Any] | None:

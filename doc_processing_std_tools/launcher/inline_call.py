@@ -54,24 +54,25 @@ class InlineCalls:
 
     def start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> bool:
         """Send the call now, on the event loop; False (and nothing done) when it must wait."""
-        guard = target.tool
-        pipe: ChildPipe | None = getattr(target.supervisor, "pipe", None)
+        supervisor = target.supervisor
+        pipe: ChildPipe | None = getattr(supervisor, "pipe", None)
         if (
             pipe is None
+            or supervisor is None
             or not pipe.can_send_now()
             or "progressToken" in (params.get("_meta") or {})
-            or guard.refusal() is not None
+            or supervisor.unavailable() is not None  # (GuardedTool.refusal's source)
         ):
             return False
-        locked = guard.locked
-        if locked and (guard.self_locking or not PROCESS_LOCK.try_acquire()):
+        locked = target.locked
+        if locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
         pending = pipe.open_call()
         call = _Call(target, request_id, pipe, pending, locked)
         self._calls[request_id] = call
         # Everything is ready before the write: the child may run on this CPU as soon as we sleep.
         pending.on_settle = lambda _pending: self._replied(call)
-        call.timer = asyncio.get_running_loop().call_later(guard.call_timeout, self._expired, call)
+        call.timer = asyncio.get_running_loop().call_later(target.timeout, self._expired, call)
         try:
             sent = pipe.send_now(child_request(target.name, pending.key, params))
         except BaseException:
@@ -95,25 +96,32 @@ class InlineCalls:
             self.cancel(request_id)
 
     def _replied(self, call: _Call) -> None:
-        from fastmcp.exceptions import ToolError
-
-        guard, pending = call.target.tool, call.pending
+        pending = call.pending
         try:
             if pending.lost:
-                raise ToolError(
-                    f"Error calling tool {guard.name!r}: the connection closed"
-                ) from ConnectionLost("the connection closed")
+                raise ConnectionLost("the connection closed")
             reply = client_reply(
-                pending.line, pending.parsed, pending.key, call.request_id, guard.name
+                pending.line, pending.parsed, pending.key, call.request_id, call.target.tool.name
             )
-        except ToolError as exc:
-            reply = error_result(call.request_id, guard.failure_text(exc))
-        except Exception as exc:  # never a traceback, never a request left unanswered
-            log.exception("relaying %s failed", guard.name)
-            reply = error_result(
-                call.request_id, f"Error calling tool {guard.name!r}: {exc}"[:1000]
-            )
+        except Exception as exc:
+            reply = self._failure(call, exc)
         self._end(call, reply)
+
+    @staticmethod
+    def _failure(call: _Call, exc: Exception) -> bytes:
+        """The error reply for a call whose reply could not be had or passed on."""
+        from fastmcp.exceptions import ToolError
+
+        guard = call.target.tool
+        if isinstance(exc, ConnectionLost):
+            lost = ToolError(f"Error calling tool {guard.name!r}: the connection closed")
+            lost.__cause__ = exc
+            return error_result(call.request_id, guard.failure_text(lost))
+        if isinstance(exc, ToolError):
+            return error_result(call.request_id, guard.failure_text(exc))
+        # never a traceback, never a request left unanswered
+        log.error("relaying %s failed", guard.name, exc_info=exc)
+        return error_result(call.request_id, f"Error calling tool {guard.name!r}: {exc}"[:1000])
 
     def _expired(self, call: _Call) -> None:
         call.pipe.send_now(cancelled_note(call.pending.key))

@@ -40,6 +40,21 @@ class RelayTarget:
     supervisor: Supervisor | None = None  # an external server's keeper: relay the call there
     # an in-process tool's own call, ``arguments -> (text, is_error)`` (see ``PLAIN_CALL``)
     plain_call: Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]] | None = None
+    # the GuardedTool's settings, read once: a model's private attributes are slow to reach
+    locked: bool = False
+    self_locking: bool = False
+    timeout: float = 0.0
+
+    @classmethod
+    def of(cls, guard: Any, **where: Any) -> RelayTarget:
+        return cls(
+            guard,
+            guard.inner_name,
+            locked=guard.locked,
+            self_locking=guard.self_locking,
+            timeout=guard.call_timeout,
+            **where,
+        )
 
 
 class ToolRelay:
@@ -103,13 +118,11 @@ class ToolRelay:
                 guards: list[Any] = [tool for tool in mount.tools if hasattr(tool, "guarded")]
                 for guard in guards:
                     if mount.supervisor is not None:
-                        self._targets[guard.name] = RelayTarget(
-                            guard, guard.inner_name, supervisor=mount.supervisor
+                        self._targets[guard.name] = RelayTarget.of(
+                            guard, supervisor=mount.supervisor
                         )
                     elif plain and (call := getattr(guard.inner, PLAIN_CALL, None)) is not None:
-                        self._targets[guard.name] = RelayTarget(
-                            guard, guard.inner_name, plain_call=call
-                        )
+                        self._targets[guard.name] = RelayTarget.of(guard, plain_call=call)
             self._seen = mounts
         return self._targets
 

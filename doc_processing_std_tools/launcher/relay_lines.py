@@ -8,6 +8,8 @@ from typing import Any
 
 from .child_pipe import CONNECTION_META_MARK, SURROGATE_ESCAPE
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # (json.dumps builds one per call for these)
+
 
 def child_request(name: str, key: str, params: dict[str, Any], progress: bool = False) -> bytes:
     """The ``tools/call`` line for the child: its own tool *name*, our id *key*, the client's
@@ -20,7 +22,7 @@ def child_request(name: str, key: str, params: dict[str, Any], progress: bool = 
     if kept:
         sent["_meta"] = kept
     request = {"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": sent}
-    return json.dumps(request, separators=(",", ":")).encode() + b"\n"
+    return _COMPACT.encode(request).encode() + b"\n"
 
 
 def encode_line(message: dict[str, Any]) -> bytes:
@@ -35,14 +37,17 @@ def encode_line(message: dict[str, Any]) -> bytes:
 
 
 def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
-    """The child's reply *line* to call *key*, as the reply to the client's *request_id*."""
+    """The child's reply *line* to call *key* (one of ours: ``dpt~N``, nothing to escape), as
+    the reply to the client's *request_id*."""
+    line = line.removesuffix(b"\r")
+    head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
+    if parsed is None and line.startswith(head) and _clean(line):
+        client_id = str(request_id) if isinstance(request_id, int) else json.dumps(request_id)
+        return (
+            b'{"jsonrpc":"2.0","id":' + client_id.encode() + b',"result":{' + line[len(head) :]
+        ) + b"\n"
     from fastmcp.exceptions import ToolError
 
-    client_id = json.dumps(request_id).encode()
-    line = line.removesuffix(b"\r")
-    head = b'{"jsonrpc":"2.0","id":' + json.dumps(key).encode() + b',"result":{'
-    if parsed is None and line.startswith(head) and _clean(line):
-        return b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
     try:
         message = parsed if parsed is not None else json.loads(line)
     except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON

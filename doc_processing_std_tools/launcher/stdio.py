@@ -75,6 +75,7 @@ class _Writer:
         self._fd = fd
         self._unanswered: set[int | str] = set()
         self._answered = threading.Condition()
+        self._waiting = False  # (wait_for_answers, at stdin's end)
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._order = threading.Lock()  # guards _queued, and a line written at once
         self._queued = 0  # lines given to the thread and not yet written
@@ -103,12 +104,13 @@ class _Writer:
     def answered(self, request_id: Any) -> None:
         with self._answered:
             self._unanswered.discard(request_id)
-            if not self._unanswered:
+            if self._waiting and not self._unanswered:
                 self._answered.notify_all()
 
     def wait_for_answers(self) -> None:
         """Block until every request seen so far has its reply queued (or was cancelled)."""
         with self._answered:
+            self._waiting = True
             self._answered.wait_for(lambda: not self._unanswered or self.broken)
 
     def close(self, timeout: float) -> None:
@@ -135,9 +137,11 @@ class _Writer:
 
 
 def _write_all(fd: int, line: bytes) -> None:
-    view = memoryview(line)
-    while view:
-        view = view[os.write(fd, view) :]
+    written = os.write(fd, line)  # all of it, nearly always
+    if written < len(line):
+        view = memoryview(line)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _room_probe(fd: int) -> Callable[[], bool]:
@@ -252,13 +256,13 @@ async def stdio_streams(
 
 def _route(line: bytes, writer: _Writer, fast: FastPath | None, on_loop: bool) -> Any:
     """The SessionMessage for the SDK in *line*, or None when it was answered or served here."""
+    if fast is not None and fast.take(line, on_loop=on_loop):
+        return None  # a relayed call (or its cancellation): served without the SDK
+    if not line.strip():
+        return None  # a blank line is not a message
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
 
-    if not line.strip():
-        return None  # a blank line is not a message
-    if fast is not None and fast.take(line, on_loop=on_loop):
-        return None  # a relayed call (or its cancellation): served without the SDK
     try:
         message = jsonrpc_message_adapter.validate_json(line, by_name=False)
     except Exception as exc:
