@@ -2,9 +2,11 @@
 
 memory-tools (``python -m doc_processing_std_tools.memory``) is the external server.
 The same official ``mcp`` client runs sequential ``write_memory`` + ``read_memory``
-calls over stdio against (a) ``dpt-launch`` mounting it with ``command:`` and (b) the
-server started directly. Rounds are interleaved (alternating order) and medians are
-compared; the target is a ratio of at least 0.90. On Linux it also reports the CPU ms
+calls over stdio against (a) ``dpt-launch`` mounting it with ``command:``, (b) the
+server started directly and (c) the server behind ``relay_floor.py``, a relay that only
+copies bytes: what any relay costs on this machine (an extra process and its wake-ups),
+to read (a) against. Rounds are interleaved (alternating order) and medians are
+compared; the target is a launcher / direct ratio of at least 0.90. On Linux it also reports the CPU ms
 per call of the direct server, of ``dpt-launch`` itself (its child not counted) and of
 the server behind it: steadier than calls/s when the machine is busy. Over stdio the
 launcher relays these calls on its fast path (``launcher/fast_path.py``).
@@ -92,13 +94,15 @@ async def measure(rounds: int, calls: int, workdir: Path) -> dict[str, float]:
     config.write_text(  # the child inherits DPTTOOLS_MEMORY_DIR from the launcher
         f"servers:\n  memory:\n    command: {PY}\n    args: [-m, doc_processing_std_tools.memory]\n"
     )
+    server = [PY, "-m", "doc_processing_std_tools.memory"]
     commands = {
         "launcher": [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
-        "direct": [PY, "-m", "doc_processing_std_tools.memory"],
+        "direct": server,
+        "floor": [PY, str(Path(__file__).with_name("relay_floor.py")), *server],
     }
     samples: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
-    behind: list[float] = []
+    behind: dict[str, list[float]] = {"launcher": [], "floor": []}
     for _ in range(rounds):
         for name, command in commands.items():
             env = {
@@ -109,12 +113,12 @@ async def measure(rounds: int, calls: int, workdir: Path) -> dict[str, float]:
             rate, cpu_ms, behind_ms = await calls_per_second(command, env, calls)
             samples[name].append(rate)
             cpu[name].append(cpu_ms)
-            if name == "launcher":
-                behind.append(behind_ms)
+            if name in behind:
+                behind[name].append(behind_ms)
         commands = dict(reversed(commands.items()))
     medians = {name: statistics.median(values) for name, values in samples.items()}
     medians.update({f"{name} cpu": statistics.median(values) for name, values in cpu.items()})
-    medians["behind cpu"] = statistics.median(behind)
+    medians.update({f"{name} behind cpu": statistics.median(v) for name, v in behind.items()})
     return medians
 
 
@@ -128,7 +132,17 @@ def figures(quick: bool = False) -> dict[str, float]:
         # CPU per call is steadier than calls/s on a busy machine: what the launcher adds
         "external stdio tool: server CPU ms per call, direct": rates["direct cpu"],
         "external stdio tool: dpt-launch's own CPU ms per call": rates["launcher cpu"],
-        "external stdio tool: server CPU ms per call, behind dpt-launch": rates["behind cpu"],
+        "external stdio tool: server CPU ms per call, behind dpt-launch": rates[
+            "launcher behind cpu"
+        ],
+        "external stdio tool: byte-copying relay's own CPU ms per call": rates["floor cpu"],
+        "external stdio tool: server CPU ms per call, behind the byte-copying relay": rates[
+            "floor behind cpu"
+        ],
+        "external stdio tool: byte-copying relay / direct calls/s ratio (the floor of any relay)": rates[
+            "floor"
+        ]
+        / rates["direct"],
         RATIO: rates["launcher"] / rates["direct"],
     }
 
