@@ -142,7 +142,7 @@ class FastPath:
             or not REQUEST_KEYS.issuperset(message)
             or not isinstance(params, dict)
             or not CALL_PARAMS.issuperset(params)
-            or type(params.get("arguments") or {}) is not dict
+            or not isinstance(params.get("arguments") or {}, dict)
             or not _plain_meta(params.get("_meta"))
             or not self._relay.serves_plainly()
         ):
@@ -293,7 +293,7 @@ def _plain_meta(meta: Any) -> bool:
     """No _meta, or one with no 2026-era connection keys (those keep the SDK path)."""
     if not meta:
         return True
-    return type(meta) is dict and not any(
+    return isinstance(meta, dict) and not any(
         str(key).startswith("io.modelcontextprotocol/") for key in meta
     )
 

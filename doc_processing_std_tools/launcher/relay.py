@@ -9,7 +9,7 @@ tools that offer a plain call (:data:`PLAIN_CALL`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,12 +41,13 @@ class RelayTarget:
     # an in-process tool's own call, ``arguments -> (text, is_error)`` (see ``PLAIN_CALL``)
     plain_call: Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]] | None = None
     # the GuardedTool's settings, read once: a model's private attributes are slow to reach
-    locked: bool = False
-    self_locking: bool = False
-    timeout: float = 0.0
+    locked: bool = field(kw_only=True)
+    self_locking: bool = field(kw_only=True)
+    timeout: float = field(kw_only=True)
 
     @classmethod
     def of(cls, guard: Any, **where: Any) -> RelayTarget:
+        """*guard*'s target, relayed to ``supervisor=`` or called through ``plain_call=``."""
         return cls(
             guard,
             guard.inner_name,
