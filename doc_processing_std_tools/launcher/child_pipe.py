@@ -32,7 +32,8 @@ CANCEL_SEND_TIMEOUT = 1.0  # seconds to tell the child a call was cancelled
 ID_PREFIX = "dpt~"  # our request ids; the SDK session's are integers, so they never clash
 SDK_REPLY_HEAD = b'{"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()  # how SDK servers write replies
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate: check it
-CONNECTION_META_MARK = b"io.modelcontextprotocol/"  # 2026-era keys that describe one connection
+CONNECTION_META_PREFIX = "io.modelcontextprotocol/"  # 2026-era keys that describe one connection
+CONNECTION_META_MARK = CONNECTION_META_PREFIX.encode()
 PROGRESS = b'"notifications/progress"'
 OUR_ID = b'"' + ID_PREFIX.encode()
 

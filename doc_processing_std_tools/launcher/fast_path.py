@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .child_pipe import SURROGATE_ESCAPE, ConnectionLost, tell_cancelled
+from .child_pipe import CONNECTION_META_PREFIX, SURROGATE_ESCAPE, ConnectionLost, tell_cancelled
 from .inline_call import InlineCalls
 from .relay_lines import child_request, client_reply, encode_line, error_result
 
@@ -294,7 +294,7 @@ def _plain_meta(meta: Any) -> bool:
     if not meta:
         return True
     return isinstance(meta, dict) and not any(
-        str(key).startswith("io.modelcontextprotocol/") for key in meta
+        str(key).startswith(CONNECTION_META_PREFIX) for key in meta
     )
 
 

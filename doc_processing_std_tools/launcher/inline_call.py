@@ -40,7 +40,6 @@ class _Call:
     request_id: int | str
     pipe: ChildPipe
     pending: PendingCall
-    locked: bool
     timer: asyncio.TimerHandle | None = None
 
 
@@ -55,20 +54,19 @@ class InlineCalls:
     def start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> bool:
         """Send the call now, on the event loop; False (and nothing done) when it must wait."""
         supervisor = target.supervisor
-        pipe: ChildPipe | None = getattr(supervisor, "pipe", None)
         if (
-            pipe is None
-            or supervisor is None
+            supervisor is None
+            or (pipe := supervisor.pipe) is None
             or not pipe.can_send_now()
             or "progressToken" in (params.get("_meta") or {})
             or supervisor.unavailable() is not None  # (GuardedTool.refusal's source)
         ):
             return False
-        locked = target.locked
-        if locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
+        # (a locked tool's call holds the lock from here to _end)
+        if target.locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
         pending = pipe.open_call()
-        call = _Call(target, request_id, pipe, pending, locked)
+        call = _Call(target, request_id, pipe, pending)
         self._calls[request_id] = call
         # Everything is ready before the write: the child may run on this CPU as soon as we sleep.
         pending.on_settle = lambda _pending: self._replied(call)
@@ -135,7 +133,7 @@ class InlineCalls:
             call.timer.cancel()
         call.pending.on_settle = None
         call.pipe.forget(call.pending)
-        if call.locked:
+        if call.target.locked:
             PROCESS_LOCK.release()
         self._done(call.request_id)
         if reply is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .child_pipe import CONNECTION_META_MARK, SURROGATE_ESCAPE
+from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, SURROGATE_ESCAPE
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"))  # (json.dumps builds one per call for these)
 
@@ -64,7 +64,7 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
     meta = result.get("_meta")
     if isinstance(meta, dict):
         result["_meta"] = {
-            k: v for k, v in meta.items() if not str(k).startswith("io.modelcontextprotocol/")
+            k: v for k, v in meta.items() if not str(k).startswith(CONNECTION_META_PREFIX)
         }
     try:
         text = json.dumps(
