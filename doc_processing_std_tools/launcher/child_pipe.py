@@ -42,7 +42,7 @@ class ConnectionLost(anyio.BrokenResourceError):
     """The child's stdout ended while a call waited for its reply."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class PendingCall:
     """One raw request to the child, waiting for its reply line: to a task awaiting
     :meth:`reply`, or to an *on_settle* callback (then no future is made)."""
@@ -88,6 +88,8 @@ class ChildPipe:
         # Straight to asyncio's pipes where it can: our replies are picked off the child's
         # stdout as they arrive, and lines are written without anyio's extra loop pass.
         self._writer, stdout = asyncio_pipes(process)
+        # (the writer's transport, reached per call without the StreamWriter's Python methods)
+        self._stdin = self._writer.transport if self._writer is not None else None
         self._routed = stdout is not None  # then read() only sees lines that are not ours
         if stdout is not None:
             stdout.set_protocol(_RoutingProtocol(self, stdout.get_protocol()))
@@ -106,20 +108,20 @@ class ChildPipe:
 
     def can_send_now(self) -> bool:
         """Whether :meth:`send_now` can write a line at once (nothing waits to be written)."""
-        writer = self._writer
+        stdin = self._stdin
         return (
-            writer is not None
+            stdin is not None
             and not self.closed
-            and not writer.is_closing()
-            and not writer.transport.get_write_buffer_size()
+            and not stdin.is_closing()
+            and not stdin.get_write_buffer_size()
         )
 
     def send_now(self, data: bytes) -> bool:
         """Write whole lines without waiting (see :meth:`can_send_now`); False when closed."""
-        if self._writer is None or self._writer.is_closing():
+        if self._stdin is None or self._stdin.is_closing():
             return False
         try:
-            self._writer.write(data)
+            self._stdin.write(data)
         except (OSError, RuntimeError):
             return False
         return True
@@ -228,7 +230,10 @@ class _RoutingProtocol(asyncio.Protocol):
         self._buffer = LineBuffer()
 
     def data_received(self, data: bytes) -> None:
-        passed = [line for line in self._buffer.feed(data) if not self._pipe._take(line)]
+        passed = []
+        for line in self._buffer.feed(data):  # (a loop: a comprehension is one more frame)
+            if not self._pipe._take(line):
+                passed.append(line)
         if passed:
             self._below.data_received(b"\n".join(passed) + b"\n")
 

@@ -33,6 +33,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
+SEARCH_FIRST = 1 << 12  # bytes: a longer call line is searched for a target's name before parsing
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
 
 
@@ -75,7 +77,7 @@ class FastPath:
         self._put: Callable[[bytes], None] = lambda line: None
         self._expect: Callable[[Any], None] = lambda request_id: None
         self._answered: Callable[[Any], None] = lambda request_id: None
-        self._inline = InlineCalls(self._put, self._answered)  # (made again by bind)
+        self._inline: InlineCalls  # (made by bind: nothing is taken before it)
 
     def bind(
         self,
@@ -88,7 +90,7 @@ class FastPath:
         self._loop = asyncio.get_running_loop()
         self._group = group
         self._put, self._expect, self._answered = put, expect, answered
-        self._inline = InlineCalls(put, self._over)
+        self._inline = InlineCalls(put, self._over, self._loop)
         group.start_soon(self._cancel_calls_at_exit)
 
     async def _cancel_calls_at_exit(self) -> None:
@@ -125,8 +127,9 @@ class FastPath:
 
     def _take_call(self, line: bytes, on_loop: bool) -> bool:
         targets = self._relay.targets()
-        # Decided without parsing when it can be: a 16 MB write_memory is parsed once, by the SDK.
-        if not _names_a_target(line, targets):
+        # A long line is decided without parsing when it can be: a 16 MB write_memory is
+        # parsed once, by the SDK. A short one is parsed sooner than searched.
+        if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
             return False
         if b"\\u" in line and SURROGATE_ESCAPE.search(line):
             return False  # the SDK path answers text that is not valid Unicode
@@ -298,12 +301,20 @@ def _plain_meta(meta: Any) -> bool:
     )
 
 
+# The C scanner behind json.loads, called directly: json.loads adds three Python frames.
+# (typeshed types make_scanner's argument as itself)
+_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+
+
 def _message(line: bytes, method: str) -> dict[str, Any] | None:
     """The JSON object on *line* when it is a *method* message, else None."""
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
+    try:  # (UTF-8 that is not valid, surrogates included, and leading space keep the SDK path)
+        text = line.decode()
+        message, end = _SCAN(text, 0)
+    except (ValueError, RecursionError, StopIteration):
         return None
+    if end < len(text) and not text[end:].isspace():
+        return None  # more than one value
     if not isinstance(message, dict) or message.get("method") != method:
         return None
     return message

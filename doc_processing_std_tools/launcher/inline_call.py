@@ -21,6 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..locking import PROCESS_LOCK
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Call:
     target: RelayTarget
     request_id: int | str
@@ -44,11 +45,16 @@ class _Call:
 
 
 class InlineCalls:
-    """The relayed calls in flight without a task; *put* writes a reply line, *done* is told
-    when a call is over (answered or cancelled)."""
+    """The relayed calls in flight without a task, on *loop*; *put* writes a reply line,
+    *done* is told when a call is over (answered or cancelled)."""
 
-    def __init__(self, put: Callable[[bytes], None], done: Callable[[int | str], None]) -> None:
-        self._put, self._done = put, done
+    def __init__(
+        self,
+        put: Callable[[bytes], None],
+        done: Callable[[int | str], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._put, self._done, self._loop = put, done, loop
         self._calls: dict[int | str, _Call] = {}
 
     def start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> bool:
@@ -66,11 +72,8 @@ class InlineCalls:
         if target.locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
         pending = pipe.open_call()
-        call = _Call(target, request_id, pipe, pending)
-        self._calls[request_id] = call
-        # Everything is ready before the write: the child may run on this CPU as soon as we sleep.
-        pending.on_settle = lambda _pending: self._replied(call)
-        call.timer = asyncio.get_running_loop().call_later(target.timeout, self._expired, call)
+        call = self._calls[request_id] = _Call(target, request_id, pipe, pending)
+        pending.on_settle = partial(self._replied, call)
         try:
             sent = pipe.send_now(child_request(target.name, pending.key, params))
         except BaseException:
@@ -78,6 +81,10 @@ class InlineCalls:
             raise
         if not sent:
             pending.settle(lost=True)  # answered through on_settle
+            return True
+        # Armed once the child has the call, so that it can start on the other CPU meanwhile
+        # (its reply is read on a later pass of the loop, never before this returns).
+        call.timer = self._loop.call_later(target.timeout, self._expired, call)
         return True
 
     def cancel(self, request_id: int | str) -> bool:
@@ -93,8 +100,7 @@ class InlineCalls:
         for request_id in list(self._calls):
             self.cancel(request_id)
 
-    def _replied(self, call: _Call) -> None:
-        pending = call.pending
+    def _replied(self, call: _Call, pending: PendingCall) -> None:
         try:
             if pending.lost:
                 raise ConnectionLost("the connection closed")
@@ -128,6 +134,10 @@ class InlineCalls:
     def _end(self, call: _Call, reply: bytes | None) -> None:
         if self._calls.get(call.request_id) is not call:
             return  # already over
+        if reply is not None:
+            # First, so that the client can go on (on the other CPU) while the call is put away;
+            # nothing else reaches the loop before this returns.
+            self._put(reply)
         del self._calls[call.request_id]
         if call.timer is not None:
             call.timer.cancel()
@@ -136,5 +146,3 @@ class InlineCalls:
         if call.target.locked:
             PROCESS_LOCK.release()
         self._done(call.request_id)
-        if reply is not None:
-            self._put(reply)  # last: the client may run on this CPU as soon as we sleep

@@ -105,9 +105,12 @@ class ToolRelay:
 
     def serves_plainly(self) -> bool:
         """No root middleware or transform needs to see calls (then they may be relayed)."""
-        return not self._root.transforms and all(
-            type(m) in self._inert_middleware for m in self._root.middleware
-        )
+        if self._root.transforms:
+            return False
+        for middleware in self._root.middleware:  # (asked per call: no generator's frames)
+            if type(middleware) not in self._inert_middleware:
+                return False
+        return True
 
     def targets(self) -> dict[str, RelayTarget]:
         """Exposed tool name -> where to relay it; rebuilt when a reload swaps the mounts."""

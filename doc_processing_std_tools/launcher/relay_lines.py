@@ -14,9 +14,9 @@ _COMPACT = json.JSONEncoder(separators=(",", ":"))  # (json.dumps builds one per
 def child_request(name: str, key: str, params: dict[str, Any], progress: bool = False) -> bytes:
     """The ``tools/call`` line for the child: its own tool *name*, our id *key*, the client's
     arguments and _meta (its progressToken replaced by *key* when *progress*, else dropped)."""
-    meta = params.get("_meta") or {}
+    meta = params.get("_meta")
     sent: dict[str, Any] = {"name": name, "arguments": params.get("arguments") or {}}
-    kept = {k: v for k, v in meta.items() if k != "progressToken"}
+    kept = {k: v for k, v in meta.items() if k != "progressToken"} if meta else {}
     if progress:
         kept["progressToken"] = key
     if kept:

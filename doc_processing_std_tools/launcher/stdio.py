@@ -74,7 +74,8 @@ class _Writer:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._unanswered: set[int | str] = set()
-        self._answered = threading.Condition()
+        self._counting = threading.Lock()  # (taken directly per call: Condition's are Python)
+        self._answered = threading.Condition(self._counting)
         self._waiting = False  # (wait_for_answers, at stdin's end)
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._order = threading.Lock()  # guards _queued, and a line written at once
@@ -98,11 +99,11 @@ class _Writer:
         self._lines.put(line)
 
     def expect(self, request_id: int | str) -> None:
-        with self._answered:
+        with self._counting:
             self._unanswered.add(request_id)
 
     def answered(self, request_id: Any) -> None:
-        with self._answered:
+        with self._counting:
             self._unanswered.discard(request_id)
             if self._waiting and not self._unanswered:
                 self._answered.notify_all()
