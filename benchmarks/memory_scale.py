@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import anyio
+from side_by_side import open_sessions  # (benchmarks/ is on sys.path: see run.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
 from memory_helpers import list_and_search_peak, write_entry, write_sparse
@@ -140,30 +141,21 @@ async def paired_call_seconds(
 ) -> dict[str, list[float]]:
     """Both servers started and live at once; each call goes to one, then the other (the
     order alternating), so a burst of load elsewhere on the machine hits both alike."""
-    from contextlib import AsyncExitStack
-
-    from mcp import ClientSession, StdioServerParameters
-    from mcp.client.stdio import stdio_client
-
     seconds: dict[str, list[float]] = {name: [] for name in commands}
-    with open(os.devnull, "w") as errlog:
-        async with AsyncExitStack() as stack:
-            sessions = {}
-            for name, command in commands.items():
-                params = StdioServerParameters(command=command[0], args=command[1:], env=env)
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
-                session = await stack.enter_async_context(ClientSession(read, write))
-                await session.initialize()
-                await session.list_tools()  # as clients do first (the SDK caches output schemas)
-                await session.call_tool("write_memory", {"key": "warm", "value": "up"})
-                sessions[name] = session
-            for i, (tool, args) in enumerate(calls):
-                order = list(sessions.items())
-                for name, session in order if i % 2 == 0 else reversed(order):
-                    start = time.perf_counter()
-                    result = await session.call_tool(tool, args)
-                    seconds[name].append(time.perf_counter() - start)
-                    assert not result.is_error, str(result.content)[:300]
+    async with open_sessions(
+        {name: (command, env) for name, command in commands.items()}
+    ) as opened:
+        sessions = {name: session for name, (session, _) in opened.items()}
+        for session in sessions.values():
+            await session.list_tools()  # as clients do first (the SDK caches output schemas)
+            await session.call_tool("write_memory", {"key": "warm", "value": "up"})
+        for i, (tool, args) in enumerate(calls):
+            order = list(sessions.items())
+            for name, session in order if i % 2 == 0 else reversed(order):
+                start = time.perf_counter()
+                result = await session.call_tool(tool, args)
+                seconds[name].append(time.perf_counter() - start)
+                assert not result.is_error, str(result.content)[:300]
     return seconds
 
 

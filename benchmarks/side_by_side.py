@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,14 +63,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def side_by_side(
-    servers: Mapping[str, tuple[list[str], dict[str, str]]], blocks: int, calls: int
-) -> dict[str, Measured]:
-    """*blocks* rounds of *calls* sequential calls on each of *servers* (name -> command, env)."""
+@asynccontextmanager
+async def open_sessions(
+    servers: Mapping[str, tuple[list[str], dict[str, str]]],
+) -> AsyncIterator[dict[str, tuple[Any, list[int]]]]:
+    """Every one of *servers* (name -> command, env) started and initialized, all open at once:
+    name -> (its ``ClientSession``, the pids the client started for it)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    sessions, started = {}, {}
+    opened = {}
     with open(os.devnull, "w") as errlog:
         async with AsyncExitStack() as stack:
             for name, (command, env) in servers.items():
@@ -79,11 +81,21 @@ async def side_by_side(
                 read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
-                for i in range(WARM_CALLS):
-                    await session.call_tool("write_memory", {"key": f"k{i}", "value": "warm"})
-                sessions[name] = session
-                started[name] = sorted(set(child_pids(os.getpid())) - before)
-            return await _blocks(sessions, started, blocks, calls)
+                opened[name] = (session, sorted(set(child_pids(os.getpid())) - before))
+            yield opened
+
+
+async def side_by_side(
+    servers: Mapping[str, tuple[list[str], dict[str, str]]], blocks: int, calls: int
+) -> dict[str, Measured]:
+    """*blocks* rounds of *calls* sequential calls on each of *servers* (name -> command, env)."""
+    async with open_sessions(servers) as opened:
+        for session, _ in opened.values():
+            for i in range(WARM_CALLS):
+                await session.call_tool("write_memory", {"key": f"k{i}", "value": "warm"})
+        sessions = {name: session for name, (session, _) in opened.items()}
+        started = {name: pids for name, (_, pids) in opened.items()}
+        return await _blocks(sessions, started, blocks, calls)
 
 
 async def _blocks(
