@@ -290,8 +290,8 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
     ],
 )
 def test_a_call_is_recognised_by_its_tool_name_before_it_is_parsed(message, taken) -> None:
-    """Calls of tools the fast path does not serve are left alone without a json.loads (a
-    nested "name" naming a target only costs that parse: the full check decides)."""
+    """Long calls of tools the fast path does not serve are left alone without a json.loads
+    (a nested "name" naming a target only costs that parse: the full check decides)."""
     from doc_processing_std_tools.launcher.fast_path import _names_a_target
 
     targets = {"ext_echo": object(), 't\u00e9"x': object()}
@@ -299,3 +299,25 @@ def test_a_call_is_recognised_by_its_tool_name_before_it_is_parsed(message, take
         line = json.dumps(message, ensure_ascii=ensure_ascii).encode()
         assert _names_a_target(line, targets) is taken
     assert not _names_a_target(json.dumps(message).encode(), {})
+
+
+@pytest.mark.parametrize(
+    ("line", "parsed"),
+    [
+        (b'{"method":"tools/call","id":1}', {"method": "tools/call", "id": 1}),
+        (b'{"method":"tools/call","id":1} \r', {"method": "tools/call", "id": 1}),
+        (b'{"method":"tools/call","id":1}{"id":2}', None),  # two values
+        (b'{"method":"tools/call","id":1} x', None),
+        (b' {"method":"tools/call","id":1}', None),  # (the SDK path reads it)
+        (b'{"method":"tools/list","id":1}', None),
+        (b'[{"method":"tools/call","id":1}]', None),
+        (b'{"method":"tools/call","text":"\xed\xa0\x80"}', None),  # an encoded surrogate
+        (b'{"method":"tools/call","id":', None),
+        (b"", None),
+        (b"[" * 100_000, None),
+    ],
+)
+def test_a_line_is_taken_only_when_it_is_one_json_object_of_that_method(line, parsed) -> None:
+    from doc_processing_std_tools.launcher.fast_path import _message
+
+    assert _message(line, "tools/call") == parsed
