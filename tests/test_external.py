@@ -71,6 +71,34 @@ async def test_a_call_past_its_timeout_is_an_error_naming_the_server(
         assert text_of(await session.call_tool("nap", {"seconds": 0})) == "rested"
 
 
+async def test_each_call_in_flight_ends_at_its_own_servers_timeout(
+    write_config, tmp_path: Path
+) -> None:
+    """The launcher times the calls it relays with one timer, due at the soonest deadline: a
+    shorter timeout that starts later must still end first, and the longer one after it."""
+    config = write_config(
+        "servers:\n"
+        + external_entry("patient", tmp_path / "p", "    timeout: 4\n    namespace: p\n")
+        + external_entry("hasty", tmp_path / "h", "    timeout: 0.5\n    namespace: h\n")
+    )
+    ended: dict[str, float] = {}
+
+    async def call(session, tool: str) -> None:
+        result = await session.call_tool(tool, {"seconds": 30, "marker": str(tmp_path / tool)})
+        assert result.is_error, text_of(result)
+        ended[tool] = anyio.current_time() - started
+
+    async with launched(config) as session:
+        started = anyio.current_time()
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, session, "p_nap_and_mark")  # (read-only: no lock)
+                await anyio.sleep(0.2)
+                group.start_soon(call, session, "h_nap_and_mark")
+    assert 0.6 <= ended["h_nap_and_mark"] < 3.5, ended
+    assert 4 <= ended["p_nap_and_mark"] < 10, ended
+
+
 def test_collision_between_external_and_in_process_is_refused(write_config, tmp_path) -> None:
     config = write_config(
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
