@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from side_by_side import child_pids, cpu_seconds  # (0: no such process, no CPU)
+from side_by_side import child_pids, cpu_seconds  # (proc_helpers', from tests/; pid 0: no CPU)
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
+from proc_helpers import child_pids, cpu_seconds
 
 WARM_CALLS = 20  # per server, before anything is measured
 
@@ -38,29 +42,6 @@ class Measured:
     def rate(self) -> float:
         """Median calls/s of the blocks."""
         return statistics.median(self.block_rates)
-
-
-def child_pids(pid: int) -> list[int]:
-    """*pid*'s children (Linux /proc; empty elsewhere)."""
-    found = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of one process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @asynccontextmanager

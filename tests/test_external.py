@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import launched, launcher_command, text_of
+from proc_helpers import child_pids
 
 TESTS = Path(__file__).resolve().parent
 EXTERNAL = TESTS / "external_server.py"
@@ -210,19 +211,6 @@ def test_sigkill_of_the_launcher_leaves_no_child(write_config, tmp_path) -> None
     while time.monotonic() < deadline and any(alive(pid) for pid in children):
         time.sleep(0.1)
     assert not any(alive(pid) for pid in children)
-
-
-def child_pids(parent: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                found.append(int(entry))
-    return found
 
 
 def alive(pid: int) -> bool:

@@ -1,0 +1,29 @@
+"""Processes seen through Linux ``/proc``, for tests and benchmarks (one place for both)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def child_pids(parent: int) -> list[int]:
+    """*parent*'s children (empty where there is no /proc)."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (0 where there is no /proc, or no such process)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
