@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from side_by_side import child_pids, cpu_seconds  # (proc_helpers', from tests/; pid 0: no CPU)
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
+
+sys.path.insert(0, str(HERE.parent / "tests"))  # the shared helpers
+from proc_helpers import child_pids, cpu_seconds  # noqa: E402  (pid 0: no CPU)
 
 _STDIO_SCRIPT = """
 import sys

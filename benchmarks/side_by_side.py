@@ -6,7 +6,7 @@ machine then slows every server alike, where rounds of fresh processes compared 
 medians read the machine's drift between rounds as a difference between the servers.
 ``popoto_bench.py`` measures its two servers the same way.
 
-The workload is memory-tools' ``write_memory`` + ``read_memory``, each block its own keys.
+The workload is memory-tools' ``write_memory`` + ``read_memory`` on the same 20 keys.
 On Linux each server's CPU per call is read from ``/proc`` too: the process the client
 started (a launcher: its own CPU, children excluded) and that process's children (the
 server behind a launcher).

@@ -75,8 +75,8 @@ async def test_a_call_past_its_timeout_is_an_error_naming_the_server(
 async def test_each_call_in_flight_ends_at_its_own_servers_timeout(
     write_config, tmp_path: Path
 ) -> None:
-    """The launcher times the calls it relays with one timer, due at the soonest deadline: a
-    shorter timeout that starts later must still end first, and the longer one after it."""
+    """Two relayed calls in flight on servers with different timeouts: the shorter timeout,
+    though its call started later, ends first, and the longer one after it."""
     config = write_config(
         "servers:\n"
         + external_entry("patient", tmp_path / "p", "    timeout: 4\n    namespace: p\n")

@@ -4,7 +4,7 @@ On the fast path (:mod:`.fast_path`) most calls to an external stdio server find
 process lock free and the child's stdin empty. Then no task is needed: the lock is
 taken at once, the request is written at once, and the child's reply (picked off its
 stdout by :class:`.child_pipe.ChildPipe`) finishes the call from the same callback:
-lock released, timer cancelled, reply line written. That saves a task, two of its
+reply line written, timer cancelled, lock released. That saves a task, two of its
 steps, two cancel scopes and two passes of the event loop per call, a quarter of
 the launcher's own CPU per relayed call (``benchmarks/external.py``).
 
