@@ -169,19 +169,20 @@ class ChildPipe:
         A reply to a call no longer waited for (cancelled, timed out) is dropped here too.
         """
         try:
+            if line.startswith(SDK_REPLY_HEAD):  # (the usual reply: no other call on the way)
+                end = line.find(b'"', len(SDK_REPLY_HEAD))
+                key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
+                call = self.pending.pop(key, None)
+                if call is not None:
+                    call.settle(line)
+                return True
             return self._route(line)
         except Exception:  # whatever is odd about the line, the SDK session gets it
             log.debug("fast path: left a line of the child's to the SDK", exc_info=True)
             return False
 
     def _route(self, line: bytes) -> bool:
-        if line.startswith(SDK_REPLY_HEAD):
-            end = line.find(b'"', len(SDK_REPLY_HEAD))
-            key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
-            call = self.pending.pop(key, None)
-            if call is not None:
-                call.settle(line)
-            return True
+        """A line that is not written as SDK servers write replies: parsed when it may be ours."""
         if OUR_ID not in line and not (self.progress and PROGRESS in line):
             return False
         try:

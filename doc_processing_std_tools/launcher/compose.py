@@ -212,7 +212,7 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
         raise
     composition = Composition(root, mounts, skipped, loaded, sessions, group)
     # External servers' tool calls go straight over their sessions (per-call cost).
-    add_server_middleware(root, ToolRelay(root, lambda: composition.mounts))
+    add_server_middleware(root, ToolRelay(root, composition))
     return composition
 
 

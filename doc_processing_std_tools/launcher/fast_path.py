@@ -113,58 +113,66 @@ class FastPath:
         """Serve *line* here if it is a relayed call or a cancellation of one.
 
         Called by the stdin reader: on the event loop itself (*on_loop*), or in a thread.
+        (One function for the whole decision: each Python call costs microseconds per
+        relayed call, ``benchmarks/external.py``.)
         """
         if not self.enabled or self._loop is None:
             return False
         try:
-            if b'"tools/call"' in line:
-                return self._take_call(line, on_loop)
-            if self._taken and b'"notifications/cancelled"' in line:
-                return self._take_cancel(line, on_loop)
+            if b'"tools/call"' not in line:
+                return bool(
+                    self._taken
+                    and b'"notifications/cancelled"' in line
+                    and self._take_cancel(line, on_loop)
+                )
+            targets = self._relay.targets()
+            # A long line is decided without parsing when it can be: a 16 MB write_memory is
+            # parsed once, by the SDK. A short one is parsed sooner than searched.
+            if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
+                return False
+            if b"\\u" in line and SURROGATE_ESCAPE.search(line):
+                return False  # the SDK path answers text that is not valid Unicode
+            message = _message(line, "tools/call")
+            if message is None:
+                return False
+            request_id, params = message.get("id"), message.get("params")
+            if (
+                message.get("jsonrpc") != "2.0"
+                or not isinstance(request_id, str | int)
+                or isinstance(request_id, bool)
+                or request_id in self._taken
+                or not REQUEST_KEYS.issuperset(message)
+                or not isinstance(params, dict)
+                or not CALL_PARAMS.issuperset(params)
+                or not isinstance(params.get("arguments") or {}, dict)
+                or ((meta := params.get("_meta")) and not _plain_meta(meta))
+                or not self._relay.serves_plainly()
+            ):
+                return False
+            name = params.get("name")
+            target = targets.get(name) if isinstance(name, str) else None
+            if target is None or (
+                target.plain_call is None and getattr(target.supervisor, "pipe", None) is None
+            ):
+                return False  # not ours, or the child is down: the SDK path says so
+            self._taken.add(request_id)
+            self._expect(request_id)
         except Exception:  # whatever is odd about the line, the SDK path answers it
             log.debug("fast path: left a line to the SDK", exc_info=True)
-        return False
-
-    def _take_call(self, line: bytes, on_loop: bool) -> bool:
-        targets = self._relay.targets()
-        # A long line is decided without parsing when it can be: a 16 MB write_memory is
-        # parsed once, by the SDK. A short one is parsed sooner than searched.
-        if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
             return False
-        if b"\\u" in line and SURROGATE_ESCAPE.search(line):
-            return False  # the SDK path answers text that is not valid Unicode
-        message = _message(line, "tools/call")
-        if message is None:
-            return False
-        request_id, params = message.get("id"), message.get("params")
-        if (
-            message.get("jsonrpc") != "2.0"
-            or not isinstance(request_id, str | int)
-            or isinstance(request_id, bool)
-            or request_id in self._taken
-            or not REQUEST_KEYS.issuperset(message)
-            or not isinstance(params, dict)
-            or not CALL_PARAMS.issuperset(params)
-            or not isinstance(params.get("arguments") or {}, dict)
-            or not _plain_meta(params.get("_meta"))
-            or not self._relay.serves_plainly()
-        ):
-            return False
-        name = params.get("name")
-        target = targets.get(name) if isinstance(name, str) else None
-        if target is None or (
-            target.plain_call is None and getattr(target.supervisor, "pipe", None) is None
-        ):
-            return False  # not ours, or the child is down: the SDK path says so
-        self._taken.add(request_id)
-        self._expect(request_id)
-        if on_loop:
-            self._begin(target, request_id, params)
+        if not on_loop:
+            try:
+                self._loop.call_soon_threadsafe(self._begin, target, request_id, params)
+            except RuntimeError:  # the loop is gone
+                self._over(request_id)
             return True
-        try:
-            self._loop.call_soon_threadsafe(self._begin, target, request_id, params)  # type: ignore[union-attr]
-        except RuntimeError:  # the loop is gone
+        try:  # (what _begin does, one call less)
+            if target.plain_call is not None or not self._inline.start(target, request_id, params):
+                self._start(target, request_id, params)
+        except Exception:
+            log.exception("fast path: could not start a call; the SDK path answers it")
             self._over(request_id)
+            return False
         return True
 
     def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
@@ -293,9 +301,7 @@ class FastPath:
 
 
 def _plain_meta(meta: Any) -> bool:
-    """No _meta, or one with no 2026-era connection keys (those keep the SDK path)."""
-    if not meta:
-        return True
+    """A _meta with no 2026-era connection keys (those keep the SDK path)."""
     return isinstance(meta, dict) and not any(
         str(key).startswith(CONNECTION_META_PREFIX) for key in meta
     )

@@ -65,7 +65,7 @@ class InlineCalls:
             or (pipe := supervisor.pipe) is None
             or not pipe.can_send_now()
             or "progressToken" in (params.get("_meta") or {})
-            or supervisor.unavailable() is not None  # (GuardedTool.refusal's source)
+            or supervisor.state != "up"  # (unavailable(): GuardedTool.refusal's source)
         ):
             return False
         # (a locked tool's call holds the lock from here to _end)
@@ -141,8 +141,10 @@ class InlineCalls:
         del self._calls[call.request_id]
         if call.timer is not None:
             call.timer.cancel()
-        call.pending.on_settle = None
-        call.pipe.forget(call.pending)
+        pending = call.pending
+        pending.on_settle = None
+        call.pipe.pending.pop(pending.key, None)  # (what pipe.forget does, one call less)
+        call.pipe.progress.pop(pending.key, None)
         if call.target.locked:
             PROCESS_LOCK.release()
         self._done(call.request_id)

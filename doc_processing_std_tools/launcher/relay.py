@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -29,6 +29,13 @@ if TYPE_CHECKING:
 PLAIN_CALL = "plain_call"
 
 RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+class HasMounts(Protocol):
+    """What holds the composition's current mounts (a reload swaps them)."""
+
+    @property
+    def mounts(self) -> Sequence[Mount]: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +83,7 @@ class ToolRelay:
     serves them from the raw lines, under the same rules.
     """
 
-    def __init__(self, root: FastMCP, mounts: Callable[[], Sequence[Mount]]) -> None:
+    def __init__(self, root: FastMCP, composition: HasMounts) -> None:
         import mcp_types
         from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -84,7 +91,7 @@ class ToolRelay:
         from .sessions import SessionRegistry
 
         self._root = root
-        self._mounts = mounts
+        self._composition = composition
         self._seen: Sequence[Mount] | None = None
         self._targets: dict[str, RelayTarget] = {}
         self._inert_middleware = (SessionRegistry, DereferenceRefsMiddleware)
@@ -114,7 +121,7 @@ class ToolRelay:
 
     def targets(self) -> dict[str, RelayTarget]:
         """Exposed tool name -> where to relay it; rebuilt when a reload swaps the mounts."""
-        mounts = self._mounts()
+        mounts = self._composition.mounts  # (an attribute, not a getter: asked per call)
         if mounts is not self._seen:
             self._targets = {}
             for mount in mounts:

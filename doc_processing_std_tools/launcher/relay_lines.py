@@ -4,11 +4,25 @@ reply to the client (spliced from the child's line when it can be, else re-encod
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, SURROGATE_ESCAPE
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"))  # (json.dumps builds one per call for these)
+
+def _unencodable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# Compact ASCII JSON from the C encoder that JSONEncoder.encode drives, called directly: that
+# method and iterencode are two Python frames per relayed call. (No cycle check: what is
+# encoded here was parsed from JSON.)
+_ENCODE: Callable[[Any, int], list[str]] = (
+    c_make_encoder(None, _unencodable, encode_basestring_ascii, None, ":", ",", False, False, True)
+    if c_make_encoder is not None
+    else lambda value, _level: [json.dumps(value, separators=(",", ":"))]
+)
 
 
 def child_request(name: str, key: str, params: dict[str, Any], progress: bool = False) -> bytes:
@@ -22,7 +36,7 @@ def child_request(name: str, key: str, params: dict[str, Any], progress: bool = 
     if kept:
         sent["_meta"] = kept
     request = {"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": sent}
-    return _COMPACT.encode(request).encode() + b"\n"
+    return "".join(_ENCODE(request, 0)).encode() + b"\n"
 
 
 def encode_line(message: dict[str, Any]) -> bytes:
@@ -41,7 +55,15 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
     the reply to the client's *request_id*."""
     line = line.removesuffix(b"\r")
     head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
-    if parsed is None and line.startswith(head) and _clean(line):
+    if (
+        parsed is None
+        and line.startswith(head)
+        # (_clean's answer for the usual reply, without the call)
+        and (
+            (line.isascii() and b"\\u" not in line and CONNECTION_META_MARK not in line)
+            or _clean(line)
+        )
+    ):
         client_id = str(request_id) if isinstance(request_id, int) else json.dumps(request_id)
         return (
             b'{"jsonrpc":"2.0","id":' + client_id.encode() + b',"result":{' + line[len(head) :]

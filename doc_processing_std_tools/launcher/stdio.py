@@ -80,7 +80,7 @@ class _Writer:
         self._lines: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._order = threading.Lock()  # guards _queued, and a line written at once
         self._queued = 0  # lines given to the thread and not yet written
-        self._room = _room_probe(fd)
+        self._poll = _room_poll(fd)
         self._thread = threading.Thread(target=self._run, name="dpt-launch stdout", daemon=True)
         self._thread.start()
         self.broken = False
@@ -89,9 +89,18 @@ class _Writer:
         if self.broken:
             return
         with self._order:
-            if not self._queued and len(line) <= select.PIPE_BUF and self._room():
+            # (room and _write_all inline: this runs once per reply)
+            if (
+                not self._queued
+                and len(line) <= select.PIPE_BUF
+                and self._poll is not None
+                and (events := self._poll(0))
+                and events[0][1] == select.POLLOUT
+            ):
                 try:
-                    _write_all(self._fd, line)
+                    written = os.write(self._fd, line)
+                    if written < len(line):  # (never, for a pipe with room)
+                        _write_all(self._fd, line[written:])
                 except OSError as exc:
                     self._broke(exc)
                 return
@@ -145,19 +154,14 @@ def _write_all(fd: int, line: bytes) -> None:
             view = view[os.write(fd, view) :]
 
 
-def _room_probe(fd: int) -> Callable[[], bool]:
-    """Whether *fd* can take a short line now without blocking (never, where it cannot be polled)."""
+def _room_poll(fd: int) -> Callable[[int], list[tuple[int, int]]] | None:
+    """``poll`` for *fd*'s room to write (``POLLOUT`` alone in its events: a short line goes in
+    whole without blocking); None where it cannot be polled."""
     if not hasattr(select, "poll"):
-        return lambda: False
+        return None
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
-    ready = select.POLLOUT
-
-    def room() -> bool:
-        events = poller.poll(0)
-        return bool(events) and events[0][1] == ready
-
-    return room
+    return poller.poll
 
 
 class _Wire:
@@ -255,10 +259,9 @@ async def stdio_streams(
         wire.restore()
 
 
-def _route(line: bytes, writer: _Writer, fast: FastPath | None, on_loop: bool) -> Any:
-    """The SessionMessage for the SDK in *line*, or None when it was answered or served here."""
-    if fast is not None and fast.take(line, on_loop=on_loop):
-        return None  # a relayed call (or its cancellation): served without the SDK
+def _route(line: bytes, writer: _Writer, fast: FastPath | None) -> Any:
+    """The SessionMessage for the SDK in *line* (one the fast path did not take), or None
+    when it was answered here."""
     if not line.strip():
         return None  # a blank line is not a message
     from mcp.shared.message import SessionMessage
@@ -336,7 +339,9 @@ async def _pump_on_loop(
             chunk = b""
         lines = buffer.feed(chunk) if chunk else [rest] if (rest := buffer.rest()) else []
         for line in lines:
-            if (message := _route(line, writer, fast, True)) is not None:
+            if fast is not None and fast.take(line, on_loop=True):
+                continue  # a relayed call (or its cancellation): served without the SDK
+            if (message := _route(line, writer, fast)) is not None:
                 waiting.append(message)
         ended = not chunk
         if waiting or ended:
@@ -376,7 +381,9 @@ def _pump(
     the loop, answer the rest."""
     try:
         for line in read_lines(fd):
-            if (message := _route(line, writer, fast, False)) is not None:
+            if fast is not None and fast.take(line):
+                continue  # a relayed call (or its cancellation): served without the SDK
+            if (message := _route(line, writer, fast)) is not None:
                 anyio.from_thread.run(send.send, message, token=token)  # type: ignore[arg-type]
         if on_eof is not None:
             on_eof()
