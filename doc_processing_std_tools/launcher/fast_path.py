@@ -125,7 +125,7 @@ class FastPath:
                     and b'"notifications/cancelled"' in line
                     and self._take_cancel(line, on_loop)
                 )
-            targets = self._relay.targets()
+            targets = self._relay.fast_targets()
             # A long line is decided without parsing when it can be: a 16 MB write_memory is
             # parsed once, by the SDK. A short one is parsed sooner than searched.
             if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
@@ -146,7 +146,6 @@ class FastPath:
                 or not CALL_PARAMS.issuperset(params)
                 or not isinstance(params.get("arguments") or {}, dict)
                 or ((meta := params.get("_meta")) and not _plain_meta(meta))
-                or not self._relay.serves_plainly()
             ):
                 return False
             name = params.get("name")
@@ -285,7 +284,7 @@ class FastPath:
                 raise
         finally:
             pipe.forget(call)
-        return client_reply(line, parsed, call.key, request_id, target.tool.name)
+        return client_reply(line, parsed, call.key, request_id, target.exposed)
 
     def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
         def send(params: dict[str, Any]) -> None:

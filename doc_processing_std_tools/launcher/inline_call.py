@@ -105,7 +105,7 @@ class InlineCalls:
             if pending.lost:
                 raise ConnectionLost("the connection closed")
             reply = client_reply(
-                pending.line, pending.parsed, pending.key, call.request_id, call.target.tool.name
+                pending.line, pending.parsed, pending.key, call.request_id, call.target.exposed
             )
         except Exception as exc:
             reply = self._failure(call, exc)

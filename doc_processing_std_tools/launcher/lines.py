@@ -20,15 +20,20 @@ class LineBuffer:
         self._parts: list[bytes] = []
         self._read_size = SHORT_READ
 
-    def read(self, fd: int) -> bytes:
-        """One read(2) of *fd*: short while messages are, long while a long line arrives.
+    def read(self, fd: int) -> list[bytes] | None:
+        """One read(2) of *fd*: the lines it completes, or None at the end of the stream.
 
-        A short message read into a 1 MiB buffer cost an mmap, an mremap, a munmap and two
-        page faults (~15 us) per message; a pipe hands over at most 64 KiB per read anyway.
+        Reads are short while messages are, long while a long line arrives: a short message
+        read into a 1 MiB buffer cost an mmap, an mremap, a munmap and two page faults
+        (~15 us) per message; a pipe hands over at most 64 KiB per read anyway.
         """
         chunk = os.read(fd, self._read_size)
+        if not chunk:
+            return None
         self._read_size = LONG_READ if len(chunk) >= SHORT_READ else SHORT_READ
-        return chunk
+        if not self._parts and chunk.find(b"\n") == len(chunk) - 1:
+            return [chunk[:-1]]  # (one whole line, the usual case: no call to feed)
+        return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines *chunk* completes; its unfinished tail is kept for the next one."""
@@ -51,7 +56,7 @@ class LineBuffer:
 def read_lines(fd: int) -> Iterator[bytes]:
     """The lines of *fd* (without their ``\\n``), until EOF; linear in their length."""
     buffer = LineBuffer()
-    while chunk := buffer.read(fd):
-        yield from buffer.feed(chunk)
+    while (lines := buffer.read(fd)) is not None:
+        yield from lines
     if (rest := buffer.rest()) is not None:
         yield rest

@@ -38,7 +38,7 @@ class HasMounts(Protocol):
     def mounts(self) -> Sequence[Mount]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RelayTarget:
     """A tool whose plain ``tools/call`` may skip fastmcp: relayed, or called directly."""
 
@@ -47,7 +47,8 @@ class RelayTarget:
     supervisor: Supervisor | None = None  # an external server's keeper: relay the call there
     # an in-process tool's own call, ``arguments -> (text, is_error)`` (see ``PLAIN_CALL``)
     plain_call: Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]] | None = None
-    # the GuardedTool's settings, read once: a model's private attributes are slow to reach
+    # the GuardedTool's settings, read once: a model's attributes are slow to reach
+    exposed: str = field(kw_only=True)  # its name in the composition
     locked: bool = field(kw_only=True)
     self_locking: bool = field(kw_only=True)
     timeout: float = field(kw_only=True)
@@ -58,6 +59,7 @@ class RelayTarget:
         return cls(
             guard,
             guard.inner_name,
+            exposed=guard.name,
             locked=guard.locked,
             self_locking=guard.self_locking,
             timeout=guard.call_timeout,
@@ -94,6 +96,9 @@ class ToolRelay:
         self._composition = composition
         self._seen: Sequence[Mount] | None = None
         self._targets: dict[str, RelayTarget] = {}
+        self._fast_targets: dict[str, RelayTarget] = {}
+        self._fast_seen: Sequence[Mount] | None = None
+        self._fast_middleware = -1
         self._inert_middleware = (SessionRegistry, DereferenceRefsMiddleware)
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         # _meta keys that describe one connection: never carried across the relay
@@ -114,14 +119,24 @@ class ToolRelay:
         """No root middleware or transform needs to see calls (then they may be relayed)."""
         if self._root.transforms:
             return False
-        for middleware in self._root.middleware:  # (asked per call: no generator's frames)
+        for middleware in self._root.middleware:
             if type(middleware) not in self._inert_middleware:
                 return False
         return True
 
+    def fast_targets(self) -> dict[str, RelayTarget]:
+        """:meth:`targets`, or none while root middleware must see calls (:meth:`serves_plainly`):
+        the stdio fast path's table, asked per call. Rebuilt when the mounts or the root's
+        middleware change; the root's transforms are checked then (the composition adds none)."""
+        mounts = self._composition.mounts
+        if mounts is not self._fast_seen or len(self._root.middleware) != self._fast_middleware:
+            self._fast_targets = self.targets() if self.serves_plainly() else {}
+            self._fast_seen, self._fast_middleware = mounts, len(self._root.middleware)
+        return self._fast_targets
+
     def targets(self) -> dict[str, RelayTarget]:
         """Exposed tool name -> where to relay it; rebuilt when a reload swaps the mounts."""
-        mounts = self._composition.mounts  # (an attribute, not a getter: asked per call)
+        mounts = self._composition.mounts
         if mounts is not self._seen:
             self._targets = {}
             for mount in mounts:

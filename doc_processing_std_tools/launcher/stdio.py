@@ -74,6 +74,9 @@ class _Writer:
     def __init__(self, fd: int) -> None:
         self._fd = fd
         self._unanswered: set[int | str] = set()
+        # A request to answer: set.add needs no lock (requests are added by the reader alone,
+        # and never once wait_for_answers runs, at stdin's end). Not a method: once per call.
+        self.expect: Callable[[int | str], None] = self._unanswered.add
         self._counting = threading.Lock()  # (taken directly per call: Condition's are Python)
         self._answered = threading.Condition(self._counting)
         self._waiting = False  # (wait_for_answers, at stdin's end)
@@ -106,10 +109,6 @@ class _Writer:
                 return
             self._queued += 1
         self._lines.put(line)
-
-    def expect(self, request_id: int | str) -> None:
-        with self._counting:
-            self._unanswered.add(request_id)
 
     def answered(self, request_id: Any) -> None:
         with self._counting:
@@ -332,18 +331,18 @@ async def _pump_on_loop(
     def readable() -> None:
         nonlocal ended
         try:
-            chunk = buffer.read(fd)  # readable: returns at once
+            lines = buffer.read(fd)  # readable: returns at once
         except BlockingIOError:
             return
         except OSError:  # stdin broke: as good as its end
-            chunk = b""
-        lines = buffer.feed(chunk) if chunk else [rest] if (rest := buffer.rest()) else []
+            lines = None
+        if ended := lines is None:
+            lines = [rest] if (rest := buffer.rest()) else []
         for line in lines:
             if fast is not None and fast.take(line, on_loop=True):
                 continue  # a relayed call (or its cancellation): served without the SDK
             if (message := _route(line, writer, fast)) is not None:
                 waiting.append(message)
-        ended = not chunk
         if waiting or ended:
             reading(False)
             wake.set()
