@@ -231,8 +231,12 @@ class _RoutingProtocol(asyncio.Protocol):
         self._buffer = LineBuffer()
 
     def data_received(self, data: bytes) -> None:
-        passed = []
-        for line in self._buffer.feed(data):  # (a loop: a comprehension is one more frame)
+        buffer, passed = self._buffer, []
+        # (one whole line, the usual case, without a call to feed)
+        whole = not buffer.unfinished and data.find(b"\n") == len(data) - 1
+        for line in (
+            (data[:-1],) if whole else buffer.feed(data)
+        ):  # (a loop: no comprehension's frame)
             if not self._pipe._take(line):
                 passed.append(line)
         if passed:

@@ -90,7 +90,7 @@ class FastPath:
         self._loop = asyncio.get_running_loop()
         self._group = group
         self._put, self._expect, self._answered = put, expect, answered
-        self._inline = InlineCalls(put, self._over, self._loop)
+        self._inline = InlineCalls(put, self._taken, answered, self._loop)
         group.start_soon(self._cancel_calls_at_exit)
 
     async def _cancel_calls_at_exit(self) -> None:

@@ -45,16 +45,18 @@ class _Call:
 
 
 class InlineCalls:
-    """The relayed calls in flight without a task, on *loop*; *put* writes a reply line,
-    *done* is told when a call is over (answered or cancelled)."""
+    """The relayed calls in flight without a task, on *loop*; *put* writes a reply line. When
+    a call is over (answered or cancelled) its client id leaves *taken* and *answered* is told
+    (as the fast path's own calls end: one call less per relayed call)."""
 
     def __init__(
         self,
         put: Callable[[bytes], None],
-        done: Callable[[int | str], None],
+        taken: set[int | str],
+        answered: Callable[[int | str], None],
         loop: asyncio.AbstractEventLoop,
     ) -> None:
-        self._put, self._done, self._loop = put, done, loop
+        self._put, self._taken, self._answered, self._loop = put, taken, answered, loop
         self._calls: dict[int | str, _Call] = {}
 
     def start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> bool:
@@ -147,4 +149,5 @@ class InlineCalls:
         call.pipe.progress.pop(pending.key, None)
         if call.target.locked:
             PROCESS_LOCK.release()
-        self._done(call.request_id)
+        self._taken.discard(call.request_id)
+        self._answered(call.request_id)

@@ -17,7 +17,7 @@ class LineBuffer:
     """
 
     def __init__(self) -> None:
-        self._parts: list[bytes] = []
+        self.unfinished: list[bytes] = []  # the pieces of the line not yet ended
         self._read_size = SHORT_READ
 
     def read(self, fd: int) -> list[bytes] | None:
@@ -31,14 +31,14 @@ class LineBuffer:
         if not chunk:
             return None
         self._read_size = LONG_READ if len(chunk) >= SHORT_READ else SHORT_READ
-        if not self._parts and chunk.find(b"\n") == len(chunk) - 1:
+        if not self.unfinished and chunk.find(b"\n") == len(chunk) - 1:
             return [chunk[:-1]]  # (one whole line, the usual case: no call to feed)
         return self.feed(chunk)
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines *chunk* completes; its unfinished tail is kept for the next one."""
         lines = []
-        parts, start = self._parts, 0
+        parts, start = self.unfinished, 0
         while (end := chunk.find(b"\n", start)) >= 0:
             parts.append(chunk[start:end])
             lines.append(b"".join(parts))
@@ -50,7 +50,7 @@ class LineBuffer:
 
     def rest(self) -> bytes | None:
         """The unfinished last line at the end of the stream, if any."""
-        return b"".join(self._parts) if self._parts else None
+        return b"".join(self.unfinished) if self.unfinished else None
 
 
 def read_lines(fd: int) -> Iterator[bytes]:
