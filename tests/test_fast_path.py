@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -138,6 +139,38 @@ async def test_a_server_with_its_own_middleware_keeps_fastmcps_path(
         fast = fast_path_of(composition.root)
         assert fast is not None
         assert not any(t.plain_call for t in fast._relay.targets().values())
+    finally:
+        await composition.aclose()
+
+
+async def test_middleware_added_to_the_root_later_sees_every_call(write_config, tmp_path) -> None:
+    """The fast path's table is kept between calls: middleware added to the composed root
+    afterwards still empties it, so that every call reaches that middleware."""
+    import sys
+    from pathlib import Path
+
+    from fastmcp.server.middleware import Middleware
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+    from doc_processing_std_tools.launcher.relay import fast_path_of
+
+    server = Path(__file__).parent / "external_server.py"
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{server}, {tmp_path / 'n'}]\n"
+        "    namespace: ext\n"
+    )
+    composition = await compose(load_config(config))
+    try:
+        fast = fast_path_of(composition.root)
+        assert fast is not None
+        assert "ext_bump" in fast._relay.fast_targets()
+        composition.root.add_middleware(Middleware())  # one that must see its calls
+        assert fast._relay.fast_targets() == {}
+        fast.negotiated({"protocolVersion": "2025-11-25"})
+        fast._loop = asyncio.get_running_loop()  # (as bind sets it: take looks no further)
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ext_bump"}}
+        assert not fast.take(json.dumps(call).encode(), on_loop=True)
     finally:
         await composition.aclose()
 

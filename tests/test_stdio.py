@@ -263,6 +263,43 @@ def test_read_lines_joins_lines_split_across_reads() -> None:
     assert lines == [b"a" * 3_000_000, b"short", b"", b"last-without-newline"]
 
 
+def test_a_read_ending_a_line_begun_earlier_joins_it() -> None:
+    """A read holding one line and its newline is taken whole, without splitting; unless an
+    earlier read left the line's beginning (on stdin and on a child's stdout alike)."""
+    from doc_processing_std_tools.launcher.child_pipe import _RoutingProtocol
+    from doc_processing_std_tools.launcher.lines import LineBuffer
+
+    read, write = os.pipe()
+    buffer = LineBuffer()
+    try:
+        got = []
+        for piece in (b'{"id":1}\n', b'{"id"', b":2}\n", b'{"id":3}\n{"id"', b":4}\n"):
+            os.write(write, piece)
+            got.append(buffer.read(read))
+        os.close(write)
+        got.append(buffer.read(read))
+    finally:
+        os.close(read)
+    assert got == [[b'{"id":1}'], [], [b'{"id":2}'], [b'{"id":3}'], [b'{"id":4}'], None]
+
+    class Passes:  # a child pipe that takes no line: every line goes on below
+        def _take(self, line: bytes) -> bool:
+            return False
+
+    class Below:
+        def __init__(self) -> None:
+            self.data: list[bytes] = []
+
+        def data_received(self, data: bytes) -> None:
+            self.data.append(data)
+
+    below = Below()
+    routing = _RoutingProtocol(Passes(), below)  # type: ignore[arg-type]
+    for piece in (b'{"id":1}\n', b'{"id"', b":2}\n", b'{"id":3}\n{"id"', b":4}\n"):
+        routing.data_received(piece)
+    assert below.data == [b'{"id":1}\n', b'{"id":2}\n', b'{"id":3}\n', b'{"id":4}\n']
+
+
 def test_reads_stay_short_for_short_messages_and_grow_for_a_long_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -232,11 +232,8 @@ class _RoutingProtocol(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         buffer, passed = self._buffer, []
-        # (one whole line, the usual case, without a call to feed)
-        whole = not buffer.unfinished and data.find(b"\n") == len(data) - 1
-        for line in (
-            (data[:-1],) if whole else buffer.feed(data)
-        ):  # (a loop: no comprehension's frame)
+        whole = not buffer.unfinished and data.find(b"\n") == len(data) - 1  # (usual: no feed)
+        for line in (data[:-1],) if whole else buffer.feed(data):  # (no comprehension's frame)
             if not self._pipe._take(line):
                 passed.append(line)
         if passed:

@@ -1,6 +1,6 @@
 """The stdio fast path of a plain ``tools/call``: raw JSON lines in, one line out, no SDK.
 
-Two kinds of tools are served here (the table is :meth:`.relay.ToolRelay.targets`):
+Two kinds of tools are served here (the table is :meth:`.relay.ToolRelay.fast_targets`):
 
 * **an external stdio server's** (``command:``). Through the SDK a relayed call was
   validated and rebuilt four times and crossed two dispatchers: about 1.8 ms of the

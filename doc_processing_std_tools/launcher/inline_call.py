@@ -46,8 +46,8 @@ class _Call:
 
 class InlineCalls:
     """The relayed calls in flight without a task, on *loop*; *put* writes a reply line. When
-    a call is over (answered or cancelled) its client id leaves *taken* and *answered* is told
-    (as the fast path's own calls end: one call less per relayed call)."""
+    a call is over (answered or cancelled), its client id leaves *taken* (the fast path's
+    set) and *answered* is told."""
 
     def __init__(
         self,
