@@ -198,6 +198,8 @@ class FastPath:
             self._start(target, request_id, params)
 
     def _over(self, request_id: int | str) -> None:
+        """A call taken here is over (answered, cancelled or left to the SDK). (InlineCalls._end
+        does the same two steps itself, once per relayed call.)"""
         self._taken.discard(request_id)
         self._answered(request_id)
 
@@ -248,8 +250,7 @@ class FastPath:
         finally:
             self._tasks.discard(asyncio.current_task())
             self._scopes.pop(request_id, None)
-            self._taken.discard(request_id)
-            self._answered(request_id)
+            self._over(request_id)
 
     async def _forward(
         self, target: RelayTarget, request_id: int | str, params: dict[str, Any]

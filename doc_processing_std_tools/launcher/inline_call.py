@@ -149,5 +149,5 @@ class InlineCalls:
         call.pipe.progress.pop(pending.key, None)
         if call.target.locked:
             PROCESS_LOCK.release()
-        self._taken.discard(call.request_id)
+        self._taken.discard(call.request_id)  # (FastPath._over's two steps, one call less)
         self._answered(call.request_id)
