@@ -94,9 +94,14 @@ class ChildPipe:
         if stdout is not None:
             stdout.set_protocol(_RoutingProtocol(self, stdout.get_protocol()))
 
-    def open_call(self) -> PendingCall:
+    def next_key(self) -> str:
+        """A new id for a request of ours."""
         self._count += 1
-        call = PendingCall(f"{ID_PREFIX}{self._count}")
+        return f"{ID_PREFIX}{self._count}"
+
+    def open_call(self, key: str | None = None) -> PendingCall:
+        """Wait for the reply to our request *key* (a new one by default: :meth:`next_key`)."""
+        call = PendingCall(key or self.next_key())
         if self.closed:
             call.settle(lost=True)
         self.pending[call.key] = call
@@ -183,7 +188,7 @@ class ChildPipe:
 
     def _route(self, line: bytes) -> bool:
         """A line that is not written as SDK servers write replies: parsed when it may be ours."""
-        if OUR_ID not in line and not (self.progress and PROGRESS in line):
+        if line.find(OUR_ID) < 0 and not (self.progress and line.find(PROGRESS) >= 0):
             return False
         try:
             message = json.loads(line)

@@ -66,26 +66,29 @@ class InlineCalls:
             supervisor is None
             or (pipe := supervisor.pipe) is None
             or not pipe.can_send_now()
-            or "progressToken" in (params.get("_meta") or {})
+            or ((meta := params.get("_meta")) and "progressToken" in meta)
             or supervisor.state != "up"  # (unavailable(): GuardedTool.refusal's source)
         ):
             return False
         # (a locked tool's call holds the lock from here to _end)
         if target.locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
-        pending = pipe.open_call()
+        key = pipe.next_key()
+        try:
+            sent = pipe.send_now(child_request(target.name, key, params))
+        except BaseException:
+            if target.locked:
+                PROCESS_LOCK.release()
+            raise
+        # The call is recorded, and its timer armed, once the child has it: the child starts on
+        # the other CPU meanwhile. (Its reply is read on a later pass of the loop, never before
+        # this returns.)
+        pending = pipe.open_call(key)
         call = self._calls[request_id] = _Call(target, request_id, pipe, pending)
         pending.on_settle = partial(self._replied, call)
-        try:
-            sent = pipe.send_now(child_request(target.name, pending.key, params))
-        except BaseException:
-            self._end(call, None)
-            raise
         if not sent:
             pending.settle(lost=True)  # answered through on_settle
             return True
-        # Armed once the child has the call, so that it can start on the other CPU meanwhile
-        # (its reply is read on a later pass of the loop, never before this returns).
         call.timer = self._loop.call_later(target.timeout, self._expired, call)
         return True
 

@@ -30,11 +30,12 @@ def child_request(name: str, key: str, params: dict[str, Any], progress: bool = 
     arguments and _meta (its progressToken replaced by *key* when *progress*, else dropped)."""
     meta = params.get("_meta")
     sent: dict[str, Any] = {"name": name, "arguments": params.get("arguments") or {}}
-    kept = {k: v for k, v in meta.items() if k != "progressToken"} if meta else {}
-    if progress:
-        kept["progressToken"] = key
-    if kept:
-        sent["_meta"] = kept
+    if meta or progress:
+        kept = {k: v for k, v in meta.items() if k != "progressToken"} if meta else {}
+        if progress:
+            kept["progressToken"] = key
+        if kept:
+            sent["_meta"] = kept
     request = {"jsonrpc": "2.0", "id": key, "method": "tools/call", "params": sent}
     return "".join(_ENCODE(request, 0)).encode() + b"\n"
 
@@ -58,9 +59,9 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
     if (
         parsed is None
         and line.startswith(head)
-        # (_clean's answer for the usual reply, without the call)
+        # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
-            (line.isascii() and b"\\u" not in line and CONNECTION_META_MARK not in line)
+            (line.isascii() and line.find(b"\\u") < 0 and line.find(CONNECTION_META_MARK) < 0)
             or _clean(line)
         )
     ):
@@ -104,7 +105,9 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
 
 def _clean(line: bytes) -> bool:
     """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
-    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
+    if line.find(CONNECTION_META_MARK) >= 0 or (
+        line.find(b"\\u") >= 0 and SURROGATE_ESCAPE.search(line)
+    ):
         return False
     if line.isascii():
         return True
