@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -357,6 +358,62 @@ def test_replies_keep_their_order_and_never_block_the_caller_on_a_full_pipe() ->
         writer.close(5)
         os.close(read)
         os.close(write)
+
+
+@pytest.mark.parametrize("nowait", [True, False], ids=["pwritev2-nowait", "poll"])
+def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool) -> None:
+    """A short line finds no room (the client is not reading): the caller does not block and
+    nothing is lost; the thread writes it, and every line behind it, in order. Both ways of
+    asking for room: Linux's RWF_NOWAIT write, and poll (elsewhere, or without the flag)."""
+    import fcntl
+
+    from doc_processing_std_tools.launcher.stdio import _Writer
+
+    if not hasattr(fcntl, "F_GETPIPE_SZ"):
+        pytest.skip("the pipe's capacity cannot be read here")
+    read, write = os.pipe()
+    writer = _Writer(write, nowait=nowait)
+    if nowait and not writer._nowait:
+        pytest.skip("no RWF_NOWAIT on this platform")
+    try:
+        filler = b"F" * fcntl.fcntl(write, fcntl.F_GETPIPE_SZ)
+        os.write(write, filler)  # the pipe is full
+        lines = [b"%d\n" % i for i in range(50)]
+        putter = threading.Thread(target=lambda: [writer.put(line) for line in lines])
+        putter.start()
+        putter.join(REPLY_TIMEOUT)
+        assert not putter.is_alive(), "put blocked on a full pipe"
+        received = bytearray()
+        expected = filler + b"".join(lines)
+        while len(received) < len(expected):
+            ready, _, _ = select.select([read], [], [], REPLY_TIMEOUT)
+            assert ready, "the writer thread stopped writing"
+            received += os.read(read, 1 << 16)
+        assert bytes(received) == expected
+        assert not writer.broken
+    finally:
+        writer.close(5)
+        os.close(read)
+        os.close(write)
+
+
+def test_stdout_to_a_file_without_rwf_nowait_gets_every_reply_in_order(tmp_path: Path) -> None:
+    """A descriptor that refuses RWF_NOWAIT (a regular file or a terminal: EOPNOTSUPP) is not
+    taken for a broken one: the line goes out through the thread, and poll asks from then on."""
+    from doc_processing_std_tools.launcher.stdio import _Writer
+
+    out = tmp_path / "replies.jsonl"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT)
+    writer = _Writer(fd)
+    try:
+        lines = [b"%d\n" % i for i in range(20)]
+        for line in lines:
+            writer.put(line)
+    finally:
+        writer.close(5)
+        os.close(fd)
+    assert not writer.broken
+    assert out.read_bytes() == b"".join(lines)
 
 
 def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:

@@ -23,6 +23,7 @@ SDK), so a tool or child process that reads stdin or prints cannot touch the wir
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import logging
 import os
@@ -65,13 +66,15 @@ class _Writer:
 
     A short line (at most ``PIPE_BUF``) goes out at once when nothing is queued and the
     descriptor has room (a pipe with room takes it whole): no thread wake-up on the way
-    out of a call. Anything else is queued for the thread, so the event loop never
-    blocks on a full pipe. It also counts the requests still unanswered, so that
+    out of a call. On Linux one ``pwritev2(RWF_NOWAIT)`` both asks for room and writes
+    (``EAGAIN``, nothing written, when there is none); elsewhere, and for a descriptor
+    that does not take the flag, ``poll`` asks first. Anything else is queued for the
+    thread, so the event loop never blocks on a full pipe. It also counts the requests still unanswered, so that
     stdin's EOF can wait for their replies (a client may write its last request and
     close at once).
     """
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, nowait: bool = True) -> None:
         self._fd = fd
         self._unanswered: set[int | str] = set()
         # A request to answer: set.add needs no lock (requests are added by the reader alone,
@@ -84,6 +87,8 @@ class _Writer:
         self._order = threading.Lock()  # guards _queued, and a line written at once
         self._queued = 0  # lines given to the thread and not yet written
         self._poll = _room_poll(fd)
+        # (one syscall less per reply than poll + write: 3-9 us of a relayed call's path here)
+        self._nowait = nowait and hasattr(os, "RWF_NOWAIT") and hasattr(os, "pwritev")
         self._thread = threading.Thread(target=self._run, name="dpt-launch stdout", daemon=True)
         self._thread.start()
         self.broken = False
@@ -93,20 +98,29 @@ class _Writer:
             return
         with self._order:
             # (room and _write_all inline: this runs once per reply)
-            if (
-                not self._queued
-                and len(line) <= select.PIPE_BUF
-                and self._poll is not None
-                and (events := self._poll(0))
-                and events[0][1] == select.POLLOUT
-            ):
+            if not self._queued and len(line) <= select.PIPE_BUF:
                 try:
-                    written = os.write(self._fd, line)
-                    if written < len(line):  # (never, for a pipe with room)
-                        _write_all(self._fd, line[written:])
+                    if self._nowait:
+                        written = os.pwritev(self._fd, (line,), -1, os.RWF_NOWAIT)
+                    elif (
+                        self._poll is not None
+                        and (events := self._poll(0))
+                        and events[0][1] == select.POLLOUT
+                    ):
+                        written = os.write(self._fd, line)
+                    else:
+                        written = -1  # no room, or none that can be asked for
+                    if written >= 0:
+                        if written < len(line):  # (never, for a pipe with room)
+                            _write_all(self._fd, line[written:])
+                        return
+                except BlockingIOError:
+                    pass  # no room now: the thread writes it
                 except OSError as exc:
-                    self._broke(exc)
-                return
+                    if not (self._nowait and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL)):
+                        self._broke(exc)
+                        return
+                    self._nowait = False  # (a kernel or a file without it: poll from now on)
             self._queued += 1
         self._lines.put(line)
 
