@@ -69,9 +69,9 @@ class _Writer:
     out of a call. On Linux one ``pwritev2(RWF_NOWAIT)`` both asks for room and writes
     (``EAGAIN``, nothing written, when there is none); elsewhere, and for a descriptor
     that does not take the flag, ``poll`` asks first. Anything else is queued for the
-    thread, so the event loop never blocks on a full pipe. It also counts the requests still unanswered, so that
-    stdin's EOF can wait for their replies (a client may write its last request and
-    close at once).
+    thread, so the event loop never blocks on a full pipe. It also counts the requests
+    still unanswered, so that stdin's EOF can wait for their replies (a client may write
+    its last request and close at once).
     """
 
     def __init__(self, fd: int, *, nowait: bool = True) -> None:
@@ -99,6 +99,7 @@ class _Writer:
         with self._order:
             # (room and _write_all inline: this runs once per reply)
             if not self._queued and len(line) <= select.PIPE_BUF:
+                written = -1  # (nothing written: the thread writes it)
                 try:
                     if self._nowait:
                         written = os.pwritev(self._fd, (line,), -1, os.RWF_NOWAIT)
@@ -108,19 +109,20 @@ class _Writer:
                         and events[0][1] == select.POLLOUT
                     ):
                         written = os.write(self._fd, line)
-                    else:
-                        written = -1  # no room, or none that can be asked for
-                    if written >= 0:
-                        if written < len(line):  # (never, for a pipe with room)
-                            _write_all(self._fd, line[written:])
-                        return
                 except BlockingIOError:
-                    pass  # no room now: the thread writes it
+                    pass  # no room now
                 except OSError as exc:
                     if not (self._nowait and exc.errno in (errno.EOPNOTSUPP, errno.EINVAL)):
                         self._broke(exc)
                         return
                     self._nowait = False  # (a kernel or a file without it: poll from now on)
+                if written >= 0:
+                    if written < len(line):  # (never, for a pipe with room)
+                        try:
+                            _write_all(self._fd, line[written:])
+                        except OSError as exc:
+                            self._broke(exc)
+                    return
             self._queued += 1
         self._lines.put(line)
 
