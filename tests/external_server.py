@@ -49,6 +49,13 @@ async def nap_and_mark(seconds: float, marker: str) -> str:
     return "rested"
 
 
+@server.tool
+async def hold(seconds: float) -> str:
+    """A slow call that changes state: the launcher holds the process lock while it runs."""
+    await anyio.sleep(seconds)
+    return "held"
+
+
 @server.prompt
 def greeting(name: str) -> str:
     return f"Say hello to {name}."

@@ -114,6 +114,7 @@ def test_collision_between_external_and_in_process_is_refused(write_config, tmp_
     assert proc.returncode == 2
     assert "provided by both 'memory-tools' and 'mem2'" in proc.stderr
     assert "servers.mem2.namespace" in proc.stderr
+    assert "servers.mem2.tools.exclude: [write_memory]" in proc.stderr  # the other fix
 
 
 def test_a_missing_command_is_skipped_unless_required(write_config, tmp_path) -> None:
@@ -162,7 +163,13 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def http_server(tmp_path: Path):
+def http_server(http_server_process: tuple[str, subprocess.Popen[bytes]]) -> str:
+    return http_server_process[0]
+
+
+@pytest.fixture
+def http_server_process(tmp_path: Path):
+    """external_server.py over streamable HTTP: (its URL, its process)."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, str(EXTERNAL), str(tmp_path / "http-count"), "--http", str(port)],
@@ -175,7 +182,8 @@ def http_server(tmp_path: Path):
             break
         except OSError:
             time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
+    yield f"http://127.0.0.1:{port}/mcp", proc
+    proc.send_signal(signal.SIGCONT)
     proc.terminate()
     proc.wait(10)
 
@@ -419,3 +427,175 @@ async def test_overlapping_relayed_calls_keep_their_own_replies(
                 for n in range(100):
                     group.start_soon(echo, n)
         assert replies == {n: f"reply {n}" for n in range(100)}
+
+
+async def test_a_hung_url_server_times_out_on_time(
+    write_config, http_server_process: tuple[str, subprocess.Popen[bytes]]
+) -> None:
+    """The SDK tells a server of an abandoned call with a write that waits up to 5 s for a
+    hung server; the caller's timeout must not wait for it."""
+    url, proc = http_server_process
+    config = write_config(f"servers:\n  web:\n    url: {url}\n    timeout: 1\n")
+    async with launched(config) as session:
+        assert not (await session.call_tool("whoami", {})).is_error
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            for _ in range(2):
+                with anyio.fail_after(4.5):  # (6 s and more when the courtesy write is awaited)
+                    result = await session.call_tool("bump", {})
+                assert result.is_error
+                assert "server 'web' did not finish 'bump' within its timeout of 1 s" in (
+                    text_of(result)
+                )
+        finally:
+            proc.send_signal(signal.SIGCONT)
+
+
+async def test_a_call_that_waits_for_the_lock_past_its_timeout_says_so(
+    write_config, tmp_path: Path
+) -> None:
+    """The timeout also bounds the wait for the process lock; the error says that it waited,
+    not that the server was slow, and nothing reached the server."""
+    config = write_config(
+        "servers:\n"
+        + external_entry("slow", tmp_path / "slow-count", "    namespace: slow\n")
+        + external_entry(
+            "quick", tmp_path / "quick-count", "    namespace: quick\n    timeout: 0.5\n"
+        )
+    )
+    async with launched(config) as session:
+        outcome: dict[str, object] = {}
+
+        async def hold() -> None:
+            outcome["hold"] = await session.call_tool("slow_hold", {"seconds": 3})
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(hold)
+            await anyio.sleep(0.5)
+            bumped = await session.call_tool("quick_bump", {})
+        assert bumped.is_error
+        assert "'quick_bump' did not start within its timeout of 0.5 s" in text_of(bumped)
+        assert "process lock" in text_of(bumped) and "nothing was done" in text_of(bumped)
+        assert not (tmp_path / "quick-count").exists()
+        assert text_of(outcome["hold"]) == "held"
+
+
+def test_url_secrets_stay_out_of_messages(write_config) -> None:
+    config = write_config(
+        "servers:\n  gone:\n"
+        f"    url: http://alice:hunter2@127.0.0.1:{free_port()}/mcp?token=hunter2&x=1\n"
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "hunter2" not in proc.stderr + proc.stdout
+    assert "servers.gone" in proc.stderr and "***@127.0.0.1" in proc.stderr
+    assert "token=***&x=***" in proc.stderr
+    assert "connection refused" in proc.stderr and "Error" not in proc.stderr
+
+
+def test_a_url_that_refuses_the_credentials_says_so(write_config) -> None:
+    """A 401 is named as such (the SDK's own text: "Server returned an error response")."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    class Refuse(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
+    Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        config = write_config(
+            "servers:\n  web:\n"
+            f"    url: http://127.0.0.1:{httpd.server_port}/mcp\n"
+            "    headers: {Authorization: Bearer wrong}\n"
+            "    required: true\n"
+        )
+        proc = subprocess.run(
+            [*launcher_command(), "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        httpd.shutdown()
+    assert proc.returncode == 1
+    assert "servers.web" in proc.stderr
+    assert "HTTP 401: the server refused the credentials" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        ("url: 'http://'", ":3: servers.web.url: the URL names no host"),
+        ("url: 'http://127.0.0.1:99999/mcp'", ":3: servers.web.url: not a usable URL"),
+        (
+            "url: http://127.0.0.1:1/mcp\n    headers: {'Bad Header': x}",
+            ":4: servers.web.headers: 'Bad Header' is not a valid HTTP header name",
+        ),
+    ],
+)
+def test_a_url_that_cannot_work_is_a_config_error(write_config, entry: str, expected: str) -> None:
+    config = write_config(f"servers:\n  web:\n    {entry}\n")
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert expected in proc.stderr
+
+
+def test_a_prompt_or_resource_collision_is_refused(write_config, tmp_path: Path) -> None:
+    """Their tools are told apart by filters, but both serve the prompt 'greeting': fastmcp
+    would let the first win, silently."""
+    config = write_config(
+        "servers:\n"
+        + external_entry("one", tmp_path / "1", "    tools: {include: [whoami]}\n")
+        + external_entry("two", tmp_path / "2", "    tools: {include: [nap]}\n")
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "prompt collision: 'greeting' is provided by both 'one' and 'two'" in proc.stderr
+    assert "servers.two.namespace: two" in proc.stderr
+
+
+def test_a_tools_glob_that_matches_nothing_is_warned(write_config, tmp_path: Path) -> None:
+    config = write_config(
+        "servers:\n"
+        + external_entry(
+            "ext",
+            tmp_path / "c",
+            "    namespace: ext\n    tools: {include: ['*'], exclude: [ext_bump, whoamii]}\n",
+        )
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "servers.ext.tools.exclude: 'whoamii' matches none of its tools" in proc.stderr
+    assert "'ext_bump' matches none of its tools (globs match its own names" in proc.stderr
+    assert "servers.ext.tools.include" not in proc.stderr  # '*' matched

@@ -338,10 +338,10 @@ def test_auth_none_or_a_token_allows_a_non_loopback_host(write_config, capsys, a
 @pytest.mark.parametrize(
     ("transport", "expected"),
     [
-        ("{type: http, auth: {token: ''}}", "transport.auth.token: Value error, a token is empty"),
+        ("{type: http, auth: {token: ''}}", "transport.auth.token: a token is empty"),
         (
             "{type: http, auth: {token: []}}",
-            "transport.auth.token: Value error, give at least one token, or write auth: none",
+            "transport.auth.token: give at least one token, or write auth: none",
         ),
         (
             "{type: http, max_body: 5}",

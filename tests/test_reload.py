@@ -73,6 +73,7 @@ async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
             "two_whoami",
             "two_nap",
             "two_nap_and_mark",
+            "two_hold",
             "two_delete_everything",
         }
         assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one  # kept

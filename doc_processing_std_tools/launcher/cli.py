@@ -116,13 +116,23 @@ def run_verb(verb: str, argv: list[str]) -> int:
         return connect.connect(args)
     args = verbs.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
     _setup_logging("WARNING")
-    if verb == "client-config":
-        return verbs.client_config(args)
-    if verb == "init":
-        return verbs.init(args)
-    import anyio
+    try:
+        if verb == "client-config":
+            return verbs.client_config(args)
+        if verb == "init":
+            return verbs.init(args)
+        import anyio
 
-    return anyio.run(verbs.tools if verb == "tools" else verbs.call, args)
+        status = anyio.run(verbs.tools if verb == "tools" else verbs.call, args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:  # (`dpt-launch tools --json | head`): the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILURE
+    except OSError as exc:  # stdout is a full disk, say
+        if exc.filename is not None:
+            raise
+        return _fail(f"cannot write the output: {exc.strerror or exc}", EXIT_FAILURE)
 
 
 def event_loop_options() -> dict[str, Any]:
@@ -193,6 +203,10 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
     """Compose, then report (``--check``) or serve, all in one event loop."""
     from .compose import CompositionError, ServerStartError, compose
 
+    if not args.check:
+        from .reload import defer_sighup
+
+        defer_sighup()  # (a client's SIGHUP while external servers start must not end us)
     try:
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.
@@ -206,7 +220,7 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
         return _fail(f"{loaded.path}: {exc}", EXIT_FAILURE)
     gc.freeze()
     gc.enable()
-    composition.watch = args.watch
+    composition.watch, composition.strict = args.watch, args.strict
     try:
         return await _report_or_serve(args, loaded, transport, composition)
     finally:
@@ -269,13 +283,34 @@ def _fail(message: str, status: int) -> int:
     return status
 
 
+class _OneLineClientErrors(logging.Filter):
+    """The mcp SDK's client logs a lost connection to an external server with chained
+    tracebacks; the supervisor says the same in one line. (Kept whole at ``log_level: debug``.)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.exc_info
+            and record.name.startswith("mcp.client")
+            and not logging.getLogger().isEnabledFor(logging.DEBUG)
+        ):
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {type(error).__name__}: {error}"[:1000]
+            record.args = None
+            record.exc_info = record.exc_text = None
+        return True
+
+
 def _setup_logging(level: str) -> None:
-    """Everything to stderr; fastmcp reads its own level from the environment."""
+    """Everything to stderr, one line per record; fastmcp reads its own settings from the
+    environment (its rich handler wraps a record over several lines)."""
     os.environ.setdefault("FASTMCP_LOG_LEVEL", level)
     os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
+    os.environ.setdefault("FASTMCP_ENABLE_RICH_LOGGING", "false")
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_OneLineClientErrors())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -10,6 +10,7 @@ composed server's instructions instead.
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, replace
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from .external import Supervisor
 
+log = logging.getLogger("dpt-launch")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_INSTRUCTIONS = (
     "Standard tools composed by dpt-launch. Each section below describes one mounted server."
@@ -55,6 +57,8 @@ class Mount:
     provider: Provider | None = None  # what was added to the root (set by mount_into)
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
+    prompts: tuple[str, ...] = ()  # prompt names as exposed
+    resources: tuple[str, ...] = ()  # resource URIs and URI templates as exposed
 
     @property
     def state(self) -> str:
@@ -66,7 +70,11 @@ class Mount:
         """What the config names: the registered name, ``pkg.mod:attr``, the command or URL."""
         if self.spec is not None:
             return self.spec.name
-        return self.entry.command or self.entry.url or self.name
+        if self.entry.url:
+            from .external import shown_url
+
+            return shown_url(self.entry.url)
+        return self.entry.command or self.name
 
     def describe(self) -> list[tuple[str, str]]:
         """Rows for ``--check``: the server's own ``describe(settings)``, if any."""
@@ -91,6 +99,8 @@ class Composition:
     sessions: AsyncExitStack  # external servers' sessions and other per-mount tasks
     group: TaskGroup  # where those tasks run
     watch: bool = False  # reload when the config file changes (dpt-launch --watch)
+    strict: bool = False  # a server that fails to start refuses the launch, or the reload
+    reload_lock: Any = None  # one reload at a time (SIGHUP and --watch); made by reload.watch
 
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
@@ -221,11 +231,19 @@ async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
     from .seams import mounted_provider
 
     entry = mount.entry
+    own_names: set[str] = set()  # the server's own tool names, seen by the first listing
+    listing = True
+
+    def admits(name: str) -> bool:
+        if listing:
+            own_names.add(name)
+        return entry.tools.admits(name)
+
     provider = mounted_provider(
         mount.server,
         label=mount.name,
         namespace=entry.namespace,
-        admits=entry.tools.admits,
+        admits=admits,
         needs_lock=functools.partial(needs_lock, entry.lock),
         timeout=entry.timeout,
         unavailable=mount.supervisor.unavailable if mount.supervisor else None,
@@ -235,8 +253,29 @@ async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
     if add:
         root.add_provider(provider)
     tools = tuple(await provider.list_tools())
+    warn_idle_globs(mount.name, entry, own_names)
+    listing = False  # (later listings need not record)
     locked = frozenset(t.name for t in tools if needs_lock(entry.lock, t))
-    return replace(mount, provider=provider, tools=tools, locked=locked)
+    prompts, resources = await _prompts_and_resources(mount.name, provider)
+    return replace(
+        mount, provider=provider, tools=tools, locked=locked, prompts=prompts, resources=resources
+    )
+
+
+async def _prompts_and_resources(
+    name: str, provider: Provider
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The prompt names and resource URIs (templates too) *provider* exposes, for the collision
+    check. A server that cannot list them (no such capability) has none."""
+    prompts: tuple[str, ...] = ()
+    resources: list[str] = []
+    try:
+        prompts = tuple(prompt.name for prompt in await provider.list_prompts())
+        resources += (str(resource.uri) for resource in await provider.list_resources())
+        resources += (t.uri_template for t in await provider.list_resource_templates())
+    except Exception as exc:
+        log.debug("servers.%s: could not list its prompts or resources: %s", name, exc)
+    return prompts, tuple(resources)
 
 
 async def build_servers(
@@ -315,6 +354,31 @@ async def build_servers(
     return mounts, skipped
 
 
+def warn_idle_globs(name: str, entry: ServerEntry, own_names: set[str]) -> None:
+    """One stderr line per ``tools`` glob that matches none of the server's tools: a typo there
+    would hide a tool, or leave exposed one meant to be left out."""
+    from fnmatch import fnmatchcase
+
+    for key, globs in (("include", entry.tools.include), ("exclude", entry.tools.exclude)):
+        for glob in globs:
+            if not any(fnmatchcase(own, glob) for own in own_names):
+                prefix = f"{entry.namespace}_" if entry.namespace else ""
+                hint = (
+                    f" (globs match its own names, without the '{prefix}' namespace)"
+                    if prefix and glob.startswith(prefix)
+                    else ""
+                )
+                shown = ", ".join(sorted(own_names)[:20]) or "none"
+                log.warning(
+                    "servers.%s.tools.%s: %r matches none of its tools%s; its tools: %s",
+                    name,
+                    key,
+                    glob,
+                    hint,
+                    shown,
+                )
+
+
 def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
     """The composed instructions: the config's own text, then each mounted server's."""
     parts = [own or DEFAULT_INSTRUCTIONS]
@@ -328,24 +392,46 @@ def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
     return "\n\n".join(parts)
 
 
+def suggested_namespace(mount_name: str) -> str:
+    """A namespace the config accepts (``NAMESPACE_PATTERN``), made from a mount name."""
+    return re.sub(r"[^A-Za-z0-9-]+", "-", mount_name).strip("-")[:30].strip("-") or "ns"
+
+
 def refuse_bad_names(mounts: list[Mount]) -> None:
     """Two servers exposing one name would leave the second unreachable; clients reject odd names.
 
     fastmcp 4 logs a warning and lets the first provider win; here it is an error.
     """
-    owners: dict[str, list[str]] = {}
+    owners: dict[str, list[Mount]] = {}
     for mount in mounts:
         for tool in mount.tools:
-            owners.setdefault(tool.name, []).append(mount.name)
-    for tool_name, names in owners.items():
+            owners.setdefault(tool.name, []).append(mount)
+    for tool_name, owning in owners.items():
+        names = [mount.name for mount in owning]
         if len(names) > 1:
             first, second = names[0], names[1]
+            namespace = owning[1].entry.namespace
+            own = tool_name.removeprefix(f"{namespace}_") if namespace else tool_name
             raise CompositionError(
                 f"tool name collision: {tool_name!r} is provided by both {first!r} and {second!r}; "
-                f"give one of them a namespace, e.g. servers.{second}.namespace: {second.replace('_', '-')}"
+                f"give one of them a namespace (e.g. servers.{second}.namespace: "
+                f"{suggested_namespace(second)}) or leave the tool out of one "
+                f"(e.g. servers.{second}.tools.exclude: [{own}])"
             )
         if not TOOL_NAME.match(tool_name):
             raise CompositionError(
                 f"tool {tool_name!r} from {names[0]!r} is not a valid tool name for MCP clients "
                 "(letters, digits, '_' and '-', at most 64 characters); shorten its namespace"
             )
+    for kind, key in (("prompt", "prompts"), ("resource", "resources")):
+        seen: dict[str, str] = {}
+        for mount in mounts:
+            for item in getattr(mount, key):
+                first = seen.setdefault(item, mount.name)
+                if first != mount.name:
+                    raise CompositionError(
+                        f"{kind} collision: {item!r} is provided by both {first!r} and "
+                        f"{mount.name!r}, so one of them could not be reached; give one of them a "
+                        f"namespace (e.g. servers.{mount.name}.namespace: "
+                        f"{suggested_namespace(mount.name)})"
+                    )

@@ -18,6 +18,7 @@ Relative paths in ``settings`` resolve against the config file's folder.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -54,6 +55,7 @@ DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
 DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
 DEFAULT_SHUTDOWN_GRACE = 10.0  # seconds in-flight calls get on SIGTERM/SIGINT
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
+HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110's token
 
 
 class _Strict(BaseModel):
@@ -206,6 +208,36 @@ class ServerEntry(_Strict):
         if self.settings and (self.command or self.url):
             raise ValueError("an external server ('command' or 'url') takes no 'settings'")
         return self
+
+    @field_validator("url")
+    @classmethod
+    def _reachable_url(cls, value: str | None) -> str | None:
+        """A URL that could never be connected to is a config error, not a skipped server."""
+        if value is None:
+            return value
+        from urllib.parse import urlsplit
+
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
+        except ValueError as exc:
+            raise ValueError(f"not a usable URL: {exc}") from None
+        if not parts.hostname:
+            raise ValueError("the URL names no host, e.g. https://mcp.example.com/mcp")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _valid_headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not HEADER_NAME.match(name):
+                raise ValueError(
+                    f"{name[:100]!r} is not a valid HTTP header name "
+                    "(letters, digits and !#$%&'*+-.^_`|~, no spaces)"
+                )
+            if "\r" in text or "\n" in text or "\0" in text:
+                raise ValueError(f"the value of header {name!r} holds a line break or NUL")
+        return value
 
     @property
     def external(self) -> bool:

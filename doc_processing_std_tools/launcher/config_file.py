@@ -38,22 +38,31 @@ def parse_yaml(text: str, file: Path) -> tuple[Any, dict[tuple[str, ...], int]]:
         ) from None
     lines: dict[tuple[str, ...], int] = {}
     if node is not None:
-        _collect_lines(node, (), lines)
+        _collect_lines(node, (), lines, file)
     return data, lines
 
 
 def _collect_lines(
-    node: yaml.Node, prefix: tuple[str, ...], out: dict[tuple[str, ...], int]
+    node: yaml.Node, prefix: tuple[str, ...], out: dict[tuple[str, ...], int], file: Path
 ) -> None:
     out.setdefault(prefix, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
         for key_node, value_node in node.value:
-            key = (*prefix, str(key_node.value))
-            out[key] = key_node.start_mark.line + 1
-            _collect_lines(value_node, key, out)
+            name, line = str(key_node.value), key_node.start_mark.line + 1
+            if name in seen and name != "<<":  # YAML would silently keep the last one
+                dotted = ".".join((*prefix, name))
+                raise ConfigError(
+                    f"{file}:{line}: {dotted}: duplicate key (first on line {seen[name]}); "
+                    "keep one of them"
+                )
+            seen[name] = line
+            key = (*prefix, name)
+            out[key] = line
+            _collect_lines(value_node, key, out, file)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
-            _collect_lines(item, (*prefix, str(index)), out)
+            _collect_lines(item, (*prefix, str(index)), out, file)
 
 
 def expand_env(
@@ -137,7 +146,7 @@ def describe_validation_error(
     elif kind == "missing":
         message = "required key is missing"
     else:
-        message = error["msg"]
+        message = error["msg"].removeprefix("Value error, ")  # (pydantic's prefix for a ValueError)
         if "input" in error and not isinstance(error["input"], dict | list):
             message += f" (got {error['input']!r})"
     return format_error(file, lines, (*prefix, *loc), message)

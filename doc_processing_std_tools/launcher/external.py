@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -33,6 +35,12 @@ START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to ans
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
 PING_TIMEOUT = 20.0  # a server this slow to answer a ping is taken for hung
+MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (one reply) from a URL server may be this big
+HTTP_HINTS = {
+    401: "the server refused the credentials; check the entry's headers",
+    403: "the server refused the credentials; check the entry's headers",
+    404: "no MCP endpoint at this URL; check its path (often /mcp, or /sse for an SSE server)",
+}
 
 State = Literal["starting", "up", "restarting", "failed"]
 
@@ -65,14 +73,47 @@ class StderrRelay:
             self.file.close()
 
 
+def shown_url(url: str) -> str:
+    """*url* as messages show it: no user or password, no query values (tokens ride there)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "***@" + netloc.rpartition("@")[2]
+    query = re.sub(r"=[^&]*", "=***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def is_sse_url(url: str) -> bool:
+    """An SSE (2024-11-05 era) endpoint: its path ends in ``/sse``, whatever the query says."""
+    return urlsplit(url).path.rstrip("/").endswith("/sse")
+
+
+def _reason(exc: BaseException) -> str:
+    """The most telling text in an error's chain, one line: an OS error's, else the error's own."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror[0].lower() + seen.strerror[1:]
+        seen = seen.__cause__ or seen.__context__
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text.removeprefix("Client failed to connect: ")
+
+
 def _is_connection_loss(exc: BaseException | None) -> bool:
     """Whether an error (or one it was raised from) says the session's connection is gone."""
     seen = 0
     while exc is not None and seen < 10:
         if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | EOFError):
             return True
-        if "Connection closed" in str(exc) and type(exc).__name__ in ("McpError", "MCPError"):
-            return True
+        if type(exc).__name__ in ("McpError", "MCPError") and any(
+            text in str(exc)
+            for text in ("Connection closed", "Session terminated", "Session not found")
+        ):
+            return True  # (the last two: an HTTP server that restarted and forgot our session)
+        if "SSE stream ended without a response" in str(exc):
+            return True  # the streamable-HTTP server went away during the call
         exc, seen = exc.__cause__ or exc.__context__, seen + 1
     return False
 
@@ -89,6 +130,8 @@ class Supervisor:
         self.last_error = ""
         self.relay = StderrRelay(name) if entry.command else None
         self._client: Client | None = None
+        self._counted = False
+        self._http_status = 0  # the last HTTP error status a URL server answered (0: none)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self._changed = anyio.Event()
         self._lost = anyio.Event()
@@ -96,7 +139,22 @@ class Supervisor:
 
     @property
     def what(self) -> str:
-        return f"command {self.entry.command!r}" if self.entry.command else f"URL {self.entry.url}"
+        if self.entry.command:
+            return f"command {self.entry.command!r}"
+        return f"URL {shown_url(self.entry.url or '')}"
+
+    def _describe(self, exc: BaseException) -> str:
+        """Why a session could not be opened or kept, in one line without secrets."""
+        if self.relay and self.relay.last_line:
+            return self.relay.last_line
+        status = self._http_status
+        if status:
+            hint = HTTP_HINTS.get(status, "")
+            return f"HTTP {status}" + (f": {hint}" if hint else "")
+        text = _reason(exc)
+        if self.entry.url:
+            text = text.replace(self.entry.url, shown_url(self.entry.url))
+        return text
 
     def unavailable(self) -> str | None:
         """Why a call cannot go through now, or None when the server is up."""
@@ -109,8 +167,10 @@ class Supervisor:
 
     def call_failed(self, exc: BaseException) -> str | None:
         """A call's error: when it shows the session is gone, start the restart and say so."""
-        if self.state != "up" or not _is_connection_loss(exc):
+        if not _is_connection_loss(exc):
             return None
+        if self.state != "up":  # another call saw it first
+            return self.unavailable()
         self._lost.set()
         detail = (self.relay.last_line if self.relay else "") or "the connection closed"
         return f"server {self.name!r} is restarting (attempt {self.attempt + 1}): {detail}"
@@ -155,19 +215,16 @@ class Supervisor:
     async def _keep(self) -> None:
         delay = FIRST_BACKOFF
         while True:
-            attempt = self.attempt
+            self._counted = False  # set when this round's session went down (its attempt counted)
             try:
                 await self._serve_one_session()
                 delay = FIRST_BACKOFF  # it was up: the next failure starts a fresh backoff
             except Exception as exc:
-                detail = (self.relay.last_line if self.relay else "") or (
-                    f"{type(exc).__name__}: {exc}"
-                )
-                self.last_error = detail[:300]
+                self.last_error = self._describe(exc)[:300]
             if self.state == "starting":
                 self._set("failed")
                 return  # a server that never started is skipped, not retried
-            if self.attempt == attempt:  # not yet counted when the session went down
+            if not self._counted:
                 self.attempt += 1
                 self._set("restarting")
             log.warning(
@@ -184,6 +241,7 @@ class Supervisor:
         from fastmcp import Client
 
         transport = self._transport()
+        self._http_status = 0
         client = Client(transport, mode="legacy")
         with anyio.fail_after(START_TIMEOUT):
             await client.__aenter__()
@@ -191,6 +249,7 @@ class Supervisor:
             self._client = client
             self.pipe = getattr(transport, "pipe", None)
             self.last_error = ""
+            self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
             self._set("up")
             await self._watch(client)
@@ -200,6 +259,7 @@ class Supervisor:
             self.pipe = None
             if self.state == "up":  # calls say so while the old session closes
                 self.attempt += 1
+                self._counted = True
                 self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
@@ -233,13 +293,34 @@ class Supervisor:
             )
         assert entry.url
         headers = dict(entry.headers)
-        if entry.url.rstrip("/").endswith("/sse"):
+        if is_sse_url(entry.url):
             from fastmcp.client.transports import SSETransport
 
-            return SSETransport(entry.url, headers=headers)
+            return SSETransport(entry.url, headers=headers, httpx_client_factory=self._http_client)
         from fastmcp.client.transports import StreamableHttpTransport
 
-        return StreamableHttpTransport(entry.url, headers=headers)
+        return StreamableHttpTransport(
+            entry.url,
+            headers=headers,
+            httpx_client_factory=self._http_client,
+            max_sse_event_size=MAX_EVENT_BYTES,
+        )
+
+    def _http_client(
+        self, headers: dict[str, str] | None = None, timeout: Any = None, auth: Any = None, **_: Any
+    ) -> Any:
+        """The SDK's default HTTP client, noting error statuses: "HTTP 401" says more than the
+        SDK's "Server returned an error response". (fastmcp's ``follow_redirects`` is dropped, as
+        with the SDK's default client: the transports follow same-origin redirects themselves.)"""
+        from .seams import mcp_http_client
+
+        async def note_status(response: Any) -> None:
+            if response.status_code >= 400:
+                self._http_status = response.status_code
+
+        client = mcp_http_client(headers, timeout, auth)
+        client.event_hooks.setdefault("response", []).append(note_status)
+        return client
 
     def close(self) -> None:
         if self.relay is not None:

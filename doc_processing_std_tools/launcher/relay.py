@@ -8,6 +8,7 @@ tools that offer a plain call (:data:`PLAIN_CALL`).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -204,11 +205,31 @@ class ToolRelay:
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
         client = await target.supervisor.client()
+        # The SDK tells the server of a cancelled call with a shielded write that may take 5 s
+        # when the server hangs; that write goes on in the background, so the caller's timeout
+        # answers on time.
+        request = asyncio.ensure_future(
+            send_raw_request(client, "tools/call", out, on_progress=on_progress)
+        )
         try:
-            return await send_raw_request(client, "tools/call", out, on_progress=on_progress)
+            return await asyncio.shield(request)
+        except asyncio.CancelledError:
+            request.cancel()
+            _ABANDONED.add(request)
+            request.add_done_callback(_forget_abandoned)
+            raise
         except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             message = exc.message if isinstance(exc, MCPError) else "the connection closed"
             raise ToolError(f"Error calling tool {target.tool.name!r}: {message}") from exc
+
+
+_ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server
+
+
+def _forget_abandoned(request: asyncio.Future[Any]) -> None:
+    _ABANDONED.discard(request)
+    if not request.cancelled():
+        request.exception()  # (retrieved: an abandoned call's failure is nobody's to report)
 
 
 def fast_path_of(server: FastMCP) -> FastPath | None:

@@ -56,7 +56,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     built: list = []
     try:
         built, skipped = await build_servers(
-            loaded, composition.group, stack, strict=False, only=started
+            loaded, composition.group, stack, strict=composition.strict, only=started
         )
         fresh = {m.name: await mount_into(composition.root, m, add=False) for m in built}
         for mount in built:
@@ -64,12 +64,15 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
                 await _start_lifespan(composition, stack, fresh[mount.name])
         ordered = [old[n] if n in kept else fresh[n] for n in wanted if n in kept or n in fresh]
         refuse_bad_names(ordered)
-    except (ConfigError, CompositionError, ServerStartError) as exc:
+    except Exception as exc:  # whatever a new server raises, the old composition serves on
         for mount in built:
             if mount.supervisor is not None:
                 mount.supervisor.stop()
         await stack.aclose()
-        raise ReloadError(str(exc)) from None
+        if isinstance(exc, ConfigError | CompositionError | ServerStartError):
+            raise ReloadError(str(exc)) from None
+        log.debug("reload failed", exc_info=True)
+        raise ReloadError(f"a server failed to start: {type(exc).__name__}: {exc}"[:1000]) from None
 
     root = composition.root
     for name in removed:
@@ -111,18 +114,41 @@ async def _start_lifespan(composition: Composition, stack: AsyncExitStack, mount
 
 
 async def _reload_once(composition: Composition) -> None:
-    try:
-        log.warning("%s", await apply(composition))
-    except ReloadError as exc:
-        log.error("reload refused, still serving the previous config: %s", exc)
+    async with (
+        composition.reload_lock
+    ):  # a SIGHUP and a file change must not start one server twice
+        try:
+            log.warning("%s", await apply(composition))
+        except ReloadError as exc:
+            log.error("reload refused, still serving the previous config: %s", exc)
+
+
+_hup_before_serving = False  # a SIGHUP came while the servers were starting
+
+
+def defer_sighup() -> None:
+    """Until :func:`watch` runs, a SIGHUP (whose default action ends the process) only asks for
+    a reload once serving starts."""
+    if hasattr(signal, "SIGHUP"):
+
+        def remember(signum: int, frame: object) -> None:
+            global _hup_before_serving
+            _hup_before_serving = True
+
+        signal.signal(signal.SIGHUP, remember)
 
 
 async def watch(composition: Composition) -> None:
     """Reload on SIGHUP, and when the config file's mtime changes if ``composition.watch``."""
+    global _hup_before_serving
+    composition.reload_lock = anyio.Lock()
     async with anyio.create_task_group() as group:
         group.start_soon(_on_sighup, composition)
         if composition.watch:
             group.start_soon(_on_change, composition)
+        if _hup_before_serving:
+            _hup_before_serving = False
+            await _reload_once(composition)
 
 
 async def _on_sighup(composition: Composition) -> None:

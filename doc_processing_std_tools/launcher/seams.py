@@ -240,7 +240,13 @@ def _guarded_tool_class() -> Any:
             replacement = self._call_failed(exc) if self._call_failed else None
             return replacement or str(exc)
 
-        def timeout_text(self) -> str:
+        def timeout_text(self, *, waited_for_lock: bool = False) -> str:
+            if waited_for_lock:
+                return (
+                    f"{self.name!r} did not start within its timeout of {self._timeout:g} s: "
+                    "another call that changes state held the process lock all that time; "
+                    f"nothing was done (servers.{self._label}.timeout)"
+                )
             return (
                 f"server {self._label!r} did not finish {self.name!r} within its "
                 f"timeout of {self._timeout:g} s (servers.{self._label}.timeout)"
@@ -254,11 +260,13 @@ def _guarded_tool_class() -> Any:
             reason = self.refusal()
             if reason:
                 raise ToolError(reason)
+            locked = False
             try:
                 with anyio.fail_after(self._timeout):
                     if not self._lock:
                         return await call()
                     async with admit_self_locking() if self._self_locking else hold_async():
+                        locked = True
                         return await call()
             except ToolError as exc:
                 text = self.failure_text(exc)
@@ -266,7 +274,8 @@ def _guarded_tool_class() -> Any:
                     raise ToolError(text) from None
                 raise
             except TimeoutError:
-                raise ToolError(self.timeout_text()) from None
+                waited = self._lock and not locked
+                raise ToolError(self.timeout_text(waited_for_lock=waited)) from None
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
             return await self._guarded(lambda: self._inner._run(arguments))
@@ -316,6 +325,14 @@ async def send_raw_request(
 def remove_provider(server: FastMCP, provider: Provider) -> None:
     """Unmount *provider* (``FastMCP.providers`` is a plain list; fastmcp has no remove call)."""
     server.providers.remove(provider)
+
+
+def mcp_http_client(headers: dict[str, str] | None, timeout: Any, auth: Any) -> Any:
+    """The ``httpx2.AsyncClient`` the mcp SDK's HTTP transports make by default (its timeouts:
+    30 s to connect, 300 s to read), from ``mcp.shared._httpx_utils``."""
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    return create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
 
 
 async def spawn_stdio_child(

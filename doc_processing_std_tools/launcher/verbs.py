@@ -10,7 +10,10 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import shlex
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from .config import ConfigError, load_config
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
+CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
 def _fail(message: str, status: int) -> int:
@@ -166,7 +170,7 @@ def snippet(
     if url is not None:
         args = ["connect", url, *(["--token-env", token_env] if token_env else [])]
     if client == "claude-code":
-        return f"claude mcp add {name} -- {command} {' '.join(args)}"
+        return shlex.join(["claude", "mcp", "add", name, "--", command, *args])
     if client == "codex":
         quoted = ", ".join(json.dumps(a) for a in args)
         return f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
@@ -189,13 +193,26 @@ def write_client_config(
     path = client_files(client)
     if path is None:
         raise ValueError(f"{client} is configured by a command: run the line printed above")
+    # A dotfiles symlink stays a symlink: the file it points to gets the entry.
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.stat().st_mode & stat.S_IWUSR:
+        raise ValueError(f"{path} is read-only; make it writable (chmod u+w) to add the entry")
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     if client == "codex":
-        if f"[mcp_servers.{name}]" in text:
-            raise ValueError(f"{path} already has [mcp_servers.{name}]; remove it first")
+        import tomllib
+
+        try:
+            servers = tomllib.loads(text).get("mcp_servers", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{path} is not valid TOML ({exc}); fix it first") from None
+        if not isinstance(servers, dict):
+            raise ValueError(f"{path}: 'mcp_servers' is not a table")
+        if name in servers:
+            raise ValueError(f"{path} already has mcp_servers.{name}; remove it first, or --name")
         updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + snippet(
             client, name, config, url, token_env
         )
+        tomllib.loads(updated)  # (a last check: what is written parses)
     else:
         try:
             data = json.loads(text) if text.strip() else {}
@@ -212,7 +229,12 @@ def write_client_config(
         updated = json.dumps(data, indent=2) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists():
-        backup = path.with_name(f"{path.name}.bak-{time.strftime('%Y%m%d-%H%M%S')}")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        backup = path.with_name(f"{path.name}.bak-{stamp}")
+        for number in range(2, 1000):  # two writes in one second keep both backups
+            if not backup.exists():
+                break
+            backup = path.with_name(f"{path.name}.bak-{stamp}-{number}")
         shutil.copy2(path, backup)
     from ..containment import atomic_write_at
 
@@ -238,6 +260,11 @@ def client_config(args: argparse.Namespace) -> int:
             )
     if args.token_env and args.url is None:
         return _fail("--token-env goes with --url (the daemon's token)", EXIT_USAGE)
+    if not CLIENT_ENTRY_NAME.match(args.name):
+        return _fail(
+            f"--name {args.name[:100]!r}: use letters, digits, '_' and '-' (clients key on it)",
+            EXIT_USAGE,
+        )
     print(snippet(args.client, args.name, config, args.url, args.token_env))
     if args.write:
         try:
