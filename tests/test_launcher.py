@@ -294,6 +294,26 @@ def test_transport_shorthand_and_defaults(write_config) -> None:
 # -- composition ------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "servers:\n  first: {server: memory-tools}\n  first: {server: filesystem}\n",
+            ":3: servers.first: duplicate key (first on line 2)",
+        ),
+        (
+            "servers:\n  m:\n    namespace: a\n    namespace: b\n",
+            ":4: servers.m.namespace: duplicate key (first on line 3)",
+        ),
+    ],
+)
+def test_a_duplicate_key_is_an_error_not_a_silent_override(
+    write_config, text: str, expected: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(expected)):
+        load_config(write_config(text))
+
+
 def test_collision_is_refused_naming_both_servers(write_config, capsys) -> None:
     path = write_config(
         """\

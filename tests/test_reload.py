@@ -9,6 +9,7 @@ from pathlib import Path
 
 import anyio
 from conftest import launched, text_of
+from proc_helpers import child_pids
 
 TESTS = Path(__file__).resolve().parent
 EXTERNAL = TESTS / "external_server.py"
@@ -111,3 +112,62 @@ async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_pat
         await anyio.sleep(3)
         assert await tool_names(session) == before
         await session.call_tool("write_memory", {"key": "k", "value": "v"})
+
+
+async def test_a_reload_whose_new_server_fails_changes_nothing(
+    write_config, tmp_path: Path
+) -> None:
+    """A new server whose lifespan raises (not a config or start error the reload expects)
+    refuses the reload; the launcher serves on."""
+    (tmp_path / "boom.py").write_text(
+        "from contextlib import asynccontextmanager\n"
+        "from fastmcp import FastMCP\n\n"
+        "@asynccontextmanager\n"
+        "async def explode(server):\n"
+        "    raise RuntimeError('lifespan exploded')\n"
+        "    yield\n\n"
+        "server = FastMCP('boom', lifespan=explode)\n\n"
+        "@server.tool\n"
+        "def boom_ping() -> str:\n"
+        "    return 'pong'\n"
+    )
+    memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    config = write_config("servers:\n" + memory)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    async with launched(config, env=env) as session:
+        before = await tool_names(session)
+        config.write_text("servers:\n" + memory + "  boom:\n    module: boom:server\n")
+        pid = launcher_pid(config)
+        os.kill(pid, signal.SIGHUP)
+        await anyio.sleep(3)
+        assert await tool_names(session) == before
+        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+
+
+async def test_a_sighup_while_servers_start_reloads_once_serving(
+    write_config, tmp_path: Path
+) -> None:
+    """SIGHUP's default action ends a process: one that arrives while an external server is
+    still starting must wait for serving, then reload."""
+    slow = tmp_path / "slow.sh"
+    slow.write_text(f"#!/bin/sh\nsleep 2\nexec {sys.executable} {EXTERNAL} {tmp_path / 'c'}\n")
+    slow.chmod(0o755)
+    config = write_config(f"servers:\n  slow:\n    command: {slow}\n    namespace: slow\n")
+
+    async def hang_up_early() -> None:
+        with anyio.fail_after(30):
+            while True:
+                try:
+                    pid = launcher_pid(config)
+                    break
+                except AssertionError:
+                    await anyio.sleep(0.05)
+        with anyio.fail_after(30):
+            while not child_pids(pid):  # starting the child (2 s to go), not serving yet
+                await anyio.sleep(0.05)
+        os.kill(pid, signal.SIGHUP)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(hang_up_early)
+        async with launched(config) as session:
+            assert text_of(await session.call_tool("slow_nap", {"seconds": 0})) == "rested"

@@ -134,3 +134,78 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
     )
     assert refused.returncode == 1 and "not valid JSON" in refused.stderr
     assert broken.read_text() == "{oops"  # a refused write changes nothing
+
+
+def test_client_config_write_refuses_what_it_would_break(tmp_path: Path) -> None:
+    """A codex file that is not TOML, or already names the entry in any TOML spelling, and a
+    read-only file are left as they are; a symlinked file's target gets the entry."""
+    config = write_memory_config(tmp_path)
+    home = tmp_path / "home"
+    codex = home / ".codex" / "config.toml"
+    codex.parent.mkdir(parents=True)
+
+    def write(client: str, *extra: str) -> subprocess.CompletedProcess:
+        return run(
+            "client-config", client, "--config", str(config), "--write", *extra,
+            cwd=tmp_path, env={"HOME": str(home)},
+        )  # fmt: skip
+
+    for text, expected in [
+        ('model = "o3"\n[broken\n', "is not valid TOML"),
+        ('mcp_servers = { dpt = { command = "old" } }\n', "already has mcp_servers.dpt"),
+        ('[mcp_servers."dpt"]\ncommand = "old"\n', "already has mcp_servers.dpt"),
+    ]:
+        codex.write_text(text)
+        refused = write("codex")
+        assert refused.returncode == 1 and expected in refused.stderr, refused.stderr
+        assert codex.read_text() == text
+
+    real = home / "dotfiles" / "cursor-mcp.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps({"mcpServers": {"other": {"command": "x"}}}))
+    link = home / ".cursor" / "mcp.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    assert write("cursor").returncode == 0
+    assert link.is_symlink() and "dpt" in json.loads(real.read_text())["mcpServers"]
+
+    real.chmod(0o444)
+    before = real.read_text()
+    refused = write("cursor", "--name", "second")
+    assert refused.returncode == 1 and "read-only" in refused.stderr
+    assert real.read_text() == before
+
+    for name in ("my server", "a.b"):
+        bad = write("cursor", "--name", name)
+        assert bad.returncode == 2 and "--name" in bad.stderr
+
+
+def test_the_claude_code_line_survives_a_path_with_spaces(tmp_path: Path) -> None:
+    import shlex
+
+    folder = tmp_path / "my configs"
+    folder.mkdir()
+    config = write_memory_config(folder)
+    shown = run("client-config", "claude-code", "--config", str(config), cwd=tmp_path)
+    words = shlex.split(shown.stdout)
+    assert words[:5] == ["claude", "mcp", "add", "dpt", "--"]
+    assert words[-2:] == ["--config", str(config)]
+
+
+def test_tools_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
+    config = write_memory_config(tmp_path)
+    command = " ".join(shlex_quote(part) for part in launcher_command())
+    piped = subprocess.run(
+        f"{command} tools --config {shlex_quote(str(config))} --json | true",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "Traceback" not in piped.stderr and "Error" not in piped.stderr, piped.stderr
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
