@@ -181,7 +181,7 @@ class ServerEntry(_Strict):
 
     server: str | None = None
     module: str | None = None
-    command: str | None = None
+    command: str | None = Field(None, min_length=1)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     cwd: str | None = None
