@@ -301,11 +301,11 @@ class _OneLineClientErrors(logging.Filter):
 
 
 def _setup_logging(level: str) -> None:
-    """Everything to stderr, one line per record; fastmcp reads its own settings from the
-    environment (its rich handler wraps a record over several lines)."""
+    """Everything to stderr; fastmcp reads its own level from the environment. (fastmcp keeps its
+    rich handler: with FASTMCP_ENABLE_RICH_LOGGING=false a call's arguments reached the
+    DEBUG log, tests/test_http.py)"""
     os.environ.setdefault("FASTMCP_LOG_LEVEL", level)
     os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
-    os.environ.setdefault("FASTMCP_ENABLE_RICH_LOGGING", "false")
     logging.basicConfig(
         stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
