@@ -8,8 +8,8 @@ medians read the machine's drift between rounds as a difference between the serv
 
 The workload is memory-tools' ``write_memory`` + ``read_memory`` on the same 20 keys.
 On Linux each server's CPU per call is read from ``/proc`` too: the process the client
-started (a launcher: its own CPU, children excluded) and that process's children (the
-server behind a launcher).
+started (a launcher: its own CPU, children excluded) and everything under it (the
+server behind a launcher, and the shim it runs under).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
-from proc_helpers import child_pids, cpu_seconds
+from proc_helpers import child_pids, cpu_seconds, descendant_pids
 
 WARM_CALLS = 20  # per server, before anything is measured
 
@@ -82,7 +82,10 @@ async def side_by_side(
 async def _blocks(
     sessions: Mapping[str, Any], started: Mapping[str, list[int]], blocks: int, calls: int
 ) -> dict[str, Measured]:
-    behind = {name: [c for pid in pids for c in child_pids(pid)] for name, pids in started.items()}
+    # (a launcher's external server runs under its shim: launcher/child.py)
+    behind = {
+        name: [c for pid in pids for c in descendant_pids(pid)] for name, pids in started.items()
+    }
     cpu = {name: sum(map(cpu_seconds, pids)) for name, pids in started.items()}
     behind_cpu = {name: sum(map(cpu_seconds, pids)) for name, pids in behind.items()}
     measured = {name: Measured() for name in sessions}

@@ -20,6 +20,16 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def descendant_pids(parent: int) -> list[int]:
+    """*parent*'s children, their children, and so on."""
+    found, todo = [], [parent]
+    while todo:
+        children = child_pids(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of one process so far (0 where there is no /proc, or no such process)."""
     try:

@@ -599,3 +599,88 @@ def test_a_tools_glob_that_matches_nothing_is_warned(write_config, tmp_path: Pat
     assert "servers.ext.tools.exclude: 'whoamii' matches none of its tools" in proc.stderr
     assert "'ext_bump' matches none of its tools (globs match its own names" in proc.stderr
     assert "servers.ext.tools.include" not in proc.stderr  # '*' matched
+
+
+def pids_with(marker: str) -> list[int]:
+    """Live processes whose command line holds *marker*."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if marker.encode() in cmdline and alive(int(entry)):
+                found.append(int(entry))
+    return found
+
+
+def wrapper_with_a_helper(tmp_path: Path, marker: str) -> Path:
+    """A shell wrapper, as many installed servers are: it starts a helper that ignores SIGTERM
+    and holds the server's stdout, then runs the server without ``exec``."""
+    script = tmp_path / "wrapper.sh"
+    helper = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"{sys.executable} -c '{helper}' {marker} &\n"
+        f"{sys.executable} {EXTERNAL} {tmp_path / 'count'}\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+async def test_a_wrapped_server_that_dies_is_noticed_and_leaves_nothing(
+    write_config, tmp_path: Path
+) -> None:
+    """Its helper keeps the stdout pipe open: the server's exit is still seen at once (not when
+    a ping times out, 20 s later), and the helper ends with the session."""
+    marker = f"helper-{os.getpid()}-{time.monotonic_ns()}"
+    script = wrapper_with_a_helper(tmp_path, marker)
+    config = write_config(f"servers:\n  wrapped:\n    command: {script}\n")
+    async with launched(config) as session:
+        pid = int(text_of(await session.call_tool("whoami", {})))
+        assert pids_with(marker)
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(10):
+            while not (await session.call_tool("whoami", {})).is_error:
+                await anyio.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and pids_with(marker):
+        time.sleep(0.1)
+    assert not pids_with(marker)
+
+
+def test_sigkill_of_the_launcher_ends_a_wrapped_server_and_its_helpers(
+    write_config, tmp_path: Path
+) -> None:
+    """PR_SET_PDEATHSIG reaches one process; the shim ends the command's whole process group,
+    a helper that ignores SIGTERM included."""
+    marker = f"helper-{os.getpid()}-{time.monotonic_ns()}"
+    script = wrapper_with_a_helper(tmp_path, marker)
+    config = write_config(f"servers:\n  wrapped:\n    command: {script}\n")
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (pids_with(marker) and pids_with(str(EXTERNAL))):
+            time.sleep(0.2)
+        server = [pid for pid in pids_with(str(EXTERNAL)) if str(tmp_path) in _cmdline(pid)]
+        assert pids_with(marker) and server, "the wrapped server never started"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (pids_with(marker) or any(map(alive, server))):
+        time.sleep(0.1)
+    assert not pids_with(marker) and not any(map(alive, server))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""

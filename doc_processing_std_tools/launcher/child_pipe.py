@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ log = logging.getLogger("dpt-launch")
 
 READ_CHUNK = 1 << 16  # bytes per read of the child's stdout
 CANCEL_SEND_TIMEOUT = 1.0  # seconds to tell the child a call was cancelled
+EXIT_POLL = 0.5  # seconds between looks at whether the command exited
+LEFTOVER_GRACE = 1.0  # seconds what the command left in its group has after SIGTERM
 ID_PREFIX = "dpt~"  # our request ids; the SDK session's are integers, so they never clash
 SDK_REPLY_HEAD = b'{"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()  # how SDK servers write replies
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate: check it
@@ -292,6 +296,7 @@ async def open_child(
     async with anyio.create_task_group() as group:
         group.start_soon(pipe.read, read_send)
         group.start_soon(pipe.write_session_messages, write_receive)
+        group.start_soon(_close_when_exited, process)
         try:
             yield pipe, read_receive, write_send
         finally:
@@ -299,7 +304,37 @@ async def open_child(
                 write_send.close()
                 read_receive.close()
                 await stop_stdio_child(process)
+                await _end_leftovers(process.pid)
             group.cancel_scope.cancel()
+
+
+async def _close_when_exited(process: Any) -> None:
+    """End the session when the command exits, even if something it started keeps its stdout
+    open (a helper in the background): otherwise only a ping timing out would tell."""
+    while process.returncode is None:
+        await anyio.sleep(EXIT_POLL)
+    await anyio.sleep(EXIT_POLL)  # its last lines are read first
+    with suppress(Exception):
+        await process.stdout.aclose()
+
+
+async def _end_leftovers(group_id: int) -> None:
+    """What the command left in its process group (the SDK ends the group only when the command
+    itself outlives its grace): SIGTERM, then SIGKILL."""
+    if not hasattr(os, "killpg"):
+        return
+    for signum, wait in ((signal.SIGTERM, LEFTOVER_GRACE), (signal.SIGKILL, 0.0)):
+        try:
+            os.killpg(group_id, signum)
+        except OSError:
+            return  # no process left in the group
+        deadline = anyio.current_time() + wait
+        while anyio.current_time() < deadline:
+            await anyio.sleep(0.05)
+            try:
+                os.killpg(group_id, 0)
+            except OSError:
+                return
 
 
 def child_transport(
