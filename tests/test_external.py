@@ -684,3 +684,28 @@ def _cmdline(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_a_huge_stderr_line_is_cut_and_a_missing_cwd_is_named(write_config, tmp_path: Path) -> None:
+    script = tmp_path / "noisy.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'{sys.executable} -c \'import sys; sys.stderr.write("x" * 1000000 + "\\n")\'\n'
+        f"exec {sys.executable} {EXTERNAL} {tmp_path / 'count'}\n"
+    )
+    script.chmod(0o755)
+    config = write_config(
+        f"servers:\n  noisy:\n    command: {script}\n"
+        f"  lost:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {tmp_path / 'c2'}]\n"
+        "    cwd: ./no-such-folder\n    namespace: lost\n"
+    )
+    proc = subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    cut = [line for line in proc.stderr.splitlines() if line.startswith("[noisy] xxx")]
+    assert cut and cut[0].endswith("[line cut at 8 KB]") and len(cut[0]) < 9000
+    assert max(map(len, proc.stderr.splitlines())) < 9000
+    assert f"its cwd {tmp_path / 'no-such-folder'} is not a folder" in proc.stderr

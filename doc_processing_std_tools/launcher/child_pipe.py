@@ -271,7 +271,8 @@ def _parse_line(line: bytes) -> Any:
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
-        log.warning("an external server wrote a line that is not JSON-RPC: %s", str(exc)[:300])
+        shown = line[:200].decode("utf-8", "replace").rstrip()
+        log.warning("an external server wrote a line that is not JSON-RPC (ignored): %r", shown)
         return exc
 
 

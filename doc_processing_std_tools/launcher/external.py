@@ -35,6 +35,7 @@ START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to ans
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
 PING_TIMEOUT = 20.0  # a server this slow to answer a ping is taken for hung
+MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (one reply) from a URL server may be this big
 HTTP_HINTS = {
     401: "the server refused the credentials; check the entry's headers",
@@ -62,11 +63,16 @@ class StderrRelay:
 
     def _pump(self, name: str, read_fd: int) -> None:
         with os.fdopen(read_fd, "rb") as pipe:
-            for raw in pipe:
-                line = raw.decode("utf-8", "replace").rstrip()
-                if line:
-                    self.last_line = line[:300]
-                    print(f"[{name}] {line}", file=sys.stderr, flush=True)
+            cut = False  # the rest of a line longer than MAX_STDERR_LINE is dropped
+            while raw := pipe.readline(MAX_STDERR_LINE):
+                whole = raw.endswith(b"\n")
+                if not cut:
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if line:
+                        self.last_line = line[:300]
+                        more = "" if whole else " [line cut at 8 KB]"
+                        print(f"[{name}] {line}{more}", file=sys.stderr, flush=True)
+                cut = not whole
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -145,8 +151,12 @@ class Supervisor:
 
     def _describe(self, exc: BaseException) -> str:
         """Why a session could not be opened or kept, in one line without secrets."""
-        if self.relay and self.relay.last_line:
-            return self.relay.last_line
+        last = self.relay.last_line if self.relay else ""
+        if isinstance(exc, TimeoutError):
+            said = f"; its last stderr line: {last}" if last else ""
+            return f"no answer to initialize within {START_TIMEOUT:g} s{said}"
+        if last:
+            return last
         status = self._http_status
         if status:
             hint = HTTP_HINTS.get(status, "")
@@ -252,8 +262,10 @@ class Supervisor:
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
             self._set("up")
-            await self._watch(client)
-            self.last_error = (self.relay.last_line if self.relay else "") or "the session closed"
+            why = await self._watch(client)
+            self.last_error = (
+                why or (self.relay.last_line if self.relay else "") or "the session closed"
+            )
         finally:
             self._client = None
             self.pipe = None
@@ -264,17 +276,20 @@ class Supervisor:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
 
-    async def _watch(self, client: Client) -> None:
-        """Return when the session is gone: a call saw it close, or a ping failed."""
+    async def _watch(self, client: Client) -> str:
+        """Return when the session is gone (a call saw it close, or a ping failed): why, when it
+        is worth more than the server's last stderr line."""
         while True:
             with anyio.move_on_after(PING_INTERVAL):
                 await self._lost.wait()
-                return
+                return ""
             try:
                 with anyio.fail_after(PING_TIMEOUT):
                     await client.ping()
+            except TimeoutError:
+                return f"no answer to a ping within {PING_TIMEOUT:g} s (hung?)"
             except Exception:
-                return
+                return ""
 
     def _transport(self) -> Any:
         entry = self.entry
@@ -284,6 +299,8 @@ class Supervisor:
 
             command, args = wrapped_command(entry.command, list(entry.args))
             cwd = str((self.base_dir / entry.cwd).resolve()) if entry.cwd else None
+            if cwd is not None and not os.path.isdir(cwd):
+                raise ExternalStartError(f"its cwd {cwd} is not a folder")
             return child_transport(
                 command,
                 args,
