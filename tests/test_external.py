@@ -20,6 +20,16 @@ EXTERNAL = TESTS / "external_server.py"
 RESULTS = TESTS / "results_server.py"  # a tool for each part of a result
 
 
+def run_check(config: Path) -> subprocess.CompletedProcess[str]:
+    """``dpt-launch --config CONFIG --check``, run as a user runs it."""
+    return subprocess.run(
+        [*launcher_command(), "--config", str(config), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def external_entry(name: str, counter: Path, extra: str = "") -> str:
     return f"  {name}:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {counter}]\n{extra}"
 
@@ -105,12 +115,7 @@ def test_collision_between_external_and_in_process_is_refused(write_config, tmp_
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
         f"  mem2:\n    command: {sys.executable}\n    args: [-m, doc_processing_std_tools.memory]\n"
     )
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     assert proc.returncode == 2
     assert "provided by both 'memory-tools' and 'mem2'" in proc.stderr
     assert "servers.mem2.namespace" in proc.stderr
@@ -122,12 +127,7 @@ def test_a_missing_command_is_skipped_unless_required(write_config, tmp_path) ->
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
         "  ghost:\n    command: /no/such/mcp-server\n"
     )
-    check = subprocess.run(
-        [*launcher_command(), "--config", str(optional), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    check = run_check(optional)
     assert check.returncode == 1, check.stderr  # --check: it will not serve
     assert "servers.ghost not mounted" in check.stderr
     assert "write_memory" in check.stdout
@@ -485,12 +485,7 @@ def test_url_secrets_stay_out_of_messages(write_config) -> None:
         "servers:\n  gone:\n"
         f"    url: http://alice:hunter2@127.0.0.1:{free_port()}/mcp?token=hunter2&x=1\n"
     )
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     assert proc.returncode == 1
     assert "hunter2" not in proc.stderr + proc.stdout
     assert "servers.gone" in proc.stderr and "***@127.0.0.1" in proc.stderr
@@ -551,12 +546,7 @@ def test_a_url_that_refuses_the_credentials_says_so(write_config) -> None:
 )
 def test_a_url_that_cannot_work_is_a_config_error(write_config, entry: str, expected: str) -> None:
     config = write_config(f"servers:\n  web:\n    {entry}\n")
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     assert proc.returncode == 2, proc.stderr
     assert expected in proc.stderr
 
@@ -569,12 +559,7 @@ def test_a_prompt_or_resource_collision_is_refused(write_config, tmp_path: Path)
         + external_entry("one", tmp_path / "1", "    tools: {include: [whoami]}\n")
         + external_entry("two", tmp_path / "2", "    tools: {include: [nap]}\n")
     )
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     assert proc.returncode == 2, proc.stderr
     assert "prompt collision: 'greeting' is provided by both 'one' and 'two'" in proc.stderr
     assert "servers.two.namespace: two" in proc.stderr
@@ -589,12 +574,7 @@ def test_a_tools_glob_that_matches_nothing_is_warned(write_config, tmp_path: Pat
             "    namespace: ext\n    tools: {include: ['*'], exclude: [ext_bump, whoamii]}\n",
         )
     )
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     assert proc.returncode == 0, proc.stderr
     assert "servers.ext.tools.exclude: 'whoamii' matches none of its tools" in proc.stderr
     assert "'ext_bump' matches none of its tools (globs match its own names" in proc.stderr
@@ -699,12 +679,7 @@ def test_a_huge_stderr_line_is_cut_and_a_missing_cwd_is_named(write_config, tmp_
         f"  lost:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {tmp_path / 'c2'}]\n"
         "    cwd: ./no-such-folder\n    namespace: lost\n"
     )
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(config), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    proc = run_check(config)
     cut = [line for line in proc.stderr.splitlines() if line.startswith("[noisy] xxx")]
     assert cut and cut[0].endswith("[line cut at 8 KB]") and len(cut[0]) < 9000
     assert max(map(len, proc.stderr.splitlines())) < 9000
