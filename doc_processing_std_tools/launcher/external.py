@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 
 from .config import ServerEntry
+from .reasons import error_reason
 
 if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
@@ -94,19 +95,6 @@ def is_sse_url(url: str) -> bool:
     return urlsplit(url).path.rstrip("/").endswith("/sse")
 
 
-def _reason(exc: BaseException) -> str:
-    """The most telling text in an error's chain, one line: an OS error's, else the error's own."""
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            break
-        if isinstance(seen, OSError) and seen.strerror:
-            return seen.strerror[0].lower() + seen.strerror[1:]
-        seen = seen.__cause__ or seen.__context__
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return text.removeprefix("Client failed to connect: ")
-
-
 def _is_connection_loss(exc: BaseException | None) -> bool:
     """Whether an error (or one it was raised from) says the session's connection is gone."""
     seen = 0
@@ -161,7 +149,7 @@ class Supervisor:
         if status:
             hint = HTTP_HINTS.get(status, "")
             return f"HTTP {status}" + (f": {hint}" if hint else "")
-        text = _reason(exc)
+        text = error_reason(exc).removeprefix("Client failed to connect: ")
         if self.entry.url:
             text = text.replace(self.entry.url, shown_url(self.entry.url))
         return text

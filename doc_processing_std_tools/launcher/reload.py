@@ -114,9 +114,8 @@ async def _start_lifespan(composition: Composition, stack: AsyncExitStack, mount
 
 
 async def _reload_once(composition: Composition) -> None:
-    async with (
-        composition.reload_lock
-    ):  # a SIGHUP and a file change must not start one server twice
+    # (one at a time: a SIGHUP and a file change must not start one server twice)
+    async with composition.reload_lock:
         try:
             log.warning("%s", await apply(composition))
         except ReloadError as exc:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
+
+from .reasons import error_reason
 
 if TYPE_CHECKING:
     import httpx2
@@ -44,16 +45,8 @@ class SessionLost(Exception):
 
 def _describe(exc: BaseException) -> str:
     """The most specific reason in an error's chain, e.g. 'connection refused'."""
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            break
-        if isinstance(seen, OSError) and (seen.errno or seen.strerror):
-            text = os.strerror(seen.errno) if seen.errno else str(seen.strerror)
-            return text[0].lower() + text[1:]
-        seen = seen.__cause__ or seen.__context__
-    text = str(exc).strip() or type(exc).__name__
-    return "connection refused" if "refused" in text.lower() else text[:300]
+    text = error_reason(exc)
+    return "connection refused" if "refused" in text.lower() else text
 
 
 class Upstream:
