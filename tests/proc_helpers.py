@@ -20,6 +20,32 @@ def child_pids(parent: int) -> list[int]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether *pid* is a running process (a zombie is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    """*pid*'s command line, its arguments joined by spaces ("" when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def pids_with(marker: str) -> list[int]:
+    """Live processes whose command line holds *marker*."""
+    found = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if entry.isdigit() and marker in cmdline(int(entry)) and alive(int(entry)):
+            found.append(int(entry))
+    return found
+
+
 def descendant_pids(parent: int) -> list[int]:
     """*parent*'s children, their children, and so on."""
     found, todo = [], [parent]

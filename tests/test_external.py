@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import launched, launcher_command, text_of
-from proc_helpers import child_pids
+from proc_helpers import alive, child_pids, cmdline, pids_with
 
 TESTS = Path(__file__).resolve().parent
 EXTERNAL = TESTS / "external_server.py"
@@ -219,14 +219,6 @@ def test_sigkill_of_the_launcher_leaves_no_child(write_config, tmp_path) -> None
     while time.monotonic() < deadline and any(alive(pid) for pid in children):
         time.sleep(0.1)
     assert not any(alive(pid) for pid in children)
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
@@ -581,20 +573,6 @@ def test_a_tools_glob_that_matches_nothing_is_warned(write_config, tmp_path: Pat
     assert "servers.ext.tools.include" not in proc.stderr  # '*' matched
 
 
-def pids_with(marker: str) -> list[int]:
-    """Live processes whose command line holds *marker*."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if marker.encode() in cmdline and alive(int(entry)):
-                found.append(int(entry))
-    return found
-
-
 def wrapper_with_a_helper(tmp_path: Path, marker: str) -> Path:
     """A shell wrapper, as many installed servers are: it starts a helper that ignores SIGTERM
     and holds the server's stdout, then runs the server without ``exec``."""
@@ -648,7 +626,7 @@ def test_sigkill_of_the_launcher_ends_a_wrapped_server_and_its_helpers(
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (pids_with(marker) and pids_with(str(EXTERNAL))):
             time.sleep(0.2)
-        server = [pid for pid in pids_with(str(EXTERNAL)) if str(tmp_path) in _cmdline(pid)]
+        server = [pid for pid in pids_with(str(EXTERNAL)) if str(tmp_path) in cmdline(pid)]
         assert pids_with(marker) and server, "the wrapped server never started"
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -657,13 +635,6 @@ def test_sigkill_of_the_launcher_ends_a_wrapped_server_and_its_helpers(
     while time.monotonic() < deadline and (pids_with(marker) or any(map(alive, server))):
         time.sleep(0.1)
     assert not pids_with(marker) and not any(map(alive, server))
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 def test_a_huge_stderr_line_is_cut_and_a_missing_cwd_is_named(write_config, tmp_path: Path) -> None:

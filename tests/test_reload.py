@@ -41,6 +41,16 @@ async def tool_names(session) -> set[str]:
     return {tool.name for tool in (await session.list_tools()).tools}
 
 
+async def refused_reload_changes_nothing(session, config: Path, new_text: str) -> None:
+    """Write *new_text* over *config* and SIGHUP: the same tools, and memory-tools still works."""
+    before = await tool_names(session)
+    config.write_text(new_text)
+    os.kill(launcher_pid(config), signal.SIGHUP)
+    await anyio.sleep(3)
+    assert await tool_names(session) == before
+    await session.call_tool("write_memory", {"key": "k", "value": "v"})
+
+
 async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
     write_config, tmp_path: Path
 ) -> None:
@@ -102,16 +112,11 @@ async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_pat
     memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
     config = write_config("servers:\n" + memory)
     async with launched(config) as session:
-        before = await tool_names(session)
         clash = (
             f"  mem2:\n    command: {sys.executable}\n"
             "    args: [-m, doc_processing_std_tools.memory]\n"
         )
-        config.write_text("servers:\n" + memory + clash)
-        os.kill(launcher_pid(config), signal.SIGHUP)
-        await anyio.sleep(3)
-        assert await tool_names(session) == before
-        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        await refused_reload_changes_nothing(session, config, "servers:\n" + memory + clash)
 
 
 async def test_a_reload_whose_new_server_fails_changes_nothing(
@@ -135,13 +140,8 @@ async def test_a_reload_whose_new_server_fails_changes_nothing(
     config = write_config("servers:\n" + memory)
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     async with launched(config, env=env) as session:
-        before = await tool_names(session)
-        config.write_text("servers:\n" + memory + "  boom:\n    module: boom:server\n")
-        pid = launcher_pid(config)
-        os.kill(pid, signal.SIGHUP)
-        await anyio.sleep(3)
-        assert await tool_names(session) == before
-        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        boom = "  boom:\n    module: boom:server\n"
+        await refused_reload_changes_nothing(session, config, "servers:\n" + memory + boom)
 
 
 async def test_a_sighup_while_servers_start_reloads_once_serving(
