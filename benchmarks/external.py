@@ -10,7 +10,7 @@ blocks of calls in turn) and the median block rates are compared; the target is 
 launcher / direct ratio of at least 0.90. On Linux it also reports the CPU ms per call
 of the direct server, of ``dpt-launch`` itself (its child not counted) and of the server
 behind it: steadier than calls/s when the machine is busy. Over stdio the launcher
-relays these calls on its fast path (``launcher/fast_path.py``).
+relays these calls on its fast path (``launcher/external/fast_path.py``).
 
 Run: ``python benchmarks/external.py [--quick]``. Machines here are shared and noisy:
 read the ratio, not the absolute numbers.

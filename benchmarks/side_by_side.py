@@ -82,7 +82,7 @@ async def side_by_side(
 async def _blocks(
     sessions: Mapping[str, Any], started: Mapping[str, list[int]], blocks: int, calls: int
 ) -> dict[str, Measured]:
-    # (a launcher's external server runs under its shim: launcher/child.py)
+    # (a launcher's external server runs under its shim: launcher/external/child.py)
     behind = {
         name: [c for pid in pids for c in descendant_pids(pid)] for name, pids in started.items()
     }

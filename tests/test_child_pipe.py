@@ -1,4 +1,4 @@
-"""An external command's pipes (launcher/child_pipe.py) with a real child process.
+"""An external command's pipes (launcher/external/child_pipe.py) with a real child process.
 
 Replies to the launcher's own calls are picked off the child's stdout as the bytes
 arrive, even split across writes; every other line reaches the SDK session unchanged;
@@ -12,8 +12,8 @@ import sys
 import anyio
 import pytest
 
-from doc_processing_std_tools.launcher.child_pipe import ChildPipe, ConnectionLost
-from doc_processing_std_tools.launcher.seams import asyncio_pipes, spawn_stdio_child
+from doc_processing_std_tools.launcher.external.child_pipe import ChildPipe, ConnectionLost
+from doc_processing_std_tools.seams import asyncio_pipes, spawn_stdio_child
 
 CHILD = r"""
 import sys, time

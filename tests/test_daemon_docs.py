@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from doc_processing_std_tools.launcher.cli import VERBS, parse_args
+from doc_processing_std_tools.launcher.cli.main import VERBS, parse_args
 
 DAEMON_DOCS = REPO / "docs" / "daemon"
 UNIT = DAEMON_DOCS / "dpt-launch.service"

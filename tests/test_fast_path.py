@@ -1,4 +1,4 @@
-"""The fast path's reply rewriting (launcher/fast_path.py), in-process; end to end: test_external, test_stdio."""
+"""The fast path's reply rewriting (launcher/external/fast_path.py), in-process; end to end: test_external, test_stdio."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 from fastmcp.exceptions import ToolError
 
-from doc_processing_std_tools.launcher.relay_lines import client_reply as _client_reply
+from doc_processing_std_tools.launcher.external.relay_lines import client_reply as _client_reply
 
 
 def test_a_reply_in_the_sdks_shape_is_spliced_byte_for_byte() -> None:
@@ -94,7 +94,7 @@ async def test_plain_in_process_tools_are_fast_path_targets(write_config, redis_
     memory-tools' (FunctionTools) and filtered-out tools do not."""
     from doc_processing_std_tools.launcher.compose import compose
     from doc_processing_std_tools.launcher.config import load_config
-    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
     composition = await compose(load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url))))
     try:
@@ -117,9 +117,9 @@ async def test_a_server_with_its_own_middleware_keeps_fastmcps_path(
 ) -> None:
     from fastmcp.server.middleware import Middleware
 
-    from doc_processing_std_tools.launcher import compose as compose_module
+    from doc_processing_std_tools.launcher.compose import composition as compose_module
     from doc_processing_std_tools.launcher.config import load_config
-    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
     loaded = load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url)))
     build = compose_module.build_servers
@@ -153,7 +153,7 @@ async def test_middleware_added_to_the_root_later_sees_every_call(write_config, 
 
     from doc_processing_std_tools.launcher.compose import compose
     from doc_processing_std_tools.launcher.config import load_config
-    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
     server = Path(__file__).parent / "external_server.py"
     config = write_config(
@@ -186,7 +186,7 @@ async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
     from doc_processing_std_tools import locking
     from doc_processing_std_tools.launcher.compose import compose
     from doc_processing_std_tools.launcher.config import load_config
-    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
     seen = dispatch_calls
     composition = await compose(load_config(write_config(POPOTO_AND_MEMORY.format(url=redis_url))))
@@ -240,7 +240,7 @@ async def test_a_plain_call_keeps_the_launchers_rules_and_the_sdks_reply(
     assert not locking.PROCESS_LOCK.locked()
 
 
-# -- relayed calls served from callbacks (launcher/inline_call.py) -------------------------
+# -- relayed calls served from callbacks (launcher/external/inline_call.py) -------------------------
 
 
 async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_waits_its_turn(
@@ -255,7 +255,7 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
 
     from doc_processing_std_tools.launcher.compose import compose
     from doc_processing_std_tools.launcher.config import load_config
-    from doc_processing_std_tools.launcher.relay import fast_path_of
+    from doc_processing_std_tools.launcher.external.relay import fast_path_of
     from doc_processing_std_tools.locking import PROCESS_LOCK
 
     server = Path(__file__).parent / "external_server.py"
@@ -325,7 +325,7 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
 def test_a_call_is_recognised_by_its_tool_name_before_it_is_parsed(message, taken) -> None:
     """Long calls of tools the fast path does not serve are left alone without a json.loads
     (a nested "name" naming a target only costs that parse: the full check decides)."""
-    from doc_processing_std_tools.launcher.fast_path import _names_a_target
+    from doc_processing_std_tools.launcher.external.fast_path import _names_a_target
 
     targets = {"ext_echo": object(), 't\u00e9"x': object()}
     for ensure_ascii in (True, False):
@@ -351,6 +351,6 @@ def test_a_call_is_recognised_by_its_tool_name_before_it_is_parsed(message, take
     ],
 )
 def test_a_line_is_taken_only_when_it_is_one_json_object_of_that_method(line, parsed) -> None:
-    from doc_processing_std_tools.launcher.fast_path import _message
+    from doc_processing_std_tools.launcher.external.fast_path import _message
 
     assert _message(line, "tools/call") == parsed

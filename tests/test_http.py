@@ -26,7 +26,7 @@ from conftest import launcher_command, text_of
 from launch_helpers import Launched
 from rpc_helpers import PROTOCOL, Reply, initialize_params, open_session, request, rpc
 
-from doc_processing_std_tools.launcher.cli import main
+from doc_processing_std_tools.launcher.cli.main import main
 
 TESTS = Path(__file__).resolve().parent
 TOKENS = ("first-token-3f9a", "second-token-77c1")
@@ -362,7 +362,8 @@ def test_bad_transport_keys_give_one_line(write_config, capsys, transport, expec
 
 
 def _ready(composition) -> tuple[int, dict]:
-    from doc_processing_std_tools.launcher.http import Readiness
+    from doc_processing_std_tools.launcher.compose import Composition
+    from doc_processing_std_tools.launcher.transports.http import Readiness
 
     sent: list[dict] = []
 
@@ -373,7 +374,7 @@ def _ready(composition) -> tuple[int, dict]:
         sent.append(message)
 
     scope = {"type": "http", "method": "GET", "path": "/ready", "headers": []}
-    anyio.run(Readiness(composition), scope, receive, send)
+    anyio.run(Readiness(lambda: Composition.server_states(composition)), scope, receive, send)
     return sent[0]["status"], json.loads(sent[1]["body"])
 
 
@@ -610,7 +611,7 @@ def test_accepted_connections_get_tcp_nodelay() -> None:
     """Without it every reply written as headers-then-body waited ~40 ms for a delayed ACK."""
     import asyncio
 
-    from doc_processing_std_tools.launcher.serve import bind
+    from doc_processing_std_tools.launcher.cli.serve import bind
 
     async def accepted_nodelay() -> int:
         flags: list[int] = []

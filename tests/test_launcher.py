@@ -20,7 +20,7 @@ from conftest import REPO, launched, launcher_command, text_of
 from rpc_helpers import initialize as _initialize
 from rpc_helpers import message, receive, send
 
-from doc_processing_std_tools.launcher.cli import main
+from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config import ConfigError, load_config
 
 TESTS = Path(__file__).resolve().parent

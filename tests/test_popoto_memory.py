@@ -857,7 +857,7 @@ async def test_through_the_launcher(tmp_path, ending):
 @needs_redis
 @needs_launcher
 def test_the_launchers_replies_are_the_servers_own_byte_for_byte(tmp_path, redis_url):
-    """dpt-launch serves popoto's plain calls on its stdio fast path (launcher/fast_path.py):
+    """dpt-launch serves popoto's plain calls on its stdio fast path (launcher/external/fast_path.py):
     the lines it writes are the ones ``python -m doc_processing_std_tools.popoto_memory`` writes."""
     from rpc_helpers import initialize, message, send
 

@@ -1,4 +1,4 @@
-"""Pins every fastmcp / mcp behaviour that ``launcher/seams.py`` relies on beyond public API.
+"""Pins every fastmcp / mcp behaviour that ``seams.py`` relies on beyond public API.
 
 When a fastmcp upgrade breaks one of these, fix ``seams.py`` (and this test), nothing else.
 """
@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 
-from doc_processing_std_tools.launcher import seams
+from doc_processing_std_tools import seams
 from doc_processing_std_tools.locking import PROCESS_LOCK
 
 

@@ -1,4 +1,4 @@
-"""The launcher's stdio transport (launcher/stdio.py): raw bytes to a real ``dpt-launch``.
+"""The launcher's stdio transport (launcher/transports/stdio.py): raw bytes to a real ``dpt-launch``.
 
 Every request gets an answer, malformed or not; the session survives each bad line;
 a signal or stdin's EOF stops the launcher even while a sync tool call cannot be
@@ -22,7 +22,7 @@ import pytest
 from conftest import launcher_command
 
 from doc_processing_std_tools.launcher.lines import read_lines
-from doc_processing_std_tools.launcher.wire_errors import error_reply
+from doc_processing_std_tools.launcher.transports.wire_errors import error_reply
 
 REPLY_TIMEOUT = 20.0
 
@@ -267,7 +267,7 @@ def test_read_lines_joins_lines_split_across_reads() -> None:
 def test_a_read_ending_a_line_begun_earlier_joins_it() -> None:
     """A read holding one line and its newline is taken whole, without splitting; unless an
     earlier read left the line's beginning (on stdin and on a child's stdout alike)."""
-    from doc_processing_std_tools.launcher.child_pipe import _RoutingProtocol
+    from doc_processing_std_tools.launcher.external.child_pipe import _RoutingProtocol
     from doc_processing_std_tools.launcher.lines import LineBuffer
 
     read, write = os.pipe()
@@ -332,7 +332,7 @@ def test_reads_stay_short_for_short_messages_and_grow_for_a_long_line(
 def test_replies_keep_their_order_and_never_block_the_caller_on_a_full_pipe() -> None:
     """Short lines go out at once only when nothing is queued; a line too big for the pipe
     waits in the writer thread, and the short lines behind it wait their turn."""
-    from doc_processing_std_tools.launcher.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.stdio import _Writer
 
     read, write = os.pipe()
     writer = _Writer(write)
@@ -367,7 +367,7 @@ def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool
     asking for room: Linux's RWF_NOWAIT write, and poll (elsewhere, or without the flag)."""
     import fcntl
 
-    from doc_processing_std_tools.launcher.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.stdio import _Writer
 
     if not hasattr(fcntl, "F_GETPIPE_SZ"):
         pytest.skip("the pipe's capacity cannot be read here")
@@ -400,7 +400,7 @@ def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool
 def test_stdout_to_a_file_without_rwf_nowait_gets_every_reply_in_order(tmp_path: Path) -> None:
     """A descriptor that refuses RWF_NOWAIT (a regular file or a terminal: EOPNOTSUPP) is not
     taken for a broken one: the line goes out through the thread, and poll asks from then on."""
-    from doc_processing_std_tools.launcher.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.stdio import _Writer
 
     out = tmp_path / "replies.jsonl"
     fd = os.open(out, os.O_WRONLY | os.O_CREAT)
@@ -429,7 +429,7 @@ def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
     assert len(reply["error"]["message"]) < 1024
 
 
-# -- relayed calls to an external stdio server (the fast path, launcher/fast_path.py) ---------
+# -- relayed calls to an external stdio server (the fast path, launcher/external/fast_path.py) ---------
 
 
 @pytest.fixture

@@ -11,14 +11,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
 
 from .. import workspace
 from ..containment import TEMP_PREFIX, Jail, remove_if_stale
-
-if TYPE_CHECKING:
-    pass
 from .formats import HEAD_BYTES, _decode_entry, _key_in_head
+from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
 
 MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
 
@@ -34,35 +31,7 @@ RACY_NS = 2_000_000_000
 INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
 
 
-TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
-
-
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class IndexedEntry(NamedTuple):
-    """What the index knows of one ``<key>.json`` entry (a tuple: thousands are made at once)."""
-
-    name: str  # the file name
-    # (inode, size, mtime_ns, ctime_ns) proving the content unchanged; None when nothing
-    # can (a file changed just before it was read, a symlink, an unreadable file)
-    sig: tuple[int, int, int, int] | None
-    kind: int  # TEXT, NOT_UTF8, LARGE or UNREADABLE
-    key: str
-    size: int  # bytes, when read
-    value: str | None  # a TEXT entry's value; None when not kept (over the budget)
-    folded_key: str
-    folded_value: str | None  # value.casefold(), the same object when equal
-
-    def without_value(self) -> IndexedEntry:
-        return self._replace(value=None, folded_value=None)
-
-    @property
-    def cost(self) -> int:
-        """Characters kept in memory for the value."""
-        if self.value is None:
-            return 0
-        return len(self.value) * (1 if self.folded_value is self.value else 2)
 
 
 def _entry(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from itertools import repeat
 
-from .index import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
+from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
 
 INDEX_MAGIC = b"DPT-MEMORY-INDEX 4\n"
 

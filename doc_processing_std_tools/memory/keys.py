@@ -20,7 +20,7 @@ from .formats import (
     _flatten_key,
     _key_in_head,
 )
-from .index import LARGE, TEXT, IndexedEntry
+from .index_entry import LARGE, TEXT, IndexedEntry
 
 
 class KeyValueStore(MemoryFolder):

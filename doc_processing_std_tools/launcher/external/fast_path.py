@@ -10,12 +10,12 @@ Two kinds of tools are served here (the table is :meth:`.relay.ToolRelay.fast_ta
   to the waiting call; the request goes to the child with the server's own tool name
   and our id, and the child's reply line goes back with the client's id, spliced, not
   re-encoded, when it is the SDK's usual shape and clean.
-* **an in-process tool with a plain call** (``relay.PLAIN_CALL``: popoto-memory's), whose
+* **an in-process tool with a plain call** (``targets.PLAIN_CALL``: popoto-memory's), whose
   server has fastmcp's defaults: its ``(text, is_error)`` is written as the SDK path
   would write it. fastmcp's per-call machinery cost more than popoto's own server
   spends on a ``memory_save`` (``benchmarks/popoto_bench.py``).
 
-:class:`FastPath` is handed each line the client writes (``launcher/stdio.py``, on the
+:class:`FastPath` is handed each line the client writes (``launcher/transports/stdio.py``, on the
 event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call``
 of such a tool on a handshake-era connection is taken (``json.loads``, a dict lookup)
 and served on the event loop, under the exposed tool's rules as on every path
@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from json.scanner import make_scanner
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
@@ -46,13 +46,19 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .child_pipe import ChildPipe
-    from .relay import RelayTarget, ToolRelay
+    from .targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 
 CALL_PARAMS = frozenset({"name", "arguments", "_meta"})
 SEARCH_FIRST = 1 << 12  # bytes: a longer call line is searched for a target's name before parsing
 REQUEST_KEYS = frozenset({"jsonrpc", "id", "method", "params"})
+
+
+class TargetTable(Protocol):
+    """Where the fast path asks, per call, which tools it may serve (``relay.ToolRelay``)."""
+
+    def fast_targets(self) -> dict[str, RelayTarget]: ...
 
 
 class FastPath:
@@ -62,7 +68,7 @@ class FastPath:
     the loop cannot poll); everything else on the event loop.
     """
 
-    def __init__(self, relay: ToolRelay) -> None:
+    def __init__(self, relay: TargetTable) -> None:
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
         self._relay = relay

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ..servers import ServerLoadError, ServerSpec, resolve_module, resolve_registered
-from .config import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
+from ...servers import ServerLoadError, ServerSpec, resolve_module, resolve_registered
+from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from fastmcp.server.providers import Provider
     from fastmcp.tools import Tool
 
-    from .external import Supervisor
+    from ..external.supervisor import Supervisor
 
 log = logging.getLogger("dpt-launch")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -71,7 +71,7 @@ class Mount:
         if self.spec is not None:
             return self.spec.name
         if self.entry.url:
-            from .external import shown_url
+            from ..external.supervisor import shown_url
 
             return shown_url(self.entry.url)
         return self.entry.command or self.name
@@ -105,6 +105,20 @@ class Composition:
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
         await self.sessions.aclose()
+
+    def server_states(self) -> dict[str, dict[str, Any]]:
+        """Each server's state (``/ready``): mounted ones live; a skipped external one ``failed``,
+        others ``skipped``."""
+        servers: dict[str, dict[str, Any]] = {}
+        for mount in self.mounts:
+            servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
+        entries = self.loaded.config.servers
+        for name, why in self.skipped:
+            entry = entries.get(name)
+            state = "failed" if entry is not None and entry.external else "skipped"
+            required = bool(entry and entry.required)
+            servers[name] = {"state": state, "required": required, "reason": why}
+        return servers
 
     @property
     def tool_count(self) -> int:
@@ -195,9 +209,9 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
     import anyio
     from fastmcp import FastMCP
 
-    from .. import __version__
-    from .relay import ToolRelay
-    from .seams import add_server_middleware
+    from ... import __version__
+    from ...seams import add_server_middleware
+    from ..external.relay import ToolRelay
     from .sessions import SessionRegistry
 
     sessions = AsyncExitStack()
@@ -222,13 +236,13 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
         raise
     composition = Composition(root, mounts, skipped, loaded, sessions, group)
     # External servers' tool calls go straight over their sessions (per-call cost).
-    add_server_middleware(root, ToolRelay(root, composition))
+    add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     return composition
 
 
 async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
     """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it."""
-    from .seams import mounted_provider
+    from ...seams import mounted_provider
 
     entry = mount.entry
     own_names: set[str] = set()  # the server's own tool names, seen by the first listing
@@ -290,7 +304,7 @@ async def build_servers(
 
     External servers' supervisors run in *group*; they start concurrently.
     """
-    from .external import ExternalStartError, Supervisor
+    from ..external.supervisor import ExternalStartError, Supervisor
 
     found, skipped = resolve_sources(loaded)
     if only is not None:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
-from .reasons import error_reason
+from ..reasons import error_reason
 
 if TYPE_CHECKING:
     import httpx2

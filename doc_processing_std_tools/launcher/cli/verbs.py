@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, load_config
+from ..config.schema import ConfigError, load_config
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
@@ -33,7 +33,7 @@ def _fail(message: str, status: int) -> int:
 
 async def _composed(config: str) -> Any:
     """The composition of *config*, or the exit status after printing why there is none."""
-    from .compose import CompositionError, ServerStartError, compose
+    from ..compose.composition import CompositionError, ServerStartError, compose
 
     try:
         loaded = load_config(config)
@@ -236,7 +236,7 @@ def write_client_config(
                 break
             backup = path.with_name(f"{path.name}.bak-{stamp}-{number}")
         shutil.copy2(path, backup)
-    from ..containment import atomic_write_at
+    from ...containment import atomic_write_at
 
     mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)

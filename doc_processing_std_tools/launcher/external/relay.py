@@ -9,63 +9,39 @@ tools that offer a plain call (:data:`PLAIN_CALL`).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .seams import behaves_as_default
+from ...seams import behaves_as_default
+from .targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
-    from .compose import Mount
-    from .external import Supervisor
     from .fast_path import FastPath
-
-# An in-process tool may offer ``async def plain_call(arguments) -> (text, is_error)``: what its
-# run() answers, as one text block, needing no request context. When its server behaves as a
-# default FastMCP (no middleware, masking, ...), the stdio fast path calls it directly.
-PLAIN_CALL = "plain_call"
+    from .supervisor import Supervisor
 
 RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
+
+
+class RelayedMount(Protocol):
+    """What the relay reads of a mounted server (``compose.Mount``)."""
+
+    @property
+    def server(self) -> FastMCP: ...
+    @property
+    def supervisor(self) -> Supervisor | None: ...
+    @property
+    def tools(self) -> Sequence[Any]: ...
 
 
 class HasMounts(Protocol):
     """What holds the composition's current mounts (a reload swaps them)."""
 
     @property
-    def mounts(self) -> Sequence[Mount]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class RelayTarget:
-    """A tool whose plain ``tools/call`` may skip fastmcp: relayed, or called directly."""
-
-    tool: Any  # the exposed GuardedTool: its rules (unavailable, lock, timeout, restarting)
-    name: str  # the tool's own name at its server
-    supervisor: Supervisor | None = None  # an external server's keeper: relay the call there
-    # an in-process tool's own call, ``arguments -> (text, is_error)`` (see ``PLAIN_CALL``)
-    plain_call: Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]] | None = None
-    # the GuardedTool's settings, read once: a model's attributes are slow to reach
-    exposed: str = field(kw_only=True)  # its name in the composition
-    locked: bool = field(kw_only=True)
-    self_locking: bool = field(kw_only=True)
-    timeout: float = field(kw_only=True)
-
-    @classmethod
-    def of(cls, guard: Any, **where: Any) -> RelayTarget:
-        """*guard*'s target, relayed to ``supervisor=`` or called through ``plain_call=``."""
-        return cls(
-            guard,
-            guard.inner_name,
-            exposed=guard.name,
-            locked=guard.locked,
-            self_locking=guard.self_locking,
-            timeout=guard.call_timeout,
-            **where,
-        )
+    def mounts(self) -> Sequence[RelayedMount]: ...
 
 
 class ToolRelay:
@@ -82,25 +58,27 @@ class ToolRelay:
     fastmcp: a tool it does not know (listed later, or filtered out), params
     beyond name, arguments and _meta, a 2026-era connection, and any root
     middleware or transform that must see calls. Over stdio, calls to a
-    ``command:`` server's tools skip even this: :attr:`fast` (``launcher/fast_path.py``)
+    ``command:`` server's tools skip even this: :attr:`fast` (``launcher/external/fast_path.py``)
     serves them from the raw lines, under the same rules.
     """
 
-    def __init__(self, root: FastMCP, composition: HasMounts) -> None:
+    def __init__(
+        self, root: FastMCP, composition: HasMounts, inert_middleware: tuple[type, ...] = ()
+    ) -> None:
+        """*inert_middleware*: root middleware types that need not see calls (beside fastmcp's
+        default), so the relay may serve them plainly."""
         import mcp_types
         from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
         from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-        from .sessions import SessionRegistry
-
         self._root = root
         self._composition = composition
-        self._seen: Sequence[Mount] | None = None
+        self._seen: Sequence[RelayedMount] | None = None
         self._targets: dict[str, RelayTarget] = {}
         self._fast_targets: dict[str, RelayTarget] = {}
-        self._fast_seen: Sequence[Mount] | None = None
+        self._fast_seen: Sequence[RelayedMount] | None = None
         self._fast_middleware = -1
-        self._inert_middleware = (SessionRegistry, DereferenceRefsMiddleware)
+        self._inert_middleware = (*inert_middleware, DereferenceRefsMiddleware)
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         # _meta keys that describe one connection: never carried across the relay
         self._connection_keys = frozenset(
@@ -193,7 +171,7 @@ class ToolRelay:
         from fastmcp.exceptions import ToolError
         from mcp.shared.exceptions import MCPError
 
-        from .seams import send_raw_request
+        from ...seams import send_raw_request
 
         out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
         meta = params.get("_meta") or {}
@@ -234,7 +212,7 @@ def _forget_abandoned(request: asyncio.Future[Any]) -> None:
 
 def fast_path_of(server: FastMCP) -> FastPath | None:
     """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
-    from .seams import low_level_server
+    from ...seams import low_level_server
 
     for middleware in getattr(low_level_server(server), "middleware", ()):
         if isinstance(middleware, ToolRelay):

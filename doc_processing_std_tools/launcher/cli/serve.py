@@ -1,4 +1,4 @@
-"""Serve a composition over stdio (launcher/stdio.py) or streamable HTTP (launcher/http.py)
+"""Serve a composition over stdio (launcher/transports/stdio.py) or streamable HTTP (launcher/transports/http.py)
 until EOF, SIGINT or SIGTERM.
 
 A signal cancels serving so every lifespan exits cleanly. A sync tool still running
@@ -24,10 +24,10 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from .compose import Composition
-from .config import TransportConfig
-from .lines import read_lines
-from .seams import lifespan_manager, low_level_server
+from ...seams import lifespan_manager, low_level_server
+from ..compose.composition import Composition
+from ..config.schema import TransportConfig
+from ..lines import read_lines
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectSendStream
@@ -47,13 +47,13 @@ async def serve(
     serving so every lifespan exits cleanly.
     """
     root = composition.root
-    from .reload import watch
+    from ..compose.reload import watch
 
     count = composition.tool_count
     tools = f"{count} tool" if count == 1 else f"{count} tools"
     if transport.type == "http":
-        from .asgi import use_json_logs
-        from .http import serve_http
+        from ..transports.asgi import use_json_logs
+        from ..transports.http import serve_http
 
         if transport.log_format == "json":
             use_json_logs()
@@ -64,7 +64,9 @@ async def serve(
         _announce(f"serving {tools} on http://{host}:{port}{transport.path}", transport)
         async with anyio.create_task_group() as group:
             group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
-            await serve_http(composition, transport, listener)  # stops itself on SIGTERM/SIGINT
+            await serve_http(
+                composition.root, composition.server_states, transport, listener
+            )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
     async with anyio.create_task_group() as group:
@@ -104,11 +106,11 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -> None:
-    """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/stdio.py)."""
+    """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/transports/stdio.py)."""
     from fastmcp.server.context import reset_transport, set_transport
 
-    from .relay import fast_path_of
-    from .stdio import stdio_streams
+    from ..external.relay import fast_path_of
+    from ..transports.stdio import stdio_streams
 
     token = set_transport("stdio")
     try:

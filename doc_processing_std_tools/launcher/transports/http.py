@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from ...seams import additional_http_routes, lifespan_manager, low_level_server
+from ..config.schema import TransportConfig
 from .asgi import (
     AccessLog,
     ASGIApp,
@@ -42,13 +44,15 @@ from .asgi import (
     Send,
     SingleReplyAsJson,
 )
-from .config import TransportConfig
-from .seams import additional_http_routes, lifespan_manager, low_level_server
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fastmcp import FastMCP
     from starlette.applications import Starlette
 
-    from .compose import Composition
+    # each server's state for ``/ready``: {name: {"state", "required"[, "reason"]}}
+    ServerStates = Callable[[], dict[str, dict[str, Any]]]
 
 log = logging.getLogger("dpt-launch")
 
@@ -59,7 +63,7 @@ FD_RESERVE = 64  # descriptors kept free for files, pipes and children
 
 
 async def serve_http(
-    composition: Composition, transport: TransportConfig, listener: socket.socket
+    root: FastMCP, states: ServerStates, transport: TransportConfig, listener: socket.socket
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds."""
     import uvicorn
@@ -74,7 +78,7 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(composition, transport, requests)
+    app = build_app(root, states, transport, requests)
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -90,7 +94,7 @@ async def serve_http(
     server = quiet_signal_server(config)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, server, requests, transport.shutdown_grace)
-        async with lifespan_manager(composition.root):
+        async with lifespan_manager(root):
             await server.serve(sockets=[listener])
         group.cancel_scope.cancel()
 
@@ -201,7 +205,10 @@ def slow_header_guard(timeout: float) -> type:
 
 
 def build_app(
-    composition: Composition, transport: TransportConfig, requests: InFlight | None = None
+    root: FastMCP,
+    states: ServerStates,
+    transport: TransportConfig,
+    requests: InFlight | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready and the MCP endpoint."""
     from fastmcp.server.auth.middleware import RequireAuthMiddleware
@@ -215,7 +222,6 @@ def build_app(
     from starlette.middleware import Middleware
     from starlette.routing import Route
 
-    root = composition.root
     sessions = StreamableHTTPSessionManager(
         app=low_level_server(root),
         json_response=transport.json_response,
@@ -251,7 +257,7 @@ def build_app(
     ]
     routes = [
         Route("/health", endpoint=_health, methods=["GET"]),
-        Route("/ready", endpoint=protected(Readiness(composition)), methods=["GET"]),
+        Route("/ready", endpoint=protected(Readiness(states)), methods=["GET"]),
         Route(
             transport.path,
             endpoint=protected(mcp_endpoint),
@@ -303,21 +309,8 @@ async def _health(_request: Any) -> Any:
 class Readiness:
     """``GET /ready``: 200 when every required server is up, else 503, with each server's state."""
 
-    def __init__(self, composition: Composition) -> None:
-        self.composition = composition
-
-    def states(self) -> dict[str, dict[str, Any]]:
-        """Each server's state: mounted ones live; a skipped external one ``failed``, others ``skipped``."""
-        servers: dict[str, dict[str, Any]] = {}
-        for mount in self.composition.mounts:
-            servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
-        entries = self.composition.loaded.config.servers
-        for name, why in self.composition.skipped:
-            entry = entries.get(name)
-            state = "failed" if entry is not None and entry.external else "skipped"
-            required = bool(entry and entry.required)
-            servers[name] = {"state": state, "required": required, "reason": why}
-        return servers
+    def __init__(self, states: ServerStates) -> None:
+        self.states = states
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         from starlette.responses import JSONResponse

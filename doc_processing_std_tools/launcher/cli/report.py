@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .compose import Composition
-from .config import LoadedConfig, TransportConfig
+from ..compose.composition import Composition
+from ..config.schema import LoadedConfig, TransportConfig
 
 
 def _hints(tool: object) -> str:

@@ -15,7 +15,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
-from ..workspace import RootsWatch
+from ...workspace import RootsWatch
 
 log = logging.getLogger("dpt-launch")
 
@@ -48,7 +48,7 @@ class SessionRegistry(RootsWatch):
         SSE, which the official client caps at 1 MiB per event; with the roots already
         cached, a session's first big ``read_text_file`` goes out as one JSON body.
         """
-        from ..workspace import client_roots
+        from ...workspace import client_roots
 
         ctx = context.fastmcp_context
         if ctx is not None:

@@ -178,7 +178,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from ..locking import admit_self_locking, hold_async
+    from .locking import admit_self_locking, hold_async
 
     class GuardedTool(Tool):
         _inner: Any = None

@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .. import __version__
-from .config import ConfigError, LoadedConfig, TransportConfig, load_config
+from ... import __version__
+from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
 
 log = logging.getLogger("dpt-launch")
 
@@ -201,10 +201,10 @@ def _main(argv: list[str]) -> int:
 
 async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
     """Compose, then report (``--check``) or serve, all in one event loop."""
-    from .compose import CompositionError, ServerStartError, compose
+    from ..compose.composition import CompositionError, ServerStartError, compose
 
     if not args.check:
-        from .reload import defer_sighup
+        from ..compose.reload import defer_sighup
 
         defer_sighup()  # (a client's SIGHUP while external servers start must not end us)
     try:

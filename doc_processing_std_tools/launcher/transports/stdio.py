@@ -39,7 +39,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from .lines import LineBuffer, read_lines
+from ..lines import LineBuffer, read_lines
 from .wire_errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
     from mcp.shared.message import SessionMessage
 
-    from .fast_path import FastPath
+    from ..external.fast_path import FastPath
 
 log = logging.getLogger("dpt-launch")
 

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from .config import ServerEntry
-from .reasons import error_reason
+from ..config.schema import ServerEntry
+from ..reasons import error_reason
 
 if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
@@ -317,7 +317,7 @@ class Supervisor:
         """The SDK's default HTTP client, noting error statuses: "HTTP 401" says more than the
         SDK's "Server returned an error response". (fastmcp's ``follow_redirects`` is dropped, as
         with the SDK's default client: the transports follow same-origin redirects themselves.)"""
-        from .seams import mcp_http_client
+        from ...seams import mcp_http_client
 
         async def note_status(response: Any) -> None:
             if response.status_code >= 400:

@@ -35,7 +35,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from .config_file import (
+from .yaml_file import (
     ConfigError,
     describe_validation_error,
     expand_env,

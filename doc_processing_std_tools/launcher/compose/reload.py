@@ -16,7 +16,8 @@ from pathlib import Path
 
 import anyio
 
-from .compose import (
+from ..config.schema import ConfigError, load_config
+from .composition import (
     Composition,
     CompositionError,
     ServerStartError,
@@ -25,7 +26,6 @@ from .compose import (
     mount_into,
     refuse_bad_names,
 )
-from .config import ConfigError, load_config
 
 log = logging.getLogger("dpt-launch")
 
@@ -38,7 +38,7 @@ class ReloadError(Exception):
 
 async def apply(composition: Composition, path: Path | None = None) -> str:
     """Re-read the config and swap in what changed; returns a one-line summary."""
-    from .seams import remove_provider
+    from ...seams import remove_provider
     from .sessions import registry_of
 
     path = path or composition.loaded.path

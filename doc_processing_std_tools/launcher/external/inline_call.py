@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..locking import PROCESS_LOCK
+from ...locking import PROCESS_LOCK
 from .child_pipe import ConnectionLost, cancelled_note
 from .relay_lines import child_request, client_reply, error_result
 
 if TYPE_CHECKING:
     from .child_pipe import ChildPipe, PendingCall
-    from .relay import RelayTarget
+    from .targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 

@@ -82,7 +82,7 @@ class ChildPipe:
     """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
 
     def __init__(self, process: Any) -> None:
-        from .seams import asyncio_pipes
+        from ...seams import asyncio_pipes
 
         self.process = process
         self.pending: dict[str, PendingCall] = {}
@@ -150,7 +150,7 @@ class ChildPipe:
 
     async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         """Route each line of the child's stdout until it ends; then fail what still waits."""
-        from .lines import LineBuffer
+        from ..lines import LineBuffer
 
         buffer = LineBuffer()
         try:
@@ -234,7 +234,7 @@ class _RoutingProtocol(asyncio.Protocol):
     every other line goes on below, unchanged, to :meth:`ChildPipe.read`."""
 
     def __init__(self, pipe: ChildPipe, below: Any) -> None:
-        from .lines import LineBuffer
+        from ..lines import LineBuffer
 
         self._pipe, self._below = pipe, below
         self._buffer = LineBuffer()
@@ -288,7 +288,7 @@ async def open_child(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    from .seams import spawn_stdio_child, stop_stdio_child
+    from ...seams import spawn_stdio_child, stop_stdio_child
 
     process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
     pipe = ChildPipe(process)

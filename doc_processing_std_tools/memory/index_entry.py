@@ -1,0 +1,32 @@
+"""One entry of the memory index (:mod:`.index`) as kept in memory and saved (:mod:`.index_file`)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+TEXT, NOT_UTF8, LARGE, UNREADABLE = range(4)  # kinds of entries
+
+
+class IndexedEntry(NamedTuple):
+    """What the index knows of one ``<key>.json`` entry (a tuple: thousands are made at once)."""
+
+    name: str  # the file name
+    # (inode, size, mtime_ns, ctime_ns) proving the content unchanged; None when nothing
+    # can (a file changed just before it was read, a symlink, an unreadable file)
+    sig: tuple[int, int, int, int] | None
+    kind: int  # TEXT, NOT_UTF8, LARGE or UNREADABLE
+    key: str
+    size: int  # bytes, when read
+    value: str | None  # a TEXT entry's value; None when not kept (over the budget)
+    folded_key: str
+    folded_value: str | None  # value.casefold(), the same object when equal
+
+    def without_value(self) -> IndexedEntry:
+        return self._replace(value=None, folded_value=None)
+
+    @property
+    def cost(self) -> int:
+        """Characters kept in memory for the value."""
+        if self.value is None:
+            return 0
+        return len(self.value) * (1 if self.folded_value is self.value else 2)
