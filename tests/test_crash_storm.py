@@ -436,6 +436,7 @@ async def final_start(config: Path, folder: Path) -> list[str]:
 # -- the tests --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @needs_proc
 async def test_sigkill_storm_loses_nothing_and_leaves_nothing_visible(tmp_path: Path) -> None:
     report = await storm(tmp_path / "shared", ROUNDS)
@@ -492,6 +493,7 @@ async def saver(session, round_: int, n: int, stop: anyio.Event) -> None:
             return
 
 
+@pytest.mark.slow
 @needs_proc
 @pytest.mark.skipif(_popoto_ready() is not None, reason=str(_popoto_ready()))
 async def test_popoto_answers_the_first_call_after_a_sigkill_mid_save(tmp_path: Path) -> None:

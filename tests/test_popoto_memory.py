@@ -224,6 +224,17 @@ async def test_bad_arguments_give_popotos_text(client, server, redis_url):
 
 
 @needs_redis
+async def test_an_error_repeats_at_most_a_kilobyte_of_an_argument(client):
+    """Found by test_fuzz: popoto's "No memory found for key '...'" repeated a 2 MB key whole."""
+    key = "a/" * (1 << 20)
+    err, text = await call(client, "memory_feedback", {"key": key})
+    assert err
+    assert text.startswith("No memory found for key 'a/a/a/")
+    assert f"({len(key):,} characters)" in text
+    assert len(text) < 1200
+
+
+@needs_redis
 async def test_save_is_bounded_before_popoto_sees_it(client, redis_url):
     """Issue 12 item 1: content above the caps is refused at once, nothing saved, no echo."""
     too_long = "The deploy log says ok. " * (pm.MAX_SAVE_CHARS // 24 + 1)
@@ -766,11 +777,6 @@ async def test_embedded_without_redis_server_reports_it(tmp_path, monkeypatch):
 # -- through the launcher (spawned dpt-launch, official mcp stdio client) --------
 
 LAUNCHER = Path(sys.executable).parent / "dpt-launch"
-needs_launcher = pytest.mark.skipif(
-    not (REPO / "doc_processing_std_tools" / "launcher" / "cli.py").exists()
-    or not LAUNCHER.exists(),
-    reason="needs the dpt-launch launcher",
-)
 
 
 def _launcher_params(folder: Path, data_dir: Path | None = None, agent_id: str = "launched"):
@@ -821,7 +827,6 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason=
 
 
 @needs_redis
-@needs_launcher
 @needs_proc
 @pytest.mark.parametrize("ending", ["eof", "sigterm", "sigkill"])
 async def test_through_the_launcher(tmp_path, ending):
@@ -855,7 +860,6 @@ async def test_through_the_launcher(tmp_path, ending):
 
 
 @needs_redis
-@needs_launcher
 def test_the_launchers_replies_are_the_servers_own_byte_for_byte(tmp_path, redis_url):
     """dpt-launch serves popoto's plain calls on its stdio fast path (launcher/external/fast_path.py):
     the lines it writes are the ones ``python -m doc_processing_std_tools.popoto_memory`` writes."""
@@ -942,7 +946,6 @@ async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
 
 
 @needs_redis
-@needs_launcher
 async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
     """Through dpt-launch with the default (embedded) backend and no Redis started by the test:
     tools/list equals popoto's definitions; a saved memory is found after a restart."""
@@ -980,7 +983,6 @@ async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
 
 
 @needs_redis
-@needs_launcher
 @needs_proc
 async def test_three_launchers_share_one_store(tmp_path):
     """Issue 8: three dpt-launch processes on one data_dir; save in each, search from each
@@ -1047,7 +1049,6 @@ async def test_three_launchers_share_one_store(tmp_path):
 
 
 @needs_redis
-@needs_launcher
 @needs_proc
 async def test_first_call_after_a_restart_that_followed_a_sigkill(tmp_path):
     """Issue 12 item 5: kill the only launcher mid-use, restart at once: the first call works."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import locking
+from ..text import QUOTE_LIMIT, bounded, quote
 from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime
 
 # What reaches popoto's memory_save is bounded: popoto's never-record scan runs a regex
@@ -49,12 +50,23 @@ def dispatch(name: str, arguments: dict[str, Any], service: Any) -> tuple[CallRe
     from popoto.integrations.mcp_server import dispatch as popoto_dispatch
 
     raw = popoto_dispatch(name, arguments, service)
-    result = CallResult(raw["text"], bool(raw["is_error"]))
+    is_error = bool(raw["is_error"])
+    text = briefly_quoted(raw["text"], arguments) if is_error else raw["text"]
+    result = CallResult(text, is_error)
     suspect = name in CHECKED_TOOLS and (
         result.is_error
         or (name == "memory_search" and not (raw.get("structured") or {}).get("results"))
     )
     return result, suspect
+
+
+def briefly_quoted(text: str, arguments: dict[str, Any]) -> str:
+    """popoto's error *text* with each long argument it repeats cut to ``QUOTE_LIMIT``
+    (``No memory found for key '<2 MB key>'`` would send the key back whole)."""
+    for value in arguments.values():
+        if isinstance(value, str) and len(value) > QUOTE_LIMIT and value in text:
+            text = text.replace(value, quote(value))
+    return bounded(text)
 
 
 def prepare(
