@@ -28,6 +28,12 @@ def low_level_server(server: FastMCP) -> Server[Any]:
     return server._mcp_server
 
 
+def initialize_accepted(session: Any) -> bool:
+    """Whether the SDK's request gate is open for *session*'s connection (``initialize`` done):
+    what ``ServerRunner`` checks before a handler runs (``ServerSession._connection``)."""
+    return bool(session._connection.initialize_accepted)
+
+
 def additional_http_routes(server: FastMCP) -> list[Any]:
     """Routes the server's own components add to its HTTP app (``_get_additional_http_routes``)."""
     return list(server._get_additional_http_routes())

@@ -13,9 +13,9 @@ from doc_processing_std_tools.launcher.external.relay_lines import client_reply 
 
 def test_a_reply_in_the_sdks_shape_is_spliced_byte_for_byte() -> None:
     result = b'{"content":[{"type":"text","text":"caf\xc3\xa9 \\"dpt~1\\""}],"isError":false}'
-    line = b'{"jsonrpc":"2.0","id":"dpt~1","result":' + result
+    line = b'{"jsonrpc":"2.0","id":"dpt~1","result":' + result + b"}"
     reply = _client_reply(line, None, "dpt~1", "client-7", "ext_t")
-    assert reply == b'{"jsonrpc":"2.0","id":"client-7","result":' + result + b"\n"
+    assert reply == b'{"jsonrpc":"2.0","id":"client-7","result":' + result + b"}\n"
 
 
 def test_other_shapes_are_parsed_and_keep_their_result() -> None:

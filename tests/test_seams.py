@@ -197,3 +197,19 @@ async def test_a_stdio_child_is_spawned_with_pipes_and_stopped_even_if_it_ignore
         assert await process.stdout.receive() == b"hello\n"
         await seams.stop_stdio_child(process)
     assert process.returncode is not None
+
+
+async def test_initialize_accepted_reads_the_sdks_request_gate() -> None:
+    """The relay serves a call only when the SDK would (``ServerRunner``'s gate): true in a
+    tool call of an initialized session."""
+    server = FastMCP("gate")
+    seen: list[bool] = []
+
+    @server.tool
+    def gate(ctx: Context) -> bool:
+        seen.append(seams.initialize_accepted(ctx.session))
+        return seen[-1]
+
+    async with Client(server) as client:
+        await client.call_tool("gate", {})
+    assert seen == [True]

@@ -40,6 +40,9 @@ CONNECTION_META_PREFIX = "io.modelcontextprotocol/"  # 2026-era keys that descri
 CONNECTION_META_MARK = CONNECTION_META_PREFIX.encode()
 PROGRESS = b'"notifications/progress"'
 OUR_ID = b'"' + ID_PREFIX.encode()
+# after our id, what makes the line a reply (a child's own request may use any id, ours too)
+REPLY_TAILS = (b'","result":', b'","error":')
+JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
 
 
 class ConnectionLost(anyio.BrokenResourceError):
@@ -178,8 +181,9 @@ class ChildPipe:
         A reply to a call no longer waited for (cancelled, timed out) is dropped here too.
         """
         try:
-            if line.startswith(SDK_REPLY_HEAD):  # (the usual reply: no other call on the way)
-                end = line.find(b'"', len(SDK_REPLY_HEAD))
+            if line.startswith(SDK_REPLY_HEAD) and (  # (the usual reply: no other call on the way)
+                line.startswith(REPLY_TAILS, end := line.find(b'"', len(SDK_REPLY_HEAD)))
+            ):
                 key = line[len(SDK_REPLY_HEAD) - len(ID_PREFIX) : end].decode("utf-8", "replace")
                 call = self.pending.pop(key, None)
                 if call is not None:

@@ -38,7 +38,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from .child_pipe import CONNECTION_META_PREFIX, SURROGATE_ESCAPE, ConnectionLost, tell_cancelled
+from .child_pipe import (
+    CONNECTION_META_PREFIX,
+    JSON_SPACE,
+    SURROGATE_ESCAPE,
+    ConnectionLost,
+    tell_cancelled,
+)
 from .inline_call import InlineCalls
 from .relay_lines import child_request, client_reply, encode_line, error_result
 
@@ -152,8 +158,8 @@ class FastPath:
                 or not REQUEST_KEYS.issuperset(message)
                 or not isinstance(params, dict)
                 or not CALL_PARAMS.issuperset(params)
-                or not isinstance(params.get("arguments") or {}, dict)
-                or ((meta := params.get("_meta")) and not _plain_meta(meta))
+                or ((args := params.get("arguments")) is not None and type(args) is not dict)
+                or not _plain_meta(params.get("_meta"))
             ):
                 return False
             name = params.get("name")
@@ -309,10 +315,16 @@ class FastPath:
 
 
 def _plain_meta(meta: Any) -> bool:
-    """A _meta with no 2026-era connection keys (those keep the SDK path)."""
-    return isinstance(meta, dict) and not any(
-        str(key).startswith(CONNECTION_META_PREFIX) for key in meta
-    )
+    """A _meta the SDK accepts (absent, null, or an object whose progressToken is a string or
+    an integer) with no 2026-era connection keys (those keep the SDK path, as does anything
+    the SDK refuses: it answers that)."""
+    if meta is None:
+        return True
+    if not isinstance(meta, dict):
+        return False
+    if "progressToken" in meta and not isinstance(meta["progressToken"], str | int):
+        return False
+    return not any(str(key).startswith(CONNECTION_META_PREFIX) for key in meta)
 
 
 # The C scanner behind json.loads, called directly: json.loads adds three Python frames.
@@ -327,8 +339,8 @@ def _message(line: bytes, method: str) -> dict[str, Any] | None:
         message, end = _SCAN(text, 0)
     except (ValueError, RecursionError, StopIteration):
         return None
-    if end < len(text) and not text[end:].isspace():
-        return None  # more than one value
+    if end < len(text) and text[end:].strip(JSON_SPACE):
+        return None  # more than one value, or a character JSON does not allow
     if not isinstance(message, dict) or message.get("method") != method:
         return None
     return message

@@ -140,13 +140,33 @@ class ToolRelay:
             or ctx.protocol_version not in self._handshake_era
             or not RELAYED_PARAMS.issuperset(params)
             or not isinstance(params.get("name"), str)
-            or not isinstance(params.get("arguments") or {}, dict)
-            or not isinstance(params.get("_meta") or {}, dict)
             or not self.serves_plainly()
         ):
             return None
         target = self.targets().get(params.get("name"))  # type: ignore[arg-type]
-        return target if target is not None and target.supervisor is not None else None
+        if target is None or target.supervisor is None or not self._as_the_sdk_would(ctx):
+            return None
+        return target
+
+    def _as_the_sdk_would(self, ctx: Any) -> bool:
+        """Whether the SDK itself would hand this call to a handler: the connection is
+        initialized and the params pass its validation. Otherwise the call goes on down the
+        chain, and the SDK answers it as it would alone (-32602)."""
+        from mcp_types.methods import validate_client_request
+        from pydantic import ValidationError
+
+        from ...seams import initialize_accepted, low_level_server
+
+        if not initialize_accepted(ctx.session):
+            return False
+        handler = low_level_server(self._root).get_request_handler(ctx.method)
+        try:  # (the spec's surface, then the handler's own model: both as ServerRunner does)
+            validate_client_request(ctx.method, ctx.protocol_version, ctx.params)
+            if handler is not None:
+                handler.params_type.model_validate(ctx.params, by_name=False)
+        except (ValidationError, KeyError):
+            return False
+        return True
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)

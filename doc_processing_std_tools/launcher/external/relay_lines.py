@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
+from json.scanner import make_scanner
 from typing import Any
 
-from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, SURROGATE_ESCAPE
+from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, JSON_SPACE, SURROGATE_ESCAPE
 
 
 def _unencodable(value: Any) -> Any:
@@ -64,6 +65,7 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
             (line.isascii() and line.find(b"\\u") < 0 and line.find(CONNECTION_META_MARK) < 0)
             or _clean(line)
         )
+        and _one_json_value(line)
     ):
         client_id = str(request_id) if isinstance(request_id, int) else json.dumps(request_id)
         return (
@@ -101,6 +103,28 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
             f"Error calling tool {tool!r}: the server's reply holds text that is not valid Unicode "
             "or a number JSON cannot carry"
         ) from exc
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# json's C scanner, strict (no control characters inside strings) and refusing NaN and Infinity
+# (typeshed types make_scanner's argument as itself)
+_STRICT_DECODER = json.JSONDecoder(parse_constant=_not_json)
+_STRICT_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(_STRICT_DECODER)  # type: ignore[arg-type]
+
+
+def _one_json_value(line: bytes) -> bool:
+    """Whether *line* is exactly one valid JSON value (RFC 8259): a child's line is spliced
+    into the client's reply only then. Two values on a line, a raw control character in a
+    string or a NaN would otherwise reach the client as they are."""
+    try:
+        text = line.decode()
+        _, end = _STRICT_SCAN(text, 0)
+    except (ValueError, RecursionError, StopIteration):
+        return False
+    return end == len(text) or not text[end:].strip(JSON_SPACE)
 
 
 def _clean(line: bytes) -> bool:

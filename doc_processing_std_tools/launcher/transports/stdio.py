@@ -277,8 +277,8 @@ async def stdio_streams(
 def _route(line: bytes, writer: _Writer, fast: FastPath | None) -> Any:
     """The SessionMessage for the SDK in *line* (one the fast path did not take), or None
     when it was answered here."""
-    if not line.strip():
-        return None  # a blank line is not a message
+    if not line.strip(b" \t\r\n"):
+        return None  # a blank line is not a message (JSON's whitespace only: RFC 8259)
     from mcp.shared.message import SessionMessage
     from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
 

@@ -8,6 +8,8 @@ with its ``id`` whenever it can be read, and a message without library URLs.
 from __future__ import annotations
 
 import json
+import re
+from typing import Any
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -16,6 +18,9 @@ SURROGATE_HINT = (
     "a \\ud800-\\udfff escape without its pair is not valid Unicode; escape the character "
     "as a surrogate pair or send it as UTF-8"
 )
+BOM = b"\xef\xbb\xbf"
+BOM_TEXT = "the line starts with a byte order mark (U+FEFF); send the JSON without one"
+SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 INVALID_REQUEST_TEXT = (
     "Invalid request: not a JSON-RPC 2.0 message (a request needs "
     '"jsonrpc": "2.0", an "id" (string or integer), a "method" string and, optionally, '
@@ -31,14 +36,17 @@ def error_reply(line: bytes, problem: Exception) -> bytes | None:
     try:
         message = json.loads(line)  # lenient: reads lone surrogates, to recover the id
     except UnicodeDecodeError:
-        message = None
+        message = _readable(line.decode("utf-8", "replace"))
         code, text = PARSE_ERROR, "Parse error: the line is not valid UTF-8"
     except (ValueError, RecursionError):
-        message = None
+        message = _first_value(line)
         code, text = PARSE_ERROR, f"Parse error: {_first_message(problem)}"
     else:
-        if _json_invalid(problem):
-            code, text = PARSE_ERROR, f"Parse error: {SURROGATE_HINT}"
+        if line.startswith(BOM):  # (json.loads skips it, JSON-RPC does not)
+            code, text = PARSE_ERROR, f"Parse error: {BOM_TEXT}"
+        elif _json_invalid(problem):
+            hint = SURROGATE_HINT if SURROGATE_ESCAPE.search(line) else _first_message(problem)
+            code, text = PARSE_ERROR, f"Parse error: {hint}"
         else:
             code, text = INVALID_REQUEST, INVALID_REQUEST_TEXT
     request_id: int | str | None = None
@@ -51,6 +59,23 @@ def error_reply(line: bytes, problem: Exception) -> bytes | None:
         ):
             request_id = candidate
     return encode_error(request_id, code, text)
+
+
+def _first_value(line: bytes) -> Any:
+    """The first JSON value on *line* when there is one (to read the id of a line with
+    something after it), else None."""
+    try:
+        return json.JSONDecoder().raw_decode(line.decode("utf-8", "replace"))[0]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _readable(text: str) -> Any:
+    """*text* as JSON when it is (to read the id of a line that was not UTF-8), else None."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 def encode_error(request_id: int | str | None, code: int, text: str) -> bytes:

@@ -1,0 +1,82 @@
+"""An MCP server over stdio written as raw JSON lines, to misbehave in ways the SDK never would.
+
+Its tools answer with a line that is not one valid JSON-RPC message (``two_values``,
+``control_character``, ``nan``), or first send the client a request of its own whose id
+looks like the launcher's (``asks_first``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+TOOLS = ["two_values", "control_character", "nan", "asks_first", "fine"]
+
+
+def send(text: str) -> None:
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def reply(request_id: object, result: dict) -> None:
+    send(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+
+def call(request_id: object, name: str) -> None:
+    rid = json.dumps(request_id)
+    if name == "two_values":
+        send(
+            f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text","text":"a"}}],'
+            '"isError":false}}{"jsonrpc":"2.0","id":999,"result":{}}'
+        )
+    elif name == "control_character":
+        send(
+            f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text",'
+            '"text":"a\x01b"}],"isError":false}}'
+        )
+    elif name == "nan":
+        send(
+            f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text","text":"n"}}],'
+            '"structuredContent":{"x":NaN},"isError":false}}'
+        )
+    elif name == "asks_first":
+        send('{"jsonrpc":"2.0","id":"dpt~1","method":"ping"}')
+        answer = json.loads(sys.stdin.readline())
+        kind = "result" if "result" in answer else "error"
+        text = f"asked, got a {kind} for {answer.get('id')}"
+        reply(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
+    else:
+        reply(request_id, {"content": [{"type": "text", "text": "fine"}], "isError": False})
+
+
+def main() -> None:
+    for line in sys.stdin:
+        message = json.loads(line)
+        method, request_id = message.get("method"), message.get("id")
+        if method == "initialize":
+            reply(
+                request_id,
+                {
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "raw", "version": "0"},
+                },
+            )
+        elif method == "tools/list":
+            schema = {"type": "object", "properties": {}}
+            tools = [{"name": n, "inputSchema": schema} for n in TOOLS]
+            reply(request_id, {"tools": tools})
+        elif method == "tools/call":
+            call(request_id, message["params"]["name"])
+        elif method == "ping":
+            reply(request_id, {})
+        elif request_id is not None and method is not None:
+            send(
+                json.dumps(
+                    {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no"}}
+                )
+            )
+
+
+if __name__ == "__main__":
+    main()

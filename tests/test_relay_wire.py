@@ -1,0 +1,262 @@
+"""The relayed path speaks JSON-RPC as the SDK does: the same bytes in, to the launcher and to
+the server alone, get the same kind of answer (issue 26, section 3).
+
+The launcher serves a ``command:`` server's plain ``tools/call`` on its stdio fast path, and
+other relayed calls in the ``ToolRelay`` middleware, both ahead of the SDK's own checks; each
+case here is one a shortcut once got wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import launcher_command
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results_server.py"
+RAW_CHILD = HERE / "raw_child.py"
+REPLY_TIMEOUT = 30.0
+INIT = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"},
+        },
+    }
+).encode()
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+
+
+class Peer:
+    """A process spoken to in raw lines: the launcher, or the server alone."""
+
+    def __init__(self, command: list[str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+        )
+        self.pending = b""
+
+    def send(self, raw: bytes) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.write(raw + b"\n")
+        self.proc.stdin.flush()
+
+    def line(self, timeout: float = REPLY_TIMEOUT) -> bytes | None:
+        """The next line written, or None when none comes within *timeout*."""
+        assert self.proc.stdout
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line
+
+    def answer_to(self, request_id: object, timeout: float = REPLY_TIMEOUT) -> dict | None:
+        """The reply to *request_id* (other messages skipped), or None when none comes."""
+        while (line := self.line(timeout)) is not None:
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return message
+        return None
+
+    def initialize(self) -> None:
+        self.send(INIT)
+        assert self.answer_to(0) is not None
+        self.send(INITIALIZED)
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream:
+                stream.close()
+
+
+def _launcher(tmp_path: Path, script: Path = RESULTS) -> Peer:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport: {type: stdio, shutdown_grace: 3}\n"
+        f"servers:\n  ext:\n    command: {sys.executable}\n    args: ['{script}']\n"
+    )
+    return Peer([*launcher_command(), "--config", str(config)], tmp_path)
+
+
+def _alone(tmp_path: Path) -> Peer:
+    return Peer([sys.executable, str(RESULTS)], tmp_path)
+
+
+def _served(reply: dict | None) -> bool:
+    return reply is not None and "result" in reply and not reply["result"].get("isError")
+
+
+def _kind(reply: dict | None) -> object:
+    """What a client can tell of an answer: served, a tool error, or a JSON-RPC error code."""
+    if reply is None:
+        return None
+    if "error" in reply:
+        return reply["error"]["code"]
+    return "error result" if reply["result"].get("isError") else "served"
+
+
+def _call(
+    request_id: int, *, arguments: bytes = b'{"text":"v"}', meta: bytes | None = None
+) -> bytes:
+    params = b'{"name":"echo","arguments":' + arguments
+    if meta is not None:
+        params += b',"_meta":' + meta
+    return b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}}' % (request_id, params)
+
+
+# (arguments, _meta) pairs the SDK refuses with -32602, and neighbours it accepts
+PARAMS = [
+    (b"[]", None),
+    (b"false", None),
+    (b"0", None),
+    (b'""', None),
+    (b"null", None),
+    (b'{"text":"v"}', b'{"progressToken":{"o":1}}'),
+    (b'{"text":"v"}', b'{"progressToken":null}'),
+    (b'{"text":"v"}', b'{"progressToken":1.5}'),
+    (b'{"text":"v"}', b"[]"),
+    (b'{"text":"v"}', b"null"),
+    (b'{"text":"v"}', b'{"progressToken":"t"}'),
+    (b'{"text":"v"}', b"{}"),
+]
+
+
+def test_params_get_the_answer_the_server_alone_gives(tmp_path: Path) -> None:
+    peers = {"alone": _alone(tmp_path), "launcher": _launcher(tmp_path)}
+    try:
+        kinds: dict[str, list[object]] = {}
+        for name, peer in peers.items():
+            peer.initialize()
+            kinds[name] = []
+            for request_id, (arguments, meta) in enumerate(PARAMS, start=1):
+                peer.send(_call(request_id, arguments=arguments, meta=meta))
+                kinds[name].append(_kind(peer.answer_to(request_id)))
+        assert kinds["launcher"] == kinds["alone"]
+        assert kinds["alone"][:4] == [-32602] * 4  # (the cases are what they claim to be)
+        assert kinds["alone"][-1] == "served"
+    finally:
+        for peer in peers.values():
+            peer.close()
+
+
+def test_a_call_before_initialize_is_refused_as_alone(tmp_path: Path) -> None:
+    for make in (_alone, _launcher):
+        peer = make(tmp_path)
+        try:
+            time.sleep(0)  # (nothing to wait for: the call is the first line)
+            peer.send(_call(5))
+            reply = peer.answer_to(5)
+            assert _kind(reply) == -32602, (make.__name__, reply)
+        finally:
+            peer.close()
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"\x0c", "\u00a0".encode(), "\u2028".encode(), b"\x0b"],
+    ids=["form feed", "no-break space", "line separator", "vertical tab"],
+)
+def test_only_json_whitespace_may_follow_a_call(tmp_path: Path, tail: bytes) -> None:
+    """The server alone serves none of these lines (it drops them); the launcher answers each
+    with a parse error carrying the id, and runs nothing."""
+    launcher = _launcher(tmp_path)
+    try:
+        launcher.initialize()
+        launcher.send(_call(5) + tail)
+        reply = launcher.answer_to(5)
+        assert reply is not None and reply["error"]["code"] == -32700, reply
+        launcher.send(_call(6) + b" \t\r")  # JSON's own whitespace is fine
+        assert _served(launcher.answer_to(6))
+    finally:
+        launcher.close()
+
+
+def test_a_byte_order_mark_or_bad_utf8_is_named_and_answered_with_the_id(tmp_path: Path) -> None:
+    launcher = _launcher(tmp_path)
+    try:
+        launcher.initialize()
+        launcher.send(b"\xef\xbb\xbf" + _call(5))
+        bom = launcher.answer_to(5)
+        assert bom is not None and bom["error"]["code"] == -32700
+        assert "byte order mark" in bom["error"]["message"]
+        assert "surrogate" not in bom["error"]["message"]
+        launcher.send(_call(6, arguments=b'{"text":"v\xff"}'))
+        bad = launcher.answer_to(6)
+        assert bad is not None and bad["error"]["code"] == -32700
+        assert "UTF-8" in bad["error"]["message"]
+    finally:
+        launcher.close()
+
+
+def _no_constant(name: str) -> object:
+    raise AssertionError(f"{name} reached the client")
+
+
+def _raw_call(request_id: int, tool: str) -> bytes:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": {}},
+        }
+    ).encode()
+
+
+def test_a_childs_reply_reaches_the_client_only_as_one_valid_message(tmp_path: Path) -> None:
+    launcher = _launcher(tmp_path, RAW_CHILD)
+    try:
+        launcher.initialize()
+        for request_id, tool in enumerate(["two_values", "control_character", "nan"], start=1):
+            launcher.send(_raw_call(request_id, tool))
+            line = launcher.line()
+            assert line is not None, tool
+            message = json.loads(line, parse_constant=_no_constant)
+            assert message["id"] == request_id, (tool, line[:300])
+            assert message["result"]["isError"] is True, (tool, line[:300])
+            assert "not valid JSON" in message["result"]["content"][0]["text"] or (
+                "cannot carry" in message["result"]["content"][0]["text"]
+            )
+        launcher.send(_raw_call(9, "fine"))
+        assert launcher.answer_to(9)["result"]["content"][0]["text"] == "fine"  # type: ignore[index]
+        assert launcher.line(timeout=0.5) is None  # nothing else: no reply to an id never sent
+    finally:
+        launcher.close()
+
+
+def test_a_childs_own_request_with_a_launcher_like_id_is_answered(tmp_path: Path) -> None:
+    launcher = _launcher(tmp_path, RAW_CHILD)
+    try:
+        launcher.initialize()
+        launcher.send(_raw_call(1, "asks_first"))
+        reply = launcher.answer_to(1)
+        assert reply is not None, "the child's request was swallowed: its call never ended"
+        assert reply["result"]["content"][0]["text"] == "asked, got a result for dpt~1"
+    finally:
+        launcher.close()
