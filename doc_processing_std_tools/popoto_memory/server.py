@@ -45,7 +45,7 @@ def _tool_class() -> type:
 
         async def plain_call(self, arguments: dict[str, Any]) -> tuple[str, bool]:
             """(text, is_error): what run() answers, for the launcher's fast path
-            (``launcher/external/relay.py`` ``PLAIN_CALL``)."""
+            (``launcher/external/targets.py`` ``PLAIN_CALL``)."""
             result = await call(self._runtime, self.name, arguments or {})
             return result.text, result.is_error
 

@@ -1,7 +1,7 @@
 """The config file as text: YAML parsed with the line of every key, ``${VAR}`` expansion, and
 one-line error messages that name the file, the line and the key.
 
-Nothing here knows the schema (``config.py``): a message about a pydantic error is given the
+Nothing here knows the schema (``schema.py``): a message about a pydantic error is given the
 model it came from.
 """
 

@@ -4,7 +4,7 @@
 them off the child's stdout before any validation; every other line goes to the SDK
 ``ClientSession`` unchanged, which keeps serving listing, prompts, resources, pings and
 the child's own messages. :func:`child_transport` makes it a fastmcp transport; the fast
-path that uses it is :mod:`.relay`.
+path that uses it is :mod:`.fast_path`.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Tool calls that skip fastmcp's dispatch: external servers' relayed, plain in-process ones direct.
 
 :class:`ToolRelay` is the first middleware of the composed server's SDK server; it
-relays external servers' ``tools/call`` on their sessions. Its :meth:`~ToolRelay.targets`
-is also the table of the stdio fast path (:mod:`.fast_path`), which adds in-process
-tools that offer a plain call (:data:`PLAIN_CALL`).
+relays external servers' ``tools/call`` on their sessions. Its :meth:`~ToolRelay.fast_targets`
+is the table of the stdio fast path (:mod:`.fast_path`), which adds in-process tools that
+offer a plain call (:data:`.targets.PLAIN_CALL`).
 """
 
 from __future__ import annotations
