@@ -299,11 +299,6 @@ def _lock_order(folder: Path) -> tuple[int, str]:
     return len(folder.parts), str(folder)
 
 
-def store_lock_path(store_dir: str | os.PathLike[str]) -> Path:
-    """Where the cross-process lock marker of a store lives (hidden, so never listed)."""
-    return Path(store_dir) / LOCK_FILE_NAME
-
-
 def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """Call *fn* while holding the process lock (sync; for worker threads)."""
     with exclusive():
