@@ -42,7 +42,9 @@ class MemoryFolder:
     def _jail(self) -> Jail:
         """A jail on the memory directory, creating the directory if it is missing."""
         try:
-            os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
+            if not os.path.isdir(self.memory_dir):
+                os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
+                _ignore_itself(self.memory_dir)
             jail = Jail([self.memory_dir])
         except (FileExistsError, NotADirectoryError):
             raise MemoryStoreError(
@@ -72,7 +74,7 @@ class MemoryFolder:
         jail = self._jail()
         with ExitStack() as stack:
             try:
-                stack.enter_context(locking.exclusive(folders=[jail.roots[0]]))
+                stack.enter_context(locking.exclusive(folders=[jail.roots[0]], marked=True))
             except OSError as exc:
                 raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
             yield jail
@@ -199,6 +201,24 @@ class MemoryFolder:
     def _write(self, jail: Jail, parts: list[str], display: str, data: bytes) -> None:
         with self._guard(display, "write"):
             jail.write_atomic(self._abs(jail, parts), data)
+
+
+GITIGNORE = """\
+# Made by doc-processing-std-tools with this memory folder: git ignores the whole folder.
+# To commit your memories, delete this file (or keep only the line `.dpt*`).
+*
+"""
+
+
+def _ignore_itself(folder: Path) -> None:
+    """Give a memory folder just made its own ``.gitignore``, so a memory folder in a
+    project never shows up in ``git status`` and no file of the user's is edited. Only
+    when the folder is made: a user who deleted it to commit the memories keeps that."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with suppress(OSError):  # made by a second launcher at the same moment, or not ours to write
+        fd = os.open(folder / ".gitignore", flags, 0o644)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(GITIGNORE)
 
 
 def _apply(change: Callable[[str], tuple[str, R]], before: bytes, display: str) -> tuple[bytes, R]:
