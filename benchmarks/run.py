@@ -11,7 +11,9 @@ Sections (each returns named figures, ``name -> value``, printed as they come):
    as an external stdio server (``command:``) vs a direct connection to it is ``external.py``'s
    section (target ratio >= 0.90).
 4. ``search``: ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
-5. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
+5. ``in-flight``: ``memory_insert`` into one file through ``dpt-launch`` with 1, 8 and 32 calls in
+   flight on one session (calls/s; targets: 8 / 1 >= 0.90, 32 / 1 >= 0.80).
+6. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
    ``figures(quick: bool) -> dict[str, float]``), each skipped with a line when missing.
 
 Run: ``python benchmarks/run.py [--quick] [--report]``. ``--report`` also writes
@@ -35,6 +37,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -47,7 +50,7 @@ from report import Section, print_figures, write_report  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
-from side_by_side import Measured, side_by_side  # noqa: E402
+from side_by_side import Measured, open_sessions, side_by_side  # noqa: E402
 
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
 EXTRA_SECTIONS = [
@@ -235,6 +238,53 @@ def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
     return {"search_ms": median_ms(ours), "grep_ms": median_ms(grep), "matches": found}
 
 
+# -- 5. memory_insert into one file, 1 / 8 / 32 calls in flight -------------------------
+
+IN_FLIGHT = (1, 8, 32)
+
+
+async def insert_rate(session: Any, path: str, calls: int, in_flight: int) -> float:
+    """calls/s of *calls* ``memory_insert`` at line 0 of a new file, *in_flight* at a time."""
+    created = await session.call_tool("memory_create", {"path": path, "file_text": ""})
+    assert not created.is_error, created
+    left = iter(range(calls))
+
+    async def worker() -> None:
+        for i in left:
+            arguments = {"path": path, "insert_line": 0, "insert_text": f"line {i}"}
+            result = await session.call_tool("memory_insert", arguments)
+            assert not result.is_error, result
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for _ in range(in_flight):
+            group.start_soon(worker)
+    return calls / (time.perf_counter() - start)
+
+
+async def bench_in_flight(rounds: int, calls: int, workdir: Path) -> dict[int, float]:
+    """Median calls/s per level over *rounds* rounds, the levels interleaved (order reversed each
+    round), each block on a fresh file so every level edits files of the same sizes."""
+    config = workdir / "in-flight.yaml"
+    config.write_text(
+        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-if'}}}\n"
+    )
+    command = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
+    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING"}
+    rates: dict[int, list[float]] = {level: [] for level in IN_FLIGHT}
+    order = list(IN_FLIGHT)
+    async with open_sessions({"launcher": (command, env)}) as opened:
+        session, _ = opened["launcher"]
+        await session.list_tools()
+        await insert_rate(session, "/warm.md", 20, 4)
+        for round_ in range(rounds):
+            for level in order:
+                rate = await insert_rate(session, f"/r{round_}-{level}.md", calls, level)
+                rates[level].append(rate)
+            order.reverse()
+    return {level: statistics.median(values) for level, values in rates.items()}
+
+
 # -- sections: named figures -------------------------------------------------------------
 
 
@@ -300,6 +350,17 @@ def section_search(rounds: int, workdir: Path) -> dict[str, float]:
         / search["grep_ms"],
         "search_memory matches (count)": float(search["matches"]),
     }
+
+
+def section_in_flight(quick: bool, workdir: Path) -> dict[str, float]:
+    rates = anyio.run(bench_in_flight, 3 if quick else 7, 96, workdir)
+    figures = {
+        f"memory_insert, one file, {level} in flight (calls/s)": rate
+        for level, rate in rates.items()
+    }
+    figures["memory_insert 8 / 1 in flight ratio (target >= 0.90)"] = rates[8] / rates[1]
+    figures["memory_insert 32 / 1 in flight ratio (target >= 0.80)"] = rates[32] / rates[1]
+    return figures
 
 
 def skip_reason(name: str, with_popoto: bool, skip_popoto: bool) -> str | None:
@@ -375,6 +436,11 @@ def main(argv: list[str] | None = None) -> int:
                 "4. search_memory over 10,000 keys vs grep -rFil (median)",
                 "search",
                 lambda: section_search(rounds, workdir),
+            ),
+            (
+                "5. memory_insert into one file through dpt-launch, 1 / 8 / 32 in flight (median calls/s)",
+                "in-flight",
+                lambda: section_in_flight(args.quick, workdir),
             ),
         ]
         for title, key, measure in ours:

@@ -7,10 +7,13 @@ Guarantee (documented in docs/guarantees.md):
   Overlapping calls therefore behave as if they ran one after the other.
 * A store on disk (the memory directory, each writable filesystem root) is also
   guarded by ``flock`` on the folder itself, taken after the process lock, so two
-  *processes* on the same folder serialize their changes too. A ``.dpt.lock``
-  marker in the folder tells writers of other servers to take that lock as well
-  (:func:`locked_folders`). ``flock`` is advisory: it protects against other users
-  of this module, not against an unrelated program writing into the folder.
+  *processes* on the same folder serialize their changes too. A marker tells writers
+  of other servers to take that lock as well (:func:`locked_folders`): a ``.dpt.lock``
+  file in a memory folder (the server's own folder, which ignores itself for git), and,
+  for a filesystem root (the user's project), an entry named by the folder's identity
+  in a per-user folder (:func:`register`), so nothing is added to the project.
+  ``flock`` is advisory: it protects against other users of this module, not against
+  an unrelated program writing into the folder.
 
 :data:`PROCESS_LOCK` is a :class:`ProcessLock`: worker threads take it with ``with``
 (fastmcp runs sync tools in AnyIO worker threads); async code uses :func:`hold_async`,
@@ -27,12 +30,15 @@ import asyncio
 import contextvars
 import fcntl
 import os
+import stat
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
+
+from .workspace import APP_NAME
 
 
 class _ThreadWaiter:
@@ -223,17 +229,19 @@ def file_lock(lock_path: str | os.PathLike[str]) -> Iterator[None]:
 
 
 @contextmanager
-def folder_lock(folder: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the folder itself (its descriptor), marking it as locked.
+def folder_lock(folder: str | os.PathLike[str], *, marked: bool = False) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on the folder itself (its descriptor).
 
     Locking the folder, not a file in it, means nothing done to ``.dpt.lock`` (moved
-    away, replaced by a folder) can break or split the lock. The marker is (re)made
-    so that writers of other servers find the folder (see :func:`locked_folders`).
+    away, replaced by a folder) can break or split the lock. With *marked*, the marker
+    in the folder is (re)made so that writers of other servers find the folder (see
+    :func:`locked_folders`): memory-tools' own folder; never a filesystem root.
     """
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        mark(fd)
+        if marked:
+            mark(fd)
         yield
     finally:
         os.close(fd)
@@ -251,17 +259,68 @@ def mark(folder: int | str | os.PathLike[str]) -> None:
         pass  # something else sits there; the lock is on the folder, so it still works
 
 
+def registry() -> Path:
+    """The per-user folder of markers kept outside the folders they mark.
+
+    ``$XDG_RUNTIME_DIR``, else ``/run/user/<uid>`` (what the former is on systemd
+    machines, for processes started without it), else the per-user cache folder: each is
+    used only when it is a folder of this user's, so every launcher of one user on one
+    machine finds the same one.
+    """
+    uid = os.getuid()
+    for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
+        if not base:
+            continue
+        try:
+            info = os.stat(base)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
+            return Path(base) / APP_NAME / "locked-folders"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME)) / "locked-folders"
+
+
+def _identity(info: os.stat_result) -> str:
+    return f"{info.st_dev:x}-{info.st_ino:x}"
+
+
+def register(folder: str | os.PathLike[str]) -> None:
+    """Mark *folder* as locked by its writers, in :func:`registry` rather than in the folder
+    (a filesystem root is the user's project); in the folder only when that cannot be done."""
+    try:
+        where = registry()
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        name = where / _identity(os.stat(folder))
+        os.close(os.open(name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except OSError:
+        mark(folder)
+
+
 def locked_folders(path: str | os.PathLike[str]) -> list[Path]:
-    """The folders above *path*, outermost first, that hold a ``.dpt.lock`` marker.
+    """The folders above *path*, outermost first, that are marked: a ``.dpt.lock`` in the
+    folder, or the folder's identity in :func:`registry`.
 
     Every writer of a file takes the flock of each of them (memory-tools: its memory
     folder; filesystem: all of them), so two writers of one file always share one.
     """
-    return [
-        folder
-        for folder in reversed(Path(os.path.normpath(path)).parents)
-        if os.path.lexists(os.path.join(folder, LOCK_FILE_NAME))
-    ]
+    try:
+        registered = set(os.listdir(registry()))
+    except OSError:
+        registered = set()
+    found = []
+    for folder in reversed(Path(os.path.normpath(path)).parents):
+        if os.path.lexists(os.path.join(folder, LOCK_FILE_NAME)):
+            found.append(folder)
+        elif registered:
+            try:
+                info = os.stat(folder)
+            except OSError:
+                continue
+            if _identity(info) in registered:
+                found.append(folder)
+    return found
 
 
 @contextmanager
@@ -269,8 +328,10 @@ def exclusive(
     lock_path: str | os.PathLike[str] | None = None,
     *,
     folders: Iterable[str | os.PathLike[str]] = (),
+    marked: bool = False,
 ) -> Iterator[None]:
-    """Hold the process lock, then the file lock on *lock_path* and the folder locks of *folders*.
+    """Hold the process lock, then the file lock on *lock_path* and the folder locks of *folders*
+    (with *marked*, each keeps a ``.dpt.lock`` marker: see :func:`folder_lock`).
 
     The order is always process lock first, then the folders outermost first (by
     depth, then name), so two processes can never deadlock on each other. When the
@@ -291,17 +352,12 @@ def exclusive(
                 continue  # gone: nobody can write below it through this path
             if (info.st_dev, info.st_ino) not in held:  # one folder, two spellings: lock once
                 held.add((info.st_dev, info.st_ino))
-                stack.enter_context(folder_lock(folder))
+                stack.enter_context(folder_lock(folder, marked=marked))
         yield
 
 
 def _lock_order(folder: Path) -> tuple[int, str]:
     return len(folder.parts), str(folder)
-
-
-def store_lock_path(store_dir: str | os.PathLike[str]) -> Path:
-    """Where the cross-process lock marker of a store lives (hidden, so never listed)."""
-    return Path(store_dir) / LOCK_FILE_NAME
 
 
 def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:

@@ -879,15 +879,81 @@ def test_an_edit_redoes_its_work_when_the_file_changed_before_the_lock(mem: Path
     assert path.read_text() == "x\nnew\ny\n"
 
 
-def test_an_edit_raced_every_time_finishes_under_the_lock(mem: Path):
+@pytest.mark.parametrize("cost", ["cheap", "costly"])
+def test_an_edit_raced_every_time_finishes_under_the_lock(mem: Path, monkeypatch, cost: str):
+    """A cheap edit whose file changed before its lock is redone under that lock; a costly
+    one computes again outside the locks, and only its last attempt computes under them."""
+    from doc_processing_std_tools import locking
+    from doc_processing_std_tools.memory import folder
+
+    if cost == "costly":
+        monkeypatch.setattr(folder, "CHEAP_EDIT_SECONDS", 0.0)  # every edit counts as costly
+    decode = folder._decode_text
+    computed_locked: list[bool] = []
+
+    def spy(data: bytes, display: str) -> str:
+        computed_locked.append(locking.PROCESS_LOCK.locked())
+        return decode(data, display)
+
+    monkeypatch.setattr(folder, "_decode_text", spy)
     store = _Interleaved(mem)
     store.create("f.txt", "n0\n")
     path = mem / "f.txt"
     writes = iter(range(1, 100))
     store.before_lock = [lambda: path.write_text(f"n{next(writes)}\n")] * memory.EDIT_ATTEMPTS
     store.insert("f.txt", 0, "top")
-    last = memory.EDIT_ATTEMPTS
-    assert path.read_text() == f"top\nn{last}\n"
+    if cost == "cheap":
+        assert path.read_text() == "top\nn1\n"
+        assert computed_locked == [False, True]
+    else:
+        assert path.read_text() == f"top\nn{memory.EDIT_ATTEMPTS}\n"
+        assert computed_locked == [False] * (memory.EDIT_ATTEMPTS - 1) + [True]
+
+
+class _Counted(MemoryStore):
+    """Counts each thread's lock entries; once ``start`` is set, every thread's first entry
+    waits until ``start.parties`` threads have read and computed, so all of them edit the same content (the worst case)."""
+
+    def __init__(self, memory_dir: Path) -> None:
+        super().__init__(memory_dir)
+        self.start: threading.Barrier | None = None
+        self.entries: dict[int, int] = {}
+        self.count = threading.Lock()
+
+    def _locked(self):  # type: ignore[override]
+        me = threading.get_ident()
+        with self.count:
+            self.entries[me] = self.entries.get(me, 0) + 1
+            first = self.entries[me] == 1
+        if first and self.start is not None:
+            self.start.wait(30)
+        return super()._locked()
+
+
+def test_concurrent_inserts_into_one_file_take_the_locks_once_each(mem: Path):
+    """8 inserts that all computed on the same content: the first writes, each other one
+    redoes its cheap edit under the locks it already holds instead of starting over (before,
+    losers read and computed again outside the locks and came back, up to 3 times each)."""
+    store = _Counted(mem)
+    store.create("f.txt", "")
+    store.entries.clear()
+    store.start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def insert(i: int) -> None:
+        try:
+            store.insert("f.txt", 0, f"line {i}")
+        except BaseException as exc:  # reported below, with the thread's own error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=insert, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert sorted((mem / "f.txt").read_text().splitlines()) == [f"line {i}" for i in range(8)]
+    assert sorted(store.entries.values()) == [1] * 8, store.entries
 
 
 def test_write_memory_names_the_previous_key_of_a_large_value(mem: Path):

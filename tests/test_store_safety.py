@@ -579,3 +579,78 @@ async def test_three_launchers_on_one_root_lose_no_edit(write_config, tmp_path: 
     lines = (root / "slots.md").read_text().splitlines()
     assert lines == [f"slot-{i:03d}: done" for i in range(EDITS)]
     assert temps(root) == []
+
+
+# -- 6. nothing of ours shows up in the user's project (issue 25) -------------------------
+
+
+async def test_a_project_under_git_shows_only_the_users_own_file(
+    write_config, tmp_path: Path
+) -> None:
+    """A launcher whose memory folder and filesystem root are in a git work tree leaves
+    nothing untracked but the file the client wrote: no lock marker in the root, and the
+    memory folder ignores itself."""
+    project = tmp_path / "project"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    config = write_config(
+        f"""\
+        servers:
+          memory-tools: {{}}
+          filesystem:
+            settings: {{roots: [{project}]}}
+        """
+    )
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    async with launched(config, cwd=project, env={"XDG_RUNTIME_DIR": str(runtime)}) as session:
+        for tool, arguments in [
+            ("write_memory", {"key": "k", "value": "v"}),
+            ("memory_create", {"path": "/notes.md", "file_text": "n\n"}),
+            ("write_file", {"path": "mine.txt", "content": "x"}),
+            ("edit_file", {"path": "mine.txt", "edits": [{"oldText": "x", "newText": "y"}]}),
+        ]:
+            result = await session.call_tool(tool, arguments)
+            assert not result.is_error, text_of(result)
+    assert (project / "agent_memory" / "k.json").exists()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=all"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert status == "?? mine.txt\n"
+    assert not (project / LOCK_FILE_NAME).exists()
+
+
+def test_nested_roots_of_two_servers_share_the_inner_roots_flock(tmp_path: Path) -> None:
+    """A write through the outer root into a folder that is another server's root takes that
+    root's flock too, though no marker was left in it (it is kept in the per-user registry)."""
+    outer = tmp_path / "outer"
+    inner = outer / "inner"
+    inner.mkdir(parents=True)
+    filesystem.FileSystem(Jail([inner]), filesystem.Settings(roots=[inner]))  # registers inner
+    assert not (inner / LOCK_FILE_NAME).exists()
+    fs = filesystem.FileSystem(Jail([outer]), filesystem.Settings(roots=[outer]))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FLOCK, str(inner)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    done = threading.Event()
+    worker = threading.Thread(target=lambda: (fs.write_file("inner/f.txt", "x"), done.set()))
+    worker.start()
+    try:
+        assert not done.wait(1.0)  # waits for the inner root's lock (the other server's write)
+        assert not (inner / "f.txt").exists()
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait()
+    worker.join(30)
+    assert done.is_set()
+    assert (inner / "f.txt").read_text() == "x"

@@ -15,7 +15,7 @@ from .conventions import _FILE_FLAGS
 from .errors import FileTooLarge, RootChangeRefused
 from .resolve import Resolver, Target
 from .temps import atomic_write_at, rename_noreplace
-from .walks import Entry, _list_fd, _read_all, _walk_fd, rmtree_at, sweep_stale_temps, walk_fd
+from .walks import Entry, _list_fd, _walk_fd, rmtree_at, sweep_stale_temps, walk_fd
 
 
 class Jail(Resolver):
@@ -175,37 +175,6 @@ class Jail(Resolver):
         """List a folder (sorted by name). Symlinks are reported as such, never followed."""
         with self.open_folder(path) as (fd, folder):
             return _list_fd(fd, folder, self.sweep_temps)
-
-    def scan_files(
-        self, path: str, select: Callable[[str], bool] | None = None
-    ) -> Iterator[tuple[Entry, bytes | None]]:
-        """Each entry of a folder (sorted by name; *select* filters by name) with the
-        content of the regular files, read through the one folder descriptor.
-
-        The fast path for scanning many small files: no per-file path walk. Other
-        entries (symlinks included) and unreadable files come with ``None``;
-        resolve symlinks with :meth:`read_bytes` if needed.
-        """
-        with self.open_folder(path) as (fd, folder):
-            for entry in _list_fd(fd, folder, self.sweep_temps):
-                if select is not None and not select(entry.name):
-                    continue
-                if entry.kind != "file":
-                    yield entry, None
-                    continue
-                try:
-                    file_fd = os.open(entry.name, _FILE_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    continue  # removed while we scanned
-                except OSError:
-                    yield entry, None  # unreadable (permissions, swapped for a symlink)
-                    continue
-                try:
-                    if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                        continue  # swapped for something else since the listing
-                    yield entry, _read_all(file_fd, entry.size)
-                finally:
-                    os.close(file_fd)
 
     def walk(
         self,

@@ -43,13 +43,6 @@ def _kind(mode: int) -> str:
     return "other"
 
 
-def _read_all(fd: int, size_hint: int) -> bytes:
-    chunks = []
-    while chunk := os.read(fd, max(size_hint + 1, 1 << 16)):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
 def _list_fd(fd: int, folder: Path, sweep: bool = True) -> list[Entry]:
     """The entries of a folder, without the reserved ``.dpt*`` names (stale temp files
     met on the way are removed when *sweep*)."""

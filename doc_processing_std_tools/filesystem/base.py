@@ -101,7 +101,7 @@ class RootedFileSystem:
         jail.sweep_temps = not settings.read_only
         if not settings.read_only:
             for root in jail.roots:
-                locking.mark(root)  # other launchers on this root then take its flock too
+                locking.register(root)  # other launchers then take its flock too
                 with suppress(OSError):
                     jail.sweep(str(root))
         umask = _umask()
@@ -152,6 +152,7 @@ class RootedFileSystem:
             except OSError:  # e.g. missing parent folders, which create_directory makes
                 where = Path(self.jail.display(path))
             folders.update(locking.locked_folders(where))
+            folders.update(root for root in self.jail.roots if where.is_relative_to(root))
         return folders
 
     def list_allowed_directories(self) -> str:

@@ -6,17 +6,15 @@ import errno
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 from .. import locking
 from ..containment import ContainmentError, Jail
 from ..text import quote
-
-if TYPE_CHECKING:
-    pass
 from .formats import MAX_PATH_CHARS, RESERVED_PREFIX, MemoryStoreError, _decode_text, _encode_text
 from .index import EntryIndex
 
@@ -27,6 +25,9 @@ SWEEP_DELAY = 3.0  # seconds from the first call to the sweep of dead writers' t
 
 
 EDIT_ATTEMPTS = 3  # optimistic edits before one runs wholly under the locks
+# CPU seconds: an edit computed faster than this (about a small file's fsync'd write) is redone
+# under the locks when its file changed before it got them, instead of starting over.
+CHEAP_EDIT_SECONDS = 0.002
 
 
 class MemoryFolder:
@@ -41,7 +42,9 @@ class MemoryFolder:
     def _jail(self) -> Jail:
         """A jail on the memory directory, creating the directory if it is missing."""
         try:
-            os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
+            if not os.path.isdir(self.memory_dir):
+                os.makedirs(self.memory_dir, mode=0o700, exist_ok=True)
+                _ignore_itself(self.memory_dir)
             jail = Jail([self.memory_dir])
         except (FileExistsError, NotADirectoryError):
             raise MemoryStoreError(
@@ -71,7 +74,7 @@ class MemoryFolder:
         jail = self._jail()
         with ExitStack() as stack:
             try:
-                stack.enter_context(locking.exclusive(folders=[jail.roots[0]]))
+                stack.enter_context(locking.exclusive(folders=[jail.roots[0]], marked=True))
             except OSError as exc:
                 raise MemoryStoreError(f"Cannot lock the memory directory: {exc}") from None
             yield jail
@@ -171,23 +174,54 @@ class MemoryFolder:
 
         The read, the search and the new content are computed before the locks are taken
         (so a slow or refused edit never makes other writers wait); under the locks the
-        file is read again and written only if its bytes are still those *change* saw.
-        When another writer keeps changing it, the last attempt runs wholly under the locks.
+        file is read again and written if its bytes are still those *change* saw. If another
+        writer changed them meanwhile, an edit that took under :data:`CHEAP_EDIT_SECONDS` of
+        CPU is redone at once under the locks it holds: starting over would make every writer
+        of a busy file read and compute again, and come back to find it changed once more.
+        A costlier edit starts over outside the locks; its last attempt runs wholly under them.
         """
-        for attempt in range(EDIT_ATTEMPTS):
-            optimistic = attempt < EDIT_ATTEMPTS - 1
-            if optimistic:
-                before = self._file_bytes(self._jail(), parts, display)
-                new_text, result = change(_decode_text(before, display))
-                data = _encode_text(new_text, display)
+        for _attempt in range(EDIT_ATTEMPTS - 1):
+            before = self._file_bytes(self._jail(), parts, display)
+            spent = time.thread_time()
+            data, result = _apply(change, before, display)
+            cheap = time.thread_time() - spent < CHEAP_EDIT_SECONDS
             with self._locked() as jail:
                 current = self._file_bytes(jail, parts, display)
-                if not optimistic:
-                    new_text, result = change(_decode_text(current, display))
-                    data = _encode_text(new_text, display)
-                elif current != before:
-                    continue  # changed since it was read: compute again from the new text
-                with self._guard(display, "write"):
-                    jail.write_atomic(self._abs(jail, parts), data)
+                if current != before:
+                    if not cheap:
+                        continue  # compute again from the new text, outside the locks
+                    data, result = _apply(change, current, display)
+                self._write(jail, parts, display, data)
                 return result
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        with self._locked() as jail:
+            data, result = _apply(change, self._file_bytes(jail, parts, display), display)
+            self._write(jail, parts, display, data)
+            return result
+
+    def _write(self, jail: Jail, parts: list[str], display: str, data: bytes) -> None:
+        with self._guard(display, "write"):
+            jail.write_atomic(self._abs(jail, parts), data)
+
+
+GITIGNORE = """\
+# Made by doc-processing-std-tools with this memory folder: git ignores the whole folder.
+# To commit your memories, delete this file (or keep only the line `.dpt*`).
+*
+"""
+
+
+def _ignore_itself(folder: Path) -> None:
+    """Give a memory folder just made its own ``.gitignore``, so a memory folder in a
+    project never shows up in ``git status`` and no file of the user's is edited. Only
+    when the folder is made: a user who deleted it to commit the memories keeps that."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    with suppress(OSError):  # made by a second launcher at the same moment, or not ours to write
+        fd = os.open(folder / ".gitignore", flags, 0o644)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(GITIGNORE)
+
+
+def _apply(change: Callable[[str], tuple[str, R]], before: bytes, display: str) -> tuple[bytes, R]:
+    """(new bytes, result) of *change* on the file's bytes *before*."""
+    new_text, result = change(_decode_text(before, display))
+    return _encode_text(new_text, display), result

@@ -205,8 +205,3 @@ def _key_in_head(stem: str, head: bytes) -> str:
     except ValueError:
         return stem
     return key if isinstance(key, str) and _flatten_key(key) == stem else stem
-
-
-def _is_entry_name(name: str) -> bool:
-    """Top-level ``<key>.json`` files are key-value entries; hidden ones never are."""
-    return name.endswith(".json") and not name.startswith(".")
