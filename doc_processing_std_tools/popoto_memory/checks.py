@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from .. import embedded_redis
 from ..embedded_redis import INSTALL_HINT, redact
+from ..servers import FAIL, UNAVAILABLE, WARN
 from .settings import MISSING_POPOTO, Settings, resolve
 
 MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
@@ -53,8 +54,10 @@ _NO_REDIS_SERVER = (
 def check(settings: Settings) -> list[tuple[str, str]]:
     """Problems that keep this server from working, for ``dpt-launch --check``.
 
-    (level, message) pairs, level ``"FAIL"`` (the server cannot serve) or
-    ``"WARN"`` (it serves, but probably not as meant). No network, no server started.
+    (level, message) pairs: ``UNAVAILABLE`` when this machine lacks what the server needs
+    (popoto, a redis-server, a writable default data folder: the launcher skips the server
+    and serves the others), ``FAIL`` when a setting is wrong (the launch stops), ``WARN``
+    when it serves, but probably not as meant. No network, no server started.
     """
     problems: list[tuple[str, str]] = []
     try:
@@ -65,18 +68,18 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     except ImportError as exc:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         if missing in ("", "popoto"):
-            problems.append(("FAIL", MISSING_POPOTO))
+            problems.append((UNAVAILABLE, MISSING_POPOTO))
         else:
-            problems.append(("FAIL", f"popoto cannot be imported: {exc}"))
+            problems.append((UNAVAILABLE, f"popoto cannot be imported: {exc}"))
     except Exception as exc:  # a broken install
-        problems.append(("FAIL", f"popoto cannot be imported: {type(exc).__name__}: {exc}"))
+        problems.append((UNAVAILABLE, f"popoto cannot be imported: {type(exc).__name__}: {exc}"))
 
     r = resolve(settings)
     if r.backend == "embedded":
         if embedded_redis.find_executable() is None:
             problems.append(
                 (
-                    "FAIL",
+                    UNAVAILABLE,
                     f"the embedded backend needs a redis-server: {INSTALL_HINT}, "
                     "or set 'backend: redis' and 'url'",
                 )
@@ -84,20 +87,22 @@ def check(settings: Settings) -> list[tuple[str, str]]:
         assert r.data_dir is not None
         unwritable = _unwritable(r.data_dir)
         if unwritable:
+            # a data_dir the config names is a wrong value; the default one, this machine's lack
+            level = FAIL if "data_dir" in settings.model_fields_set else UNAVAILABLE
             problems.append(
                 (
-                    "FAIL",
+                    level,
                     f"data_dir {r.data_dir} cannot be used: {unwritable}; set 'data_dir' "
                     "to a writable folder",
                 )
             )
     elif r.url is None:
-        problems.append(("FAIL", "backend postgres has no url: set 'url' or POPOTO_POSTGRES_URL"))
+        problems.append((FAIL, "backend postgres has no url: set 'url' or POPOTO_POSTGRES_URL"))
     elif r.backend == "redis":
         problem = _redis_url_problem(r.url, r.env)
         if problem:
-            problems.append(("FAIL", problem))
-    problems.extend(("WARN", note) for note in r.notes)
+            problems.append((FAIL, problem))
+    problems.extend((WARN, note) for note in r.notes)
     if r.agent_source.startswith("default") and _is_unscoped_folder(Path.cwd()):
         problems.append(
             (
