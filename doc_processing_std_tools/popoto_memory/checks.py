@@ -36,8 +36,14 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
         rows.append(("backend", f"{r.backend} ({r.backend_source})"))
         shown = redact(r.url) if r.url else "unset (set 'url' or POPOTO_POSTGRES_URL)"
         rows.append(("url", f"{shown} (from {r.url_source})" if r.url else shown))
-    if r.agent_source.startswith("default"):
-        rows.append(("agent_id", r.agent_source))
+    if r.agent_follows_roots:
+        rows.append(
+            (
+                "agent_id",
+                f"the name of the client's first root, per session; without roots {r.agent_id} "
+                f"(from {r.agent_source})",
+            )
+        )
     else:
         rows.append(("agent_id", f"{r.agent_id} (from {r.agent_source})"))
     if importlib.util.find_spec("popoto") is None:
@@ -103,15 +109,6 @@ def check(settings: Settings) -> list[tuple[str, str]]:
         if problem:
             problems.append((FAIL, problem))
     problems.extend((WARN, note) for note in r.notes)
-    if r.agent_source.startswith("default") and _is_unscoped_folder(Path.cwd()):
-        problems.append(
-            (
-                "WARN",
-                f"agent_id defaults to the working directory's name, {r.agent_id!r}, "
-                f"and the working directory is {Path.cwd()}: set 'agent_id' (or "
-                "POPOTO_MEMORY_AGENT_ID) so memories land in your project's scope",
-            )
-        )
     return problems
 
 
@@ -146,15 +143,6 @@ def _redis_url_problem(url: str, env: Mapping[str, str]) -> str | None:
             "number (e.g. /1) or set POPOTO_MEMORY_ALLOW_DB0=1"
         )
     return None
-
-
-def _is_unscoped_folder(folder: Path) -> bool:
-    """``/`` or the home folder: a client's start folder, not a project."""
-    try:
-        folder = folder.resolve()
-        return folder == Path(folder.anchor) or folder == Path.home().resolve()
-    except (OSError, RuntimeError):
-        return False
 
 
 def installed_popoto_version() -> str | None:
