@@ -72,7 +72,7 @@ def server_params(kind: str, url: str, agent_id: str, workdir: Path) -> Any:
         env.update(POPOTO_MEMORY_URL=url, POPOTO_MEMORY_AGENT_ID=agent_id)
         return StdioServerParameters(command=exe, args=["mcp"], env=env, cwd=str(workdir))
     launcher = shutil.which("dpt-launch", path=str(BIN))
-    cli_exists = (HERE.parent / "doc_processing_std_tools" / "launcher" / "cli.py").exists()
+    cli_exists = (HERE.parent / "doc_processing_std_tools" / "launcher" / "cli").is_dir()
     if launcher and cli_exists:
         config = workdir / "tools.yaml"
         config.write_text(
