@@ -42,6 +42,12 @@ DISTRIBUTION = "doc-processing-std-tools"
 
 Findings = list[tuple[str, str]]  # (level or label, text)
 
+# The levels of a ``check(settings)`` finding. They say who must act, and so what the launcher does:
+FAIL = "FAIL"  # the config is wrong (a bad value): serving refuses it, exit 2
+UNAVAILABLE = "UNAVAILABLE"  # this machine lacks something (a binary, an extra, a folder it may
+# write): the server is skipped with the reason and the fix; ``--check`` shows it as FAIL
+WARN = "WARN"  # it serves, but probably not as meant
+
 
 class ServerLoadError(Exception):
     """A server could not be found, imported or built; the message says how to fix it.
@@ -58,9 +64,15 @@ class ServerLoadError(Exception):
         self.config_error = config_error  # the config names something wrong: not a start failure
 
 
+class ServerUnavailable(ServerLoadError):
+    """A server cannot start on this machine, although its config is right (no ``redis-server``,
+    a missing optional dependency): the launcher skips it with the message, which names the fix,
+    unless it is ``required`` (or ``--strict``)."""
+
+
 def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
     """The error for a server whose optional dependency is not installed."""
-    return ServerLoadError(
+    return ServerUnavailable(
         f"{label} needs the optional dependency {module!r}: "
         f"pip install 'doc-processing-std-tools[{extra}]'",
         extra=extra,
@@ -73,7 +85,10 @@ class ServerSpec:
 
     * ``create(settings)`` builds a fresh FastMCP server from validated settings.
     * ``settings``: the pydantic model of its settings (``None``: the raw mapping is passed).
-    * ``check(settings)``: ``("FAIL" | "WARN", text)`` problems; ``--check`` prints them.
+    * ``check(settings)``: ``(level, text)`` problems; ``--check`` prints them. ``FAIL``: the
+      config is wrong (the launch stops, exit 2); ``UNAVAILABLE``: this machine lacks
+      something the server needs (it is skipped with the text, which names the fix);
+      ``WARN``: it serves anyway.
     * ``describe(settings)``: ``(label, value)`` rows ``--check`` shows (where data lives).
     * ``one_per_process``: two instances cannot live in one process (one global connection).
     * ``locks_itself``: its state-changing tools take :data:`~.locking.PROCESS_LOCK`

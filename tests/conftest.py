@@ -64,9 +64,10 @@ async def launched(
     cwd: Path | None = None,
     list_roots_callback: object = None,
     message_handler: object = None,
+    errlog: Path | None = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
-    (declaring MCP roots when *list_roots_callback* is given)."""
+    (declaring MCP roots when *list_roots_callback* is given; its stderr in *errlog* if given)."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -77,9 +78,12 @@ async def launched(
         env={**os.environ, **(env or {})},
         cwd=str(cwd or config.parent),
     )
-    with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
+    with (
+        errlog.open("w") if errlog is not None else tempfile.TemporaryFile("w+") as err,
+        anyio.fail_after(SPAWN_TIMEOUT),
+    ):
         async with (
-            stdio_client(params, errlog=errlog) as (read, write),
+            stdio_client(params, errlog=err) as (read, write),
             ClientSession(
                 read,
                 write,

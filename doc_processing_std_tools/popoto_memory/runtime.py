@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 from ..embedded_redis import EmbeddedRedis, EmbeddedRedisError, redact
@@ -39,6 +40,14 @@ def import_popoto() -> None:
 _ACTIVE: Runtime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """The agent_id a call reads and writes under, and where it came from (said to the user)."""
+
+    agent_id: str
+    source: str
+
+
 class Runtime:
     """State shared by one server's tools: the resolved config and the embedded server."""
 
@@ -53,6 +62,9 @@ class Runtime:
             resolved.backend == "redis" and is_local(resolved.url)
         )
         self.config: Any = None  # popoto MemoryConfig, set by the background start
+        self.default_scope = Scope(resolved.agent_id, resolved.agent_source)
+        self._scoped: dict[str, Any] = {}  # agent_id -> self.config with that agent_id
+        self.told: set[str] = set()  # scopes whose source an empty search has named
         self.start_error: PopotoUnavailable | None = None
         self.started = False
         self._ready = threading.Event()
@@ -161,7 +173,8 @@ class Runtime:
             if source == "settings":
                 source = "POPOTO_MEMORY_URL"  # wording of popoto's DB-0 refusal
             config = dataclasses.replace(config, url_is_explicit=True, url_source=source)
-        self.config = config
+        self._scoped = {}
+        self.config = dataclasses.replace(config, agent_id=r.agent_id)
         self._select_backend()
         try:
             self.new_service()
@@ -218,12 +231,26 @@ class Runtime:
 
     # -- what calls use ---------------------------------------------------------
 
-    def new_service(self) -> Any:
-        # One per call, as popoto's own server does (~0.03 ms): a MemoryService that
-        # once saw the backend down skips every later operation.
+    def new_service(self, scope: Scope | None = None) -> Any:
+        """A popoto MemoryService for one call, in *scope* (default: :attr:`default_scope`).
+
+        One per call, as popoto's own server does (~0.03 ms): a MemoryService that once saw
+        the backend down skips every later operation. Scopes share the one connection: only
+        the agent_id differs.
+        """
         from popoto.integrations.service import MemoryService
 
-        return MemoryService(self.config)
+        config = self.config
+        if scope is not None and scope.agent_id != config.agent_id:
+            scoped = self._scoped.get(scope.agent_id)
+            if scoped is None or scoped.url != config.url:
+                import dataclasses
+
+                scoped = self._scoped[scope.agent_id] = dataclasses.replace(
+                    config, agent_id=scope.agent_id
+                )
+            config = scoped
+        return MemoryService(config)
 
     def backend_label(self) -> str:
         """One line naming the store, with its URL redacted."""

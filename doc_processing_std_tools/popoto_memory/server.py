@@ -43,14 +43,21 @@ def _tool_class() -> type:
             super().__init__(**fields)
             self._runtime = runtime
 
-        async def plain_call(self, arguments: dict[str, Any]) -> tuple[str, bool]:
-            """(text, is_error): what run() answers, for the launcher's fast path
-            (``launcher/external/targets.py`` ``PLAIN_CALL``)."""
+        async def answer(self, arguments: dict[str, Any]) -> tuple[str, bool]:
+            """(text, is_error): what run() answers."""
             result = await call(self._runtime, self.name, arguments or {})
             return result.text, result.is_error
 
+        @property
+        def plain_call(self) -> Any:
+            """:meth:`answer` for the launcher's stdio fast path, which calls it with no request
+            (``launcher/external/targets.py`` ``PLAIN_CALL``); None when the scope follows the
+            client's roots: those calls need their session, so they take the SDK path."""
+            runtime = self._runtime
+            return None if runtime is None or runtime.resolved.agent_follows_roots else self.answer
+
         async def run(self, arguments: dict[str, Any]) -> ToolResult:
-            text, is_error = await self.plain_call(arguments)
+            text, is_error = await self.answer(arguments)
             return ToolResult(content=[TextContent(type="text", text=text)], is_error=is_error)
 
     _TOOL_CLASS = PopotoTool

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from .. import workspace
 from ..embedded_redis import redact
 from ..settings import ServerSettings, resolve_path
 
@@ -74,8 +75,10 @@ class Settings(ServerSettings):
     agent_id: str | None = Field(
         default=None,
         min_length=1,
-        description="Scope of every read and write. Default: POPOTO_MEMORY_AGENT_ID, else the "
-        "name of the launcher's working directory.",
+        description="Scope of every read and write. Default: POPOTO_MEMORY_AGENT_ID, else per "
+        "session the name of the client's first MCP root, else the name of the working "
+        "directory when it is a project folder, else one per-user default (the name of your "
+        "home folder).",
     )
     max_items: int | None = Field(default=None, gt=0, description="Default search limit.")
     max_tokens: int | None = Field(default=None, gt=0, description="Soft token budget.")
@@ -154,8 +157,9 @@ class Resolved:
     url: str | None  # redis/postgres url; None for embedded until started, or unset
     url_source: str
     env: dict[str, str]  # the environment MemoryConfig.from_env reads
-    agent_id: str
+    agent_id: str  # the scope, or, when agent_follows_roots, the one used without client roots
     agent_source: str
+    agent_follows_roots: bool = False  # no agent_id set: each session's first root names it
     data_dir: Path | None = None
     port: int | None = None
     notes: list[str] = field(default_factory=list)
@@ -218,8 +222,7 @@ def resolve(settings: Settings, environ: Mapping[str, str] | None = None) -> Res
         agent_id = environ["POPOTO_MEMORY_AGENT_ID"].strip()
         agent_source = "environment POPOTO_MEMORY_AGENT_ID"
     else:
-        agent_id = os.path.basename(os.path.normpath(os.getcwd())) or "default"
-        agent_source = f"default: name of the launcher's working directory, {agent_id}"
+        agent_id, agent_source = default_scope()
     for key, value in (
         ("POPOTO_MEMORY_MAX_ITEMS", settings.max_items),
         ("POPOTO_MEMORY_MAX_TOKENS", settings.max_tokens),
@@ -236,10 +239,39 @@ def resolve(settings: Settings, environ: Mapping[str, str] | None = None) -> Res
         env={**environ, **mapped},
         agent_id=agent_id,
         agent_source=agent_source,
+        agent_follows_roots=settings.agent_id is None and agent_source not in _EXPLICIT,
         data_dir=settings.data_dir if backend == "embedded" else None,
         port=settings.port if backend == "embedded" else None,
         notes=notes,
     )
+
+
+_EXPLICIT = frozenset({"settings", "environment POPOTO_MEMORY_AGENT_ID"})
+FROM_ROOT = "the client's first root"
+FROM_CWD = "the project working directory"
+FROM_USER = "the per-user default"
+
+
+def default_scope() -> tuple[str, str]:
+    """(agent_id, where it came from) when no agent_id is set and the client sends no roots.
+
+    The working directory's name when it is a project folder (the rule
+    :func:`~doc_processing_std_tools.workspace.unsuitable_reason` gives memory-tools), else
+    one scope per user: clients started from ``/`` or ``$HOME`` would otherwise file every
+    project under one name that means nothing (``default``, the home folder's name).
+    """
+    cwd = os.getcwd()
+    name = os.path.basename(os.path.normpath(cwd))
+    if name and workspace.unsuitable_reason(cwd) is None:
+        return name, f"{FROM_CWD}, {cwd}"
+    user = Path.home().name or "default"
+    return user, f"{FROM_USER} (the working directory {cwd} is no project)"
+
+
+def scope_of_root(root: Path) -> tuple[str, str] | None:
+    """(agent_id, where it came from) for a client's first root: its name, as popoto names a
+    project by its folder's name (so popoto's own hooks, run in that folder, share it)."""
+    return (root.name, f"{FROM_ROOT}, {root}") if root.name else None
 
 
 def is_local(url: str | None) -> bool:

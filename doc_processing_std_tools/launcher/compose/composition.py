@@ -18,7 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from ...servers import ServerLoadError, ServerSpec, resolve_module, resolve_registered
+from ...servers import (
+    UNAVAILABLE,
+    Findings,
+    ServerLoadError,
+    ServerSpec,
+    ServerUnavailable,
+    resolve_module,
+    resolve_registered,
+)
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 
 if TYPE_CHECKING:
@@ -59,6 +67,7 @@ class Mount:
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
     prompts: tuple[str, ...] = ()  # prompt names as exposed
     resources: tuple[str, ...] = ()  # resource URIs and URI templates as exposed
+    problems: tuple[tuple[str, str], ...] = ()  # its check(settings), run once before building
 
     @property
     def state(self) -> str:
@@ -81,8 +90,9 @@ class Mount:
         return self.spec.rows(self.settings) if self.spec else []
 
     def findings(self) -> list[tuple[str, str]]:
-        """``(level, text)`` pairs from the server's ``check(settings)``: FAIL or WARN."""
-        return self.spec.findings(self.settings) if self.spec else []
+        """``(level, text)`` pairs from the server's ``check(settings)``: FAIL or WARN (an
+        UNAVAILABLE one skipped the server)."""
+        return list(self.problems)
 
 
 @dataclass
@@ -173,7 +183,11 @@ def resolve_sources(
             else:
                 source = resolve_registered(entry.server or name)
         except ServerLoadError as exc:
-            if exc.extra or (entry.module and not exc.config_error):
+            if (
+                isinstance(exc, ServerUnavailable)
+                or exc.extra
+                or (entry.module and not exc.config_error)
+            ):
                 skipped.append((name, str(exc)))  # build_servers decides: skip, or stop
                 continue
             key = "module" if entry.module else ("server" if entry.server else "")
@@ -343,10 +357,15 @@ async def build_servers(
             ) from None
         except OSError as exc:  # a validator touched the filesystem (name too long, no access)
             raise loaded.error(("servers", name, "settings"), str(exc)) from None
+        problems = spec.findings(settings)
+        unavailable = unavailable_reason(problems)
+        if unavailable is not None:  # the machine lacks something: skip it, say why and the fix
+            skipped.append((name, unavailable))
+            continue
         try:
             server = spec.build(settings)
         except ServerLoadError as exc:
-            if exc.extra:
+            if isinstance(exc, ServerUnavailable) or exc.extra:
                 skipped.append((name, str(exc)))
                 continue
             raise loaded.error(("servers", name), str(exc)) from None
@@ -357,7 +376,7 @@ async def build_servers(
         except Exception as exc:  # whatever else a factory raises is reported, not traced
             skipped.append((name, f"cannot build {spec.name}: {type(exc).__name__}: {exc}"))
             continue
-        mounts.append(Mount(name, spec, entry, settings, server))
+        mounts.append(Mount(name, spec, entry, settings, server, problems=tuple(problems)))
     for name, why in skipped:
         entry = loaded.config.servers[name]
         if entry.required or strict:
@@ -366,6 +385,12 @@ async def build_servers(
                     mount.supervisor.stop()
             raise ServerStartError(f"servers.{name}: {why}")
     return mounts, skipped
+
+
+def unavailable_reason(problems: Findings) -> str | None:
+    """The environmental problems among a server's ``check`` findings, as one line, or None."""
+    reasons = [text for level, text in problems if level == UNAVAILABLE]
+    return "; ".join(reasons) if reasons else None
 
 
 def warn_idle_globs(name: str, entry: ServerEntry, own_names: set[str]) -> None:
