@@ -92,7 +92,9 @@ class ServerSpec:
     * ``describe(settings)``: ``(label, value)`` rows ``--check`` shows (where data lives).
     * ``one_per_process``: two instances cannot live in one process (one global connection).
     * ``locks_itself``: its state-changing tools take :data:`~.locking.PROCESS_LOCK`
-      themselves when it runs alone (under the launcher the launcher's hold is reused).
+      themselves, around their disk work only. Under the launcher with ``lock: auto`` the
+      launcher holds nothing for them and only admits them (``locking.admit_self_locking``);
+      with ``lock: always`` it holds the lock for the whole call and their own take reuses it.
     * ``extra``: the pip extra with its optional dependencies; a ``ModuleNotFoundError``
       while building then becomes "pip install 'doc-processing-std-tools[extra]'", and
       the launcher skips the server instead of failing.
