@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
@@ -11,6 +12,7 @@ import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -64,9 +66,11 @@ async def launched(
     cwd: Path | None = None,
     list_roots_callback: object = None,
     message_handler: object = None,
+    errlog: IO[str] | None = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
-    (declaring MCP roots when *list_roots_callback* is given)."""
+    (declaring MCP roots when *list_roots_callback* is given; its stderr goes to *errlog*
+    when given, else is dropped)."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -77,9 +81,12 @@ async def launched(
         env={**os.environ, **(env or {})},
         cwd=str(cwd or config.parent),
     )
-    with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
+    with (
+        contextlib.nullcontext(errlog) if errlog else tempfile.TemporaryFile("w+") as log,
+        anyio.fail_after(SPAWN_TIMEOUT),
+    ):
         async with (
-            stdio_client(params, errlog=errlog) as (read, write),
+            stdio_client(params, errlog=log) as (read, write),
             ClientSession(
                 read,
                 write,
