@@ -10,7 +10,8 @@ Sections (each returns named figures, ``name -> value``, printed as they come):
    run alone, side by side (``side_by_side.py``; target ratio >= 0.90). memory-tools mounted
    as an external stdio server (``command:``) vs a direct connection to it is ``external.py``'s
    section (target ratio >= 0.90).
-4. ``search``: ``search_memory`` over 10,000 keys vs ``grep -rFil`` on the same folder.
+4. ``search``: ``search_memory`` over 10,000 keys, called over MCP through ``dpt-launch``, cold
+   (no saved index) and warm, vs ``grep -rFil`` on the same folder (target <= 1.0x, both).
 5. ``in-flight``: ``memory_insert`` into one file through ``dpt-launch`` with 1, 8 and 32 calls in
    flight on one session (calls/s; targets: 8 / 1 >= 0.90, 32 / 1 >= 0.80).
 6. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
@@ -27,7 +28,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import statistics
 import subprocess
@@ -211,31 +211,11 @@ async def bench_calls(blocks: int, calls: int, workdir: Path) -> dict[str, Measu
 
 
 def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
-    from doc_processing_std_tools.memory import MemoryStore
+    """``search_memory`` over MCP in a ``dpt-launch`` subprocess, cold (no saved index) and
+    warm, vs ``grep -rFil`` (``memory_scale.bench_search``)."""
+    from memory_scale import bench_search as over_mcp
 
-    folder = workdir / "mem-search"
-    store = MemoryStore(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(keys):  # written directly: the write path is not what is measured here
-        value = f"note {i} about project {i % 97}" + (" NEEDLE" if i % 1000 == 0 else "")
-        (folder / f"key-{i}.json").write_text(json.dumps({"key": f"key-{i}", "value": value}))
-    # The index re-reads files changed in the last 2 s on every call (memory.index.RACY_NS):
-    # measure the folder as it usually is, not in the second after 10,000 writes.
-    time.sleep(2.2)
-    ours: list[float] = []
-    grep: list[float] = []
-    found = 0
-    for _ in range(rounds):
-        start = time.perf_counter()
-        found = len(json.loads(store.search("needle")))
-        ours.append(time.perf_counter() - start)
-        start = time.perf_counter()
-        out = subprocess.run(
-            ["grep", "-rFil", "needle", str(folder)], capture_output=True, text=True
-        )
-        grep.append(time.perf_counter() - start)
-        assert len(out.stdout.splitlines()) == found, (found, out.stdout)
-    return {"search_ms": median_ms(ours), "grep_ms": median_ms(grep), "matches": found}
+    return over_mcp(keys, rounds, workdir / "search")
 
 
 # -- 5. memory_insert into one file, 1 / 8 / 32 calls in flight -------------------------
@@ -342,14 +322,7 @@ def section_calls(quick: bool, workdir: Path) -> dict[str, float]:
 
 
 def section_search(rounds: int, workdir: Path) -> dict[str, float]:
-    search = bench_search(10_000, rounds, workdir)
-    return {
-        "search_memory, 10,000 keys (ms)": search["search_ms"],
-        "grep -rFil, same folder (ms)": search["grep_ms"],
-        "search_memory 10k keys / grep ratio (target <= 1.0)": search["search_ms"]
-        / search["grep_ms"],
-        "search_memory matches (count)": float(search["matches"]),
-    }
+    return bench_search(10_000, rounds, workdir)
 
 
 def section_in_flight(quick: bool, workdir: Path) -> dict[str, float]:

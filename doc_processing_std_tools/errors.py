@@ -7,6 +7,10 @@ bad call, sends pydantic's own text: several lines per field, each ending in
 with :func:`describe_invalid_arguments`, e.g. ``Invalid arguments for
 memory_insert: insert_line must be an integer (got the string 'x').``
 
+:func:`refused` makes the ``ToolError`` for a call the tool turns down because of
+its input (a missing key, a path outside the roots): an ordinary answer, logged
+at DEBUG, not as a failure.
+
 It works on the tool objects themselves (not as middleware), so the servers
 behave the same alone and mounted in ``dpt-launch``, where plain servers'
 tools are copied into the launcher without their server's middleware.
@@ -14,6 +18,7 @@ tools are copied into the launcher without their server's middleware.
 
 from __future__ import annotations
 
+import logging
 import reprlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -22,6 +27,7 @@ from .text import quote
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+    from fastmcp.exceptions import ToolError
     from pydantic import ValidationError
 
 MAX_LISTED = 3  # problems named in one message
@@ -144,9 +150,18 @@ def describe_invalid_arguments(
     return f"Invalid arguments for {tool}: " + "; ".join(problems) + tail + "."
 
 
+def refused(message: str) -> ToolError:
+    """The error for a call refused because of its input: the client sees *message*
+    (``isError``); the log has at most one DEBUG line (fastmcp logs a ``ToolError``
+    at its ``log_level``)."""
+    from fastmcp.exceptions import ToolError
+
+    return ToolError(message, log_level=logging.DEBUG)
+
+
 @cache
 def _checked_tool_class() -> type:
-    from fastmcp.exceptions import ToolError, ValidationError
+    from fastmcp.exceptions import ValidationError
     from fastmcp.tools.function_tool import FunctionTool
     from pydantic import ValidationError as PydanticValidationError
 
@@ -159,9 +174,9 @@ def _checked_tool_class() -> type:
             except ValidationError as exc:
                 cause = exc.__cause__
                 if not isinstance(cause, PydanticValidationError):
-                    raise ToolError(quote(str(exc))) from None
+                    raise refused(quote(str(exc))) from None
                 message = describe_invalid_arguments(self.name, cause, self.parameters)
-                raise ToolError(message) from None
+                raise refused(message) from None
 
     return ArgumentCheckedTool
 
@@ -174,8 +189,9 @@ def check_arguments(server: FastMCP) -> None:
     """
     from fastmcp.tools.function_tool import FunctionTool
 
+    from .seams import local_tools, retype_tool
+
     checked = _checked_tool_class()
-    components = getattr(server.local_provider, "_components", {})
-    for component in components.values():
-        if type(component) is FunctionTool:
-            component.__class__ = checked
+    for tool in local_tools(server):
+        if type(tool) is FunctionTool:
+            retype_tool(tool, checked)

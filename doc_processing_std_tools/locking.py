@@ -99,6 +99,11 @@ class ProcessLock:
     def locked(self) -> bool:
         return self._held
 
+    def waiting(self) -> int:
+        """How many threads and tasks wait for the lock (what a test waits on, not a sleep)."""
+        with self._state:
+            return len(self._waiters)
+
     def _take_or_queue(self, make_waiter: Callable[[], _ThreadWaiter | _LoopWaiter]) -> Any:
         """None when taken at once, else the queued waiter to wait on."""
         with self._state:

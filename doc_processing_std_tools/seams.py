@@ -7,6 +7,8 @@ small: anything that works through public API belongs elsewhere.
 
 from __future__ import annotations
 
+import logging
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -65,6 +67,82 @@ def behaves_as_default(server: FastMCP) -> bool:
         for key, value in vars(server).items()
         if isinstance(value, scalar) and key in probe
     )
+
+
+def local_tools(server: FastMCP) -> list[Any]:
+    """The tool objects registered on *server* itself (``LocalProvider._components``).
+
+    Read synchronously, right after registration; the public ``list_tools`` is async
+    and returns the tools after the server's transforms, not the stored objects.
+    """
+    from fastmcp.tools import Tool
+
+    components = server.local_provider._components
+    return [c for c in components.values() if isinstance(c, Tool)]
+
+
+def retype_tool(tool: Tool, cls: type[Tool]) -> None:
+    """Make the stored *tool* an instance of its subclass *cls* in place.
+
+    The server keeps calling the same object (its key, schema and settings unchanged);
+    only the methods *cls* overrides change.
+    """
+    if not issubclass(cls, type(tool)):
+        raise TypeError(f"{cls.__name__} is not a subclass of {type(tool).__name__}")
+    tool.__class__ = cls
+
+
+def session_connection(session: Any) -> Any:
+    """The mcp connection a server session belongs to (``ServerSession._connection``).
+
+    The session object may be a per-request view; the connection is one per client
+    and holds the per-connection ``state`` dict. *session* itself when it has none.
+    """
+    return getattr(session, "_connection", session)
+
+
+TOOL_CALL_LOGGER = (
+    "fastmcp.server.server"  # logs "Error calling tool '<name>'" for each failed call
+)
+_TOOL_LOG = logging.getLogger("doc_processing_std_tools.tools")
+
+
+class _ToolCallLogs(logging.Filter):
+    """fastmcp's line for a failed tool call, made one plain line on our own logger.
+
+    A ``ToolError`` raised below WARNING (:func:`errors.refused`) is an ordinary answer:
+    one DEBUG line, without its text (it may repeat the arguments). Any other
+    ``ToolError`` is a WARNING with its text; an unexpected exception is one ERROR
+    line with its type and text (the traceback only at DEBUG). fastmcp's own rich
+    record is dropped.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not (isinstance(record.msg, str) and record.msg.startswith("Error calling tool")):
+            return True
+        head = record.getMessage()
+        error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
+        text = " ".join(str(error).split())[:1000] if error is not None else ""
+        if record.levelno < logging.WARNING:
+            _TOOL_LOG.debug("%s: refused (an error result, as the tool means to)", head)
+        elif record.exc_info:
+            _TOOL_LOG.error("%s: %s: %s", head, type(error).__name__, text)
+            _TOOL_LOG.debug("the traceback of %s", head, exc_info=record.exc_info)
+        elif text.startswith(head):
+            _TOOL_LOG.log(logging.WARNING, "%s", text)
+        else:
+            _TOOL_LOG.log(logging.WARNING, "%s: %s", head, text)
+        return False
+
+
+def quiet_tool_call_logs() -> None:
+    """Log failed tool calls as :class:`_ToolCallLogs` says, not as fastmcp's rich records.
+
+    Installed by the launcher's and each standalone server's logging setup (idempotent).
+    """
+    logger = logging.getLogger(TOOL_CALL_LOGGER)
+    if not any(isinstance(f, _ToolCallLogs) for f in logger.filters):
+        logger.addFilter(_ToolCallLogs())
 
 
 def mounted_provider(
@@ -277,7 +355,7 @@ def _guarded_tool_class() -> Any:
             except ToolError as exc:
                 text = self.failure_text(exc)
                 if text != str(exc):
-                    raise ToolError(text) from None
+                    raise ToolError(text, log_level=exc.log_level) from None
                 raise
             except TimeoutError:
                 waited = self._lock and not locked

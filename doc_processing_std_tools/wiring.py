@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from .errors import refused
+from .seams import quiet_tool_call_logs
 from .text import bounded, sendable
 
 if TYPE_CHECKING:
@@ -53,18 +55,17 @@ def tool_annotations(
 def tool_errors(
     *errors: type[Exception],
 ) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Turn *errors* raised by the wrapped call into ``ToolError`` (an ``isError`` result
-    whose text is the message alone), and make string results sendable."""
+    """Turn *errors* raised by the wrapped call into a refusal (:func:`errors.refused`: an
+    ``isError`` result whose text is the message alone, logged at DEBUG only), and make
+    string results sendable."""
 
     def decorate(fn: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(fn)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            from fastmcp.exceptions import ToolError
-
             try:
                 result = fn(*args, **kwargs)
             except errors as exc:
-                raise ToolError(sendable(bounded(str(exc)))) from None
+                raise refused(sendable(bounded(str(exc)))) from None
             return sendable(result) if isinstance(result, str) else result  # type: ignore[return-value]
 
         return call
@@ -105,6 +106,7 @@ def main(name: str, build: Callable[[], FastMCP], argv: Sequence[str] | None = N
         print(f"usage: serves the {name} MCP server over stdio (settings from the environment)")
         raise SystemExit(0)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    quiet_tool_call_logs()
     try:
         server = build()
     except (ValidationError, ValueError) as exc:

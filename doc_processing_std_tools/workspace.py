@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from .seams import session_connection
+
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
@@ -203,8 +205,8 @@ def paths_from_uris(uris: list[str]) -> list[Path]:
 
 
 def _connection_state(session: Any) -> dict[str, Any] | None:
-    """The MCP connection's per-session scratch dict (mcp 2.x keeps it on ``_connection``)."""
-    connection = getattr(session, "_connection", None)
+    """The MCP connection's per-session scratch dict (``seams.session_connection``)."""
+    connection = session_connection(session)
     state = getattr(connection, "state", None)
     return state if isinstance(state, dict) else None
 

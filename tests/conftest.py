@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
@@ -11,6 +12,7 @@ import textwrap
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -64,10 +66,11 @@ async def launched(
     cwd: Path | None = None,
     list_roots_callback: object = None,
     message_handler: object = None,
-    errlog: Path | None = None,
+    errlog: IO[str] | None = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
-    (declaring MCP roots when *list_roots_callback* is given; its stderr in *errlog* if given)."""
+    (declaring MCP roots when *list_roots_callback* is given; its stderr goes to *errlog*
+    when given, else is dropped)."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -79,11 +82,11 @@ async def launched(
         cwd=str(cwd or config.parent),
     )
     with (
-        errlog.open("w") if errlog is not None else tempfile.TemporaryFile("w+") as err,
+        contextlib.nullcontext(errlog) if errlog else tempfile.TemporaryFile("w+") as log,
         anyio.fail_after(SPAWN_TIMEOUT),
     ):
         async with (
-            stdio_client(params, errlog=err) as (read, write),
+            stdio_client(params, errlog=log) as (read, write),
             ClientSession(
                 read,
                 write,

@@ -46,6 +46,11 @@ def make_counter() -> FastMCP:
         state["peek_active"] -= 1
         return state["peek_max"]
 
+    @server.tool(annotations={"readOnlyHint": True})
+    def active() -> int:
+        """How many bump calls are running now (what a test waits on instead of sleeping)."""
+        return state["active"]
+
     return server
 
 

@@ -150,8 +150,27 @@ class StormReport:
 SLOTS = 400
 
 
-async def writer(session, kind: str, n: int, round_: int, acks: Acks, stop: anyio.Event) -> bool:
-    """Write until *stop*; return whether a call was in flight when the launcher died."""
+def lost_to_the_kill(exc: BaseException, killed: anyio.Event) -> bool:
+    """True when *exc* (or every error inside it) is how the mcp client reports that the
+    launcher died, after the test killed it: a crash or a bug before the kill is not."""
+    from mcp import MCPError
+    from mcp_types import CONNECTION_CLOSED
+
+    if not killed.is_set():
+        return False
+    if isinstance(exc, BaseExceptionGroup):
+        return all(lost_to_the_kill(inner, killed) for inner in exc.exceptions)
+    if isinstance(exc, MCPError):
+        return exc.error.code == CONNECTION_CLOSED
+    return isinstance(
+        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    )
+
+
+async def writer(
+    session, kind: str, n: int, round_: int, acks: Acks, stop: anyio.Event, killed: anyio.Event
+) -> bool:
+    """Write until *stop*; return whether a call was in flight when the launcher was killed."""
     rng = random.Random(f"{round_}-{kind}-{n}")
     seq = 0
     while not stop.is_set():
@@ -195,7 +214,9 @@ async def writer(session, kind: str, n: int, round_: int, acks: Acks, stop: anyi
             call = ("edit_file", {"path": path, "edits": [edit]})
         try:
             result = await session.call_tool(*call)
-        except Exception:
+        except Exception as exc:
+            if not lost_to_the_kill(exc, killed):
+                raise
             return True  # the launcher died under this call
         acks.calls += 1
         if result.is_error:
@@ -343,7 +364,7 @@ async def one_round(
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
 
-    stop = anyio.Event()
+    stop, killed = anyio.Event(), anyio.Event()
     in_flight: list[bool] = []
     with tempfile.TemporaryFile("w+") as errlog:
         try:
@@ -359,18 +380,19 @@ async def one_round(
                     (pid,) = launcher_pids(config)
 
                     async def run(kind: str, n: int) -> None:
-                        in_flight.append(await writer(session, kind, n, round_, acks, stop))
+                        in_flight.append(await writer(session, kind, n, round_, acks, stop, killed))
 
                     async with anyio.create_task_group() as group:
                         for kind in ("kv", "log", "files", "edit"):
                             for n in range(WRITERS):
                                 group.start_soon(run, kind, n)
                         await anyio.sleep(rng.uniform(0.1, 0.6))
+                        killed.set()
                         os.kill(pid, signal.SIGKILL)
                         await anyio.to_thread.run_sync(wait_gone, pid)
                         stop.set()
         except Exception as exc:
-            if not in_flight and not stop.is_set():
+            if not lost_to_the_kill(exc, killed):
                 errlog.seek(0)
                 raise AssertionError(f"round {round_}: {exc!r}\n{errlog.read()[-2000:]}") from exc
     report.killed_mid_call += any(in_flight)
@@ -481,15 +503,17 @@ def _popoto_ready() -> str | None:
     return None
 
 
-async def saver(session, round_: int, n: int, stop: anyio.Event) -> None:
-    """Save facts until *stop* (or until the launcher dies under a call)."""
+async def saver(session, round_: int, n: int, stop: anyio.Event, killed: anyio.Event) -> None:
+    """Save facts until *stop* (or until the launcher, killed, dies under a call)."""
     i = 0
     while not stop.is_set():
         i += 1
         fact = f"Round {round_} saver {n} moored boat {i} in the harbour."
         try:
             await session.call_tool("memory_save", {"content": fact})
-        except Exception:
+        except Exception as exc:
+            if not lost_to_the_kill(exc, killed):
+                raise
             return
 
 
@@ -507,7 +531,7 @@ async def test_popoto_answers_the_first_call_after_a_sigkill_mid_save(tmp_path: 
     config = storm_config(folder, popoto=True)
     opened: list[str] = []  # each round's first save, acked
     for round_ in range(POPOTO_ROUNDS):
-        stop = anyio.Event()
+        stop, killed = anyio.Event(), anyio.Event()
         with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(90):
             async with (
                 stdio_client(session_params(config, folder), errlog=errlog) as (read, write),
@@ -530,8 +554,9 @@ async def test_popoto_answers_the_first_call_after_a_sigkill_mid_save(tmp_path: 
 
                 async with anyio.create_task_group() as group:
                     for n in range(2):
-                        group.start_soon(saver, session, round_, n, stop)
+                        group.start_soon(saver, session, round_, n, stop, killed)
                     await anyio.sleep(0.3 + 0.2 * round_)
+                    killed.set()
                     os.kill(pid, signal.SIGKILL)
                     await anyio.to_thread.run_sync(wait_gone, pid)
                     stop.set()

@@ -711,7 +711,9 @@ async def test_mutating_tools_hold_the_process_lock(
     locking.PROCESS_LOCK.acquire()
     try:
         task = asyncio.create_task(client.call_tool(tool, args, raise_on_error=False))
-        await asyncio.sleep(0.3)
+        async with asyncio.timeout(10):
+            while not locking.PROCESS_LOCK.waiting():  # the call has reached the lock
+                await asyncio.sleep(0.01)
         assert not task.done()
         assert snapshot(world["root"]) == before
     finally:

@@ -10,9 +10,9 @@ of the filesystem and of another server answer, and SIGTERM stops the launcher. 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import anyio
@@ -65,7 +65,9 @@ async def test_other_servers_answer_while_a_slow_edit_runs(write_config, tmp_pat
 
         async with anyio.create_task_group() as group:
             group.start_soon(edit)
-            await anyio.sleep(0.3)  # the edit is under way
+            await (
+                anyio.wait_all_tasks_blocked()
+            )  # the edit's request is sent: it waits for its reply
             with anyio.fail_after(30):
                 for i in range(3):
                     listed = await session.call_tool("list_allowed_directories", {})
@@ -81,6 +83,17 @@ async def test_other_servers_answer_while_a_slow_edit_runs(write_config, tmp_pat
         assert not wrote.is_error, text_of(wrote)
     text = (root / "big.py").read_text()
     assert text.count("  # edited") == EDITS
+
+
+def next_reply(process: subprocess.Popen[bytes]) -> dict:
+    """The next reply on stdout, whatever its id (notifications skipped)."""
+    assert process.stdout is not None
+    while True:
+        line = process.stdout.readline()
+        assert line, "the launcher closed stdout without answering"
+        reply = json.loads(line)
+        if "id" in reply:
+            return reply
 
 
 def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_path: Path) -> None:
@@ -100,21 +113,25 @@ def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_pat
 
     try:
         assert "result" in initialize(process)
+        quick = {"name": "list_allowed_directories", "arguments": {}}
         send(
             process,
             message("notifications/initialized"),
             message("tools/call", {"name": "edit_file", "arguments": slow_edit(lines)}, id=2),
+            message("tools/call", quick, id=3),
         )
-        time.sleep(1.0)  # the edit is under way (it takes seconds)
+        # The quick call answered: the launcher has read the edit's line and runs the edit.
+        assert next_reply(process)["id"] == 3, "the edit finished first: make it slower"
         assert process.poll() is None
-        started = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        code = process.wait(timeout=30)
-        # The launcher lets the running call finish (seconds), within its 10 s grace, generously.
-        assert time.monotonic() - started < 20
+        process.send_signal(signal.SIGTERM)  # over stdio: stop serving, cancel what runs
+        code = process.wait(timeout=60)  # (the edit's thread may still finish: within the grace)
         assert code in (0, -signal.SIGTERM, 128 + signal.SIGTERM)
+        assert process.stdout is not None
+        rest = [json.loads(line) for line in process.stdout.read().splitlines()]
+        assert all(reply.get("id") in (None, 2) for reply in rest), rest
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
     assert not [p for p in root.iterdir() if p.name.startswith(".dpt-tmp-")]
+    assert (root / "big.py").read_text().count("  # edited") in (0, EDITS)  # all or nothing

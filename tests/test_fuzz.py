@@ -184,7 +184,7 @@ def problems_of(tool: str, args: dict[str, Any], is_error: bool, text: str) -> l
             found.append(f"{where}: error of {len(text):,} characters: {text[:200]}")
         if any(url in text for url in LIBRARY_URLS):
             found.append(f"{where}: error carries a URL: {text[:300]}")
-    elif len(text) > WRITE_REPLY_LIMIT and tool in WRITES - SNIPPET_REPLIES:
+    elif len(text) > WRITE_REPLY_LIMIT and tool in WRITES:
         found.append(f"{where}: write reply of {len(text):,} characters")
     return found
 
@@ -204,11 +204,6 @@ WRITES = {
     "memory_save",
     "memory_feedback",
 }
-
-
-# Their success replies show the edited lines, which may be the caller's whole text:
-# test_edit_replies_quote_at_most_a_kilobyte_of_the_text_sent (xfail) below.
-SNIPPET_REPLIES = {"memory_str_replace", "memory_insert"}
 
 
 async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, str]:

@@ -290,8 +290,7 @@ async def test_the_official_client_calls_with_a_token_and_nothing_leaks_into_log
         async with Client(authed.url, auth=TOKENS[1]) as client:
             result = await client.call_tool("echo", {"text": secret_argument})
     assert text_of(result) == secret_argument
-    time.sleep(0.2)  # the access line is written once the response is sent
-    log = authed.stderr()
+    log = wait_for_log(authed, '"mcp_method": "tools/call"')  # written once the response is sent
     for token in TOKENS:
         assert token not in log
     assert secret_argument not in log
@@ -433,6 +432,26 @@ LIMITED = """\
 """
 
 
+def wait_for_log(launched: Launched, text: str, timeout: float = 30) -> str:
+    """The launcher's stderr once it holds *text* (the log is what the test waits on)."""
+    deadline = time.monotonic() + timeout
+    while text not in (log := launched.stderr()):
+        assert time.monotonic() < deadline, f"never logged {text!r}: {log[-2000:]}"
+        time.sleep(0.02)
+    return log
+
+
+def wait_until_active(port: int, count: int = 1) -> None:
+    """Until *count* ``bump`` calls of sample_servers' counter are running (asked in a
+    session of its own: ``rpc`` numbers every request 1)."""
+    deadline = time.monotonic() + 30
+    call = {"name": "active", "arguments": {}}
+    session = open_session(port)
+    while f'"text":"{count}"' not in rpc(port, "tools/call", call, session=session).body.decode():
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.02)
+
+
 @pytest.fixture(scope="module")
 def limited() -> Iterator[Launched]:
     with tempfile.TemporaryDirectory() as tmp, http_launcher(Path(tmp), LIMITED) as launched:
@@ -507,13 +526,19 @@ def test_an_abandoned_session_expires(limited) -> None:
     port = limited.port
     session = open_session(port)
     assert rpc(port, "tools/list", session=session).status == 200
-    time.sleep(2.5)  # abandoned: no request for longer than session_idle_timeout (1 s)
+    # abandoned: no request for longer than session_idle_timeout (1 s), and the SDK says so
+    wait_for_log(limited, f"Session {session} idle timeout")
     assert rpc(port, "tools/list", session=session).status == 404
 
 
-def test_sessions_beyond_max_sessions_get_503_until_one_ends(limited) -> None:
-    port = limited.port
-    time.sleep(1.5)  # sessions of earlier tests have expired (session_idle_timeout: 1)
+def test_sessions_beyond_max_sessions_get_503_until_one_ends(tmp_path) -> None:
+    # A launcher of its own: no sessions of earlier tests, none expiring during the test.
+    config = LIMITED.replace("session_idle_timeout: 1", "session_idle_timeout: 600")
+    with http_launcher(tmp_path, config) as launched:
+        check_max_sessions(launched.port)
+
+
+def check_max_sessions(port: int) -> None:
     sessions = [open_session(port) for _ in range(3)]
     assert rpc(port, "initialize", initialize_params("t")).status == 503
     headers = {"Mcp-Session-Id": sessions[0], "MCP-Protocol-Version": PROTOCOL}
@@ -552,7 +577,7 @@ def _open_get_stream(port: int, session: str) -> http.client.HTTPResponse:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_path, sig) -> None:
-    with http_launcher(tmp_path, SLOW.format(grace=10)) as launched:
+    with http_launcher(tmp_path, SLOW.format(grace=600)) as launched:
         port = launched.port
         session = await anyio.to_thread.run_sync(open_session, port)
         stream = await anyio.to_thread.run_sync(_open_get_stream, port, session)
@@ -564,14 +589,13 @@ async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_pa
 
         async with anyio.create_task_group() as group:
             group.start_soon(anyio.to_thread.run_sync, slow_call)
-            await anyio.sleep(0.5)
-            signalled = time.monotonic()
+            await anyio.to_thread.run_sync(wait_until_active, port)
             launched.proc.send_signal(sig)
         assert replies[0].status == 200
         assert '"isError":false' in replies[0].body.decode()
-        assert await anyio.to_thread.run_sync(launched.proc.wait, 15) == 0
-        # The open GET stream did not hold the exit up to the grace period (10 s).
-        assert time.monotonic() - signalled < 6
+        # Exits once the call is done: the open GET stream does not hold the exit up to the
+        # grace period (600 s; the wait would time out first).
+        assert await anyio.to_thread.run_sync(launched.proc.wait, 60) == 0
         assert stream.read() == b""  # ended cleanly, not reset
         err = launched.stderr()
     assert "Traceback" not in err
@@ -581,13 +605,12 @@ async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_pa
 async def test_a_call_past_the_grace_period_is_cut_and_the_exit_is_still_clean(tmp_path) -> None:
     with http_launcher(tmp_path, SLOW.format(grace=0.5)) as launched:
         session = await anyio.to_thread.run_sync(open_session, launched.port)
-        started = time.monotonic()
 
         def slow_call() -> Reply:
             return rpc(
                 launched.port,
                 "tools/call",
-                {"name": "bump", "arguments": {"delay": 30}},
+                {"name": "bump", "arguments": {"delay": 600}},
                 session=session,
             )
 
@@ -598,11 +621,10 @@ async def test_a_call_past_the_grace_period_is_cut_and_the_exit_is_still_clean(t
                 replies.append(await anyio.to_thread.run_sync(slow_call))
 
             group.start_soon(call)
-            await anyio.sleep(0.5)
+            await anyio.to_thread.run_sync(wait_until_active, launched.port)
             launched.proc.send_signal(signal.SIGTERM)
-        assert replies[0].status == 503
-        assert launched.proc.wait(timeout=15) == 0
-        assert time.monotonic() - started < 10
+        assert replies[0].status == 503  # cut at the grace period (the call takes 600 s)
+        assert launched.proc.wait(timeout=60) == 0
         err = launched.stderr()
     assert "Traceback" not in err
 

@@ -1135,10 +1135,11 @@ async def test_no_redis_server_skips_popoto_and_serves_the_others(tmp_path, popo
 
     config, env = _no_redis_launch(tmp_path, popoto)
     errlog = tmp_path / "stderr.log"
-    async with launched(config, env=env, errlog=errlog) as session:
-        names = {tool.name for tool in (await session.list_tools()).tools}
-        assert {"write_memory", "memory_view", "read_text_file", "list_directory"} <= names
-        assert not names & {"memory_search", "memory_save", "memory_feedback", "memory_status"}
+    with errlog.open("w") as err:
+        async with launched(config, env=env, errlog=err) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"write_memory", "memory_view", "read_text_file", "list_directory"} <= names
+            assert not names & {"memory_search", "memory_save", "memory_feedback", "memory_status"}
     lines = [line for line in errlog.read_text().splitlines() if "popoto-memory" in line]
     assert len(lines) == 1, errlog.read_text()
     assert "WARNING" in lines[0] and "not mounted" in lines[0]

@@ -213,3 +213,111 @@ async def test_initialize_accepted_reads_the_sdks_request_gate() -> None:
     async with Client(server) as client:
         await client.call_tool("gate", {})
     assert seen == [True]
+
+
+async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call() -> None:
+    from fastmcp.tools.function_tool import FunctionTool
+
+    server = FastMCP("x")
+
+    @server.tool
+    def double(x: int) -> int:
+        return 2 * x
+
+    (tool,) = seams.local_tools(server)
+    assert type(tool) is FunctionTool and tool.name == "double"
+
+    class Tripled(FunctionTool):
+        async def run(self, arguments):
+            result = await super().run(arguments)
+            return ToolResult(
+                structured_content={"result": result.structured_content["result"] + 1}
+            )
+
+    seams.retype_tool(tool, Tripled)
+    assert type(await server.get_tool("double")) is Tripled
+    async with Client(server) as client:
+        assert (await client.call_tool("double", {"x": 3})).data == 7
+
+
+CONNECTION_SERVER = """\
+from fastmcp import Context, FastMCP
+
+from doc_processing_std_tools import seams
+
+server = FastMCP("conn")
+
+
+@server.tool
+def connection(ctx: Context) -> str:
+    found = seams.session_connection(ctx.session)
+    state = found.state
+    state["calls"] = state.get("calls", 0) + 1
+    return f"{id(found)} {state['calls']}"
+"""
+
+
+async def test_session_connection_is_one_object_per_stdio_client_with_a_state_dict(
+    tmp_path,
+) -> None:
+    """Over stdio (one connection per client) every call sees the same connection and state."""
+    from conftest import launched, text_of
+
+    (tmp_path / "conn_server.py").write_text(CONNECTION_SERVER)
+    config = tmp_path / "tools.yaml"
+    config.write_text("servers:\n  conn:\n    module: conn_server:server\n")
+    seen: list[list[str]] = []
+    for _ in range(2):
+        async with launched(config) as session:
+            seen.append([text_of(await session.call_tool("connection", {})) for _ in range(2)])
+    (first, again), (other, _) = [[text.split() for text in pair] for pair in seen]
+    assert first[0] == again[0] and (first[1], again[1]) == ("1", "2")
+    assert other[1] == "1"
+
+
+async def test_failed_tool_calls_are_logged_by_one_logger_with_the_error_at_hand(caplog) -> None:
+    """fastmcp logs ``Error calling tool`` on TOOL_CALL_LOGGER, a ``ToolError`` at its
+    ``log_level`` while it is being handled, any other exception with ``exc_info``."""
+    import logging
+
+    from fastmcp.exceptions import ToolError
+
+    from doc_processing_std_tools.errors import refused
+
+    server = FastMCP("x")
+
+    @server.tool
+    def refuse() -> str:
+        raise refused("no such key: k")
+
+    @server.tool
+    def fail() -> str:
+        raise ToolError("Error calling tool 'fail': the connection closed")
+
+    @server.tool
+    def crash() -> str:
+        raise RuntimeError("bug\nsecond line")
+
+    seams.quiet_tool_call_logs()
+    seams.quiet_tool_call_logs()
+    fastmcp_log = logging.getLogger(seams.TOOL_CALL_LOGGER)
+    assert len(fastmcp_log.filters) == 1
+    caplog.set_level(logging.DEBUG, logger="doc_processing_std_tools.tools")
+    fastmcp_log.setLevel(logging.DEBUG)
+    try:
+        async with Client(server) as client:
+            for name in ("refuse", "fail", "crash"):
+                assert (await client.call_tool(name, {}, raise_on_error=False)).is_error
+    finally:
+        fastmcp_log.setLevel(logging.NOTSET)
+    ours = [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "doc_processing_std_tools.tools" and not r.exc_info
+    ]
+    assert ours == [
+        ("DEBUG", "Error calling tool 'refuse': refused (an error result, as the tool means to)"),
+        ("WARNING", "Error calling tool 'fail': the connection closed"),
+        ("ERROR", "Error calling tool 'crash': RuntimeError: bug second line"),
+    ]
+    assert not [r for r in caplog.records if r.name == seams.TOOL_CALL_LOGGER]

@@ -78,7 +78,7 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exe
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1
         libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-    except Exception:
+    except (OSError, AttributeError):  # no libc to load, or one without prctl
         pass
 
 

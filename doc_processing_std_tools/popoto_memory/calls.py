@@ -278,10 +278,10 @@ def privacy_refusal(service: Any, content: Any) -> str | None:
     reason = "unknown"
     try:
         from popoto.privacy.never_record import scan_never_record
-
-        reason = scan_never_record(content).reason or reason  # bounded by MAX_SAVE_*
-    except Exception:
+    except ImportError:  # a popoto without the module: the reason stays unknown
         pass
+    else:  # pure and total (non-text gives a clean verdict); bounded by MAX_SAVE_*
+        reason = scan_never_record(content).reason or reason
     return (
         f"memory_save refused: popoto's never-record filter took the content for a secret or "
         f"personal data (reason: {reason}), so nothing was saved. Leave that part out and save "

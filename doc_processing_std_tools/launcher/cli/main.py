@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ... import __version__
+from ...seams import quiet_tool_call_logs
 from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
 
 log = logging.getLogger("dpt-launch")
@@ -311,6 +312,7 @@ def _setup_logging(level: str) -> None:
     )
     for handler in logging.getLogger().handlers:
         handler.addFilter(_OneLineClientErrors())
+    quiet_tool_call_logs()
 
 
 if __name__ == "__main__":  # pragma: no cover

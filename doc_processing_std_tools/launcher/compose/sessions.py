@@ -15,6 +15,7 @@ import logging
 from collections import OrderedDict
 from typing import Any
 
+from ...seams import session_connection
 from ...workspace import RootsWatch
 
 log = logging.getLogger("dpt-launch")
@@ -33,12 +34,14 @@ class SessionRegistry(RootsWatch):
     async def on_notification(self, context: Any, call_next: Any) -> Any:
         if getattr(context, "method", None) == "notifications/initialized":
             ctx = context.fastmcp_context
-            with contextlib.suppress(Exception):  # some transports' contexts have no session
-                if ctx is not None and ctx.session is not None:
+            session = None
+            if ctx is not None:
+                with contextlib.suppress(RuntimeError):  # fastmcp: no session established
                     session = ctx.session
-                    self.sessions[id(getattr(session, "_connection", session))] = session
-                    while len(self.sessions) > MAX_REMEMBERED:
-                        self.sessions.popitem(last=False)
+            if session is not None:
+                self.sessions[id(session_connection(session))] = session
+                while len(self.sessions) > MAX_REMEMBERED:
+                    self.sessions.popitem(last=False)
         return await super().on_notification(context, call_next)
 
     async def on_list_tools(self, context: Any, call_next: Any) -> Any:
