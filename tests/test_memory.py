@@ -1029,7 +1029,7 @@ def saved_index(mem: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def preloader(server):
     """The provider of a memory-tools server that reads its saved index when served."""
-    (found,) = [p for p in server.providers if hasattr(p, "index") and hasattr(p, "thread")]
+    (found,) = [p for p in server.providers if hasattr(p, "store") and hasattr(p, "thread")]
     return found
 
 
@@ -1037,22 +1037,43 @@ def assert_preloaded(server) -> None:
     provider = preloader(server)
     assert provider.thread is not None, "serving started no preload"
     provider.thread.join()
-    assert set(provider.index._by_name or {}) == {"alpha.json", "beta.json"}
+    assert set(provider.store.index._by_name or {}) == {"alpha.json", "beta.json"}
 
 
 @pytest.mark.usefixtures("saved_index")
 def test_building_the_server_starts_no_preload(mem: Path, monkeypatch: pytest.MonkeyPatch):
     """dpt-launch tools, --check and client-config build servers they never serve."""
     started = []
-    monkeypatch.setattr(
-        memory.EntryIndex, "preload_in_background", lambda self: started.append(self)
-    )
+    monkeypatch.setattr(memory.EntryIndex, "preload", lambda self: started.append(self))
     before = {t for t in threading.enumerate() if t.name == "dpt-memory-index"}
     server = create_server(Settings(memory_dir=mem))
     assert started == []
     assert {t for t in threading.enumerate() if t.name == "dpt-memory-index"} <= before
     assert preloader(server).thread is None
-    assert preloader(server).index._by_name is None
+    assert preloader(server).store.index._by_name is None
+
+
+async def test_with_no_saved_index_serving_scans_the_folder_before_any_search(
+    mem: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    """Issue 25: a launcher's first search_memory read every entry when no index was saved
+    (2.75x grep at 10k keys); the scan now runs in the background as soon as it is served."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))
+    store = MemoryStore(mem)
+    store.write("alpha", "one")
+    store.write("beta", "two")
+    server = create_server(Settings(memory_dir=mem))
+    assert preloader(server).store.index._by_name is None
+    async with Client(server):
+        assert_preloaded(server)
+
+
+async def test_serving_makes_no_memory_folder(tmp_path: Path):
+    missing = tmp_path / "not-yet"
+    server = create_server(Settings(memory_dir=missing))
+    async with Client(server):
+        preloader(server).thread.join()
+    assert not missing.exists()
 
 
 @pytest.mark.usefixtures("saved_index")

@@ -119,6 +119,9 @@ class EntryIndex:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._lock = threading.Lock()  # guards the fields below; held for no disk work
+        # one scan at a time: a search arriving during the start-up scan waits for it and then
+        # only checks, instead of reading every entry a second time alongside it
+        self._scanning = threading.Lock()
         self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
         self._trusted = 0  # how many of them have a sig (those are saved)
         self._listing: tuple[tuple[int, int, int], list[str]] | None = None
@@ -128,6 +131,10 @@ class EntryIndex:
 
     def entries(self, jail: Jail) -> list[IndexedEntry]:
         """Every entry, sorted by file name, checked against the disk now."""
+        with self._scanning:
+            return self._scan(jail)
+
+    def _scan(self, jail: Jail) -> list[IndexedEntry]:
         with _gc_paused(), jail.open_folder(str(jail.roots[0])) as (fd, _folder):
             known, known_trusted = self._by_name, self._trusted
             if known is None:
@@ -271,10 +278,10 @@ class EntryIndex:
             if self._by_name is None and loaded:  # a scan that ran meanwhile knows better
                 self._by_name, self._trusted = loaded, len(loaded)
 
-    def preload_in_background(self) -> threading.Thread:
-        thread = threading.Thread(target=self.preload, name="dpt-memory-index", daemon=True)
-        thread.start()
-        return thread
+    @property
+    def loaded(self) -> bool:
+        """Whether anything is known yet (a saved copy read, or a scan done)."""
+        return self._by_name is not None
 
     def _schedule_save(self) -> None:
         """Save a few seconds from now, or at exit (one pending save at a time). Caller

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 from ..containment import ContainmentError, Jail
@@ -98,6 +100,16 @@ class KeyValueStore(MemoryFolder):
                 f"The memory file {name} for key {key!r} is not UTF-8 text and cannot be read"
             )
         return value
+
+    def warm_index(self) -> None:
+        """Read the saved index; when none was saved, scan the folder. Run in the background
+        when the server is served, so an agent's first search only checks what is there
+        instead of reading every entry. A folder that does not exist yet is not made for it."""
+        self.index.preload()
+        if self.index.loaded or not os.path.isdir(self.memory_dir):
+            return
+        with suppress(MemoryStoreError, OSError):
+            self._indexed()
 
     def _indexed(self) -> tuple[Jail, list[IndexedEntry]]:
         jail = self._jail()

@@ -15,9 +15,8 @@ from ..wiring import tool_annotations, tool_errors
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 from .formats import MemoryStoreError
-from .index import EntryIndex
 from .settings import MEMORY_FOLDER_NAME, SERVER_NAME, Settings
-from .stores import SessionStores
+from .stores import MemoryStore, SessionStores
 
 
 def instructions(settings: Settings) -> str:
@@ -79,15 +78,18 @@ def _preload_class() -> type:
     from fastmcp.server.providers import Provider
 
     class IndexPreload(Provider):
-        def __init__(self, index: EntryIndex) -> None:
+        def __init__(self, store: MemoryStore) -> None:
             super().__init__()
-            self.index = index
-            self.thread: threading.Thread | None = None  # the preload, once started
+            self.store = store
+            self.thread: threading.Thread | None = None  # the warm-up, once started
 
         @asynccontextmanager
         async def lifespan(self) -> AsyncIterator[None]:
             if self.thread is None:
-                self.thread = self.index.preload_in_background()
+                self.thread = threading.Thread(
+                    target=self.store.warm_index, name="dpt-memory-index", daemon=True
+                )
+                self.thread.start()
             yield
 
     _PRELOAD_CLASS = IndexPreload
@@ -106,7 +108,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     server = FastMCP(
         SERVER_NAME,
         instructions=instructions(settings),
-        providers=[_preload_class()(store.default.index)],
+        providers=[_preload_class()(store.default)],
     )
 
     READ = tool_annotations(read_only=True)
