@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+APP_NAME = "doc-processing-std-tools"  # the per-user folders' name (data, cache, runtime)
 
 # export name -> module that defines it (as a module-level lazy attribute)
 _LAZY_EXPORTS = {

@@ -38,7 +38,7 @@ from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from .workspace import APP_NAME
+from . import APP_NAME
 
 
 class _ThreadWaiter:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from . import APP_NAME
 from .seams import session_connection
 
 if TYPE_CHECKING:
@@ -41,7 +42,6 @@ __all__ = [
     "writable_reason",
 ]
 
-APP_NAME = "doc-processing-std-tools"
 ROOTS_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)

@@ -327,6 +327,8 @@ class MemoryFilesModel(RuleBasedStateMachine):
                 if name.startswith(RESERVED_PREFIX):
                     assert not name.startswith(".dpt-tmp-"), "a temp file was left behind"
                     continue
+                if not rel and name == ".gitignore":  # the folder's own (memory.folder)
+                    continue
                 path = Path(folder) / name
                 assert stat.S_ISREG(os.lstat(path).st_mode)
                 files[(*rel, name)] = path.read_text(encoding="utf-8")

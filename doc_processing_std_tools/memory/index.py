@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from .. import workspace
+from .. import APP_NAME
 from ..containment import TEMP_PREFIX, Jail, remove_if_stale
 from .formats import HEAD_BYTES, _decode_entry, _key_in_head
 from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
@@ -54,7 +54,7 @@ def _index_dir() -> Path:
     """Where saved indexes live: the per-user cache folder (never the memory folder)."""
     import platformdirs
 
-    return Path(platformdirs.user_cache_dir(workspace.APP_NAME)) / "memory-index"
+    return Path(platformdirs.user_cache_dir(APP_NAME)) / "memory-index"
 
 
 def _entry_from_fd(name: str, fd: int, now_ns: int, keep: bool) -> IndexedEntry | None:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .. import workspace
+from .. import APP_NAME, workspace
 from ..embedded_redis import redact
 from ..settings import ServerSettings, resolve_path
 
@@ -28,7 +28,6 @@ ONE_PER_PROCESS = True
 # must not hold it around them: the lock is not re-entrant.
 LOCKS_ITSELF = True
 EXTRA = "popoto"
-APP_NAME = "doc-processing-std-tools"
 DATA_SUBDIR = "popoto-redis"
 MISSING_POPOTO = (
     "popoto-memory needs the optional dependency 'popoto': "
