@@ -19,12 +19,10 @@ from pydantic import ValidationError
 
 from ... import __version__
 from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
+from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .status import fail as _fail
 
 log = logging.getLogger("dpt-launch")
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 DESCRIPTION = """\
 Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own) into
@@ -276,11 +274,6 @@ def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _fail(message: str, status: int) -> int:
-    print(f"dpt-launch: error: {message}", file=sys.stderr)
-    return status
 
 
 class _OneLineClientErrors(logging.Filter):

@@ -20,15 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from ..config.schema import ConfigError, load_config
+from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .status import fail as _fail
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
-
-
-def _fail(message: str, status: int) -> int:
-    print(f"dpt-launch: error: {message}", file=sys.stderr)
-    return status
 
 
 async def _composed(config: str) -> Any:
