@@ -209,3 +209,51 @@ def shlex_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def test_init_says_where_memory_goes_and_a_missing_config_points_to_init(tmp_path: Path) -> None:
+    """The starter's memory_dir comment says what the default is (not 'next to this file'), and
+    a config that is not there names ``dpt-launch init`` (pip users have no configs/ folder)."""
+    made = run("init", "tools.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "tools.yaml").read_text()
+    memory_line = next(line for line in text.splitlines() if "memory_dir" in line)
+    assert "(next to this file)" not in memory_line
+    assert "project the client" in memory_line and "per-user folder" in text
+    missing = run("tools", "--config", "absent.yaml", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "dpt-launch init" in missing.stderr and "configs/tools.yaml" not in missing.stderr
+    served = run("--config", "absent.yaml", "--check", cwd=tmp_path)
+    assert served.returncode == 2 and "dpt-launch init" in served.stderr
+
+
+def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
+    tmp_path: Path,
+) -> None:
+    """GUI clients do not inherit the shell's environment: the entry carries the variable with
+    a placeholder, stderr says to fill it in, and connect refuses the placeholder by name."""
+    import tomllib
+
+    from doc_processing_std_tools.launcher.cli.connect import TOKEN_PLACEHOLDER
+
+    flags = ["--url", "http://127.0.0.1:8765/mcp", "--token-env", "DPT_TOKEN"]
+    for client, key in [
+        ("claude-desktop", "mcpServers"),
+        ("cursor", "mcpServers"),
+        ("vscode", "servers"),
+    ]:
+        shown = run("client-config", client, *flags, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        entry = json.loads(shown.stdout)[key]["dpt"]
+        assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
+        assert "replace " + TOKEN_PLACEHOLDER in shown.stderr and "DPT_TOKEN" in shown.stderr
+    codex = run("client-config", "codex", *flags, cwd=tmp_path)
+    entry = tomllib.loads(codex.stdout)["mcp_servers"]["dpt"]
+    assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
+    code = run("client-config", "claude-code", *flags, cwd=tmp_path)
+    assert TOKEN_PLACEHOLDER not in code.stdout + code.stderr  # a terminal program: it inherits
+    unfilled = run(
+        "connect", "http://127.0.0.1:9/mcp", "--token-env", "DPT_TOKEN",
+        cwd=tmp_path, env={"DPT_TOKEN": TOKEN_PLACEHOLDER},
+    )  # fmt: skip
+    assert unfilled.returncode == 2 and "placeholder" in unfilled.stderr

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dpt-launch")
 
+TOKEN_PLACEHOLDER = "PASTE-THE-DAEMON-TOKEN-HERE"  # client-config's stand-in, in the env block
 REPROBE_INTERVAL = 2.0  # while the daemon is down, try to reopen the session this often
 LIST_CHANGED = {
     "tools": "notifications/tools/list_changed",
@@ -217,6 +218,13 @@ def connect(args: argparse.Namespace) -> int:
         if not token.strip():
             return fail(
                 f"--token-env {args.token_env}: that environment variable is empty or not set",
+                EXIT_USAGE,
+                "dpt-launch connect",
+            )
+        if token.strip() == TOKEN_PLACEHOLDER:
+            return fail(
+                f"--token-env {args.token_env}: it holds the placeholder client-config wrote; "
+                "put the daemon's token in place of it in the client's config (its env block)",
                 EXIT_USAGE,
                 "dpt-launch connect",
             )

@@ -29,8 +29,9 @@ Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own) in
 one MCP server, as listed in a YAML config, and serve it to an MCP client.
 
 Quick start:
-  dpt-launch --config configs/tools.yaml --check   # validate and list the tools
-  dpt-launch --config configs/tools.yaml           # serve over stdio (what MCP clients run)
+  dpt-launch init tools.yaml                # write a commented starter config
+  dpt-launch --config tools.yaml --check    # validate and list the tools
+  dpt-launch --config tools.yaml            # serve over stdio (what MCP clients run)
 
 Client setup (Claude Code):
   claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml

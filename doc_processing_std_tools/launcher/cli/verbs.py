@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config.schema import ConfigError, load_config
+from .connect import TOKEN_PLACEHOLDER
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -161,16 +162,30 @@ def snippet(
     url: str | None = None,
     token_env: str | None = None,
 ) -> str:
-    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form."""
+    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form.
+
+    With *token_env*, clients that do not pass the shell's environment to the servers they
+    start (GUI apps; codex passes only a few variables) get an ``env`` block holding the
+    variable with a placeholder for the token. Claude Code runs from the shell and inherits it.
+    """
     command, args = _launcher_path(), ["--config", str(config)]
+    env: dict[str, str] = {}
     if url is not None:
         args = ["connect", url, *(["--token-env", token_env] if token_env else [])]
+        if token_env and client != "claude-code":
+            env = {token_env: TOKEN_PLACEHOLDER}
     if client == "claude-code":
         return shlex.join(["claude", "mcp", "add", name, "--", command, *args])
     if client == "codex":
         quoted = ", ".join(json.dumps(a) for a in args)
-        return f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
+        lines = f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
+        if env:
+            pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+            lines += f"env = {{ {pairs} }}\n"
+        return lines
     entry: dict[str, Any] = {"command": command, "args": args}
+    if env:
+        entry["env"] = env
     key = "mcpServers"
     if client == "vscode":
         entry = {"type": "stdio", **entry}
@@ -262,6 +277,13 @@ def client_config(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     print(snippet(args.client, args.name, config, args.url, args.token_env))
+    if args.token_env and args.client != "claude-code":
+        print(
+            f"dpt-launch: note: {args.client} does not pass {args.token_env} from your shell to "
+            f"the servers it starts: replace {TOKEN_PLACEHOLDER} in the env block with the "
+            "daemon's token",
+            file=sys.stderr,
+        )
     if args.write:
         try:
             path = write_client_config(args.client, args.name, config, args.url, args.token_env)
@@ -283,7 +305,8 @@ transport: stdio            # or: {{type: http, host: 127.0.0.1, port: 8765, pat
 servers:
   memory:
     server: memory-tools    # memory as plain files; see docs/servers/memory-tools.md
-    settings: {{}}          # memory_dir: ./agent_memory (next to this file)
+    settings: {{}}          # memory_dir: unset = ./agent_memory in the project the client
+                            # runs in, else a per-user folder; a path set here is relative to this file
 
   filesystem:
     settings:
