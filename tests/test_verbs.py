@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import launcher_command
@@ -257,3 +258,41 @@ def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
         cwd=tmp_path, env={"DPT_TOKEN": TOKEN_PLACEHOLDER},
     )  # fmt: skip
     assert unfilled.returncode == 2 and "placeholder" in unfilled.stderr
+
+
+MARKING_SERVER = """\
+import pathlib, runpy, sys
+
+pathlib.Path(sys.argv[1]).touch()  # proof that this server was started
+sys.argv = [{server!r}, sys.argv[2]]
+runpy.run_path({server!r}, run_name="__main__")
+"""
+
+
+def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
+    """An in-process tool starts no external server; an external tool starts only the server
+    whose namespace can produce its name."""
+    script = tmp_path / "marking_server.py"
+    server = Path(__file__).resolve().parent / "external_server.py"
+    script.write_text(MARKING_SERVER.format(server=str(server)))
+    config = write_memory_config(tmp_path)
+    for name in ("ext", "other"):
+        marker, counter = tmp_path / f"{name}.started", tmp_path / f"{name}.count"
+        config.write_text(
+            config.read_text()
+            + f"  {name}:\n    command: {json.dumps(sys.executable)}\n"
+            + f"    args: [{json.dumps(str(script))}, {json.dumps(str(marker))}, "
+            + f"{json.dumps(str(counter))}]\n    namespace: {name}\n"
+        )
+    wrote = run(
+        "call", "--config", str(config), "write_memory", '{"key": "k", "value": "v"}',
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    assert not (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
+    assert (tmp_path / "m" / "k.json").exists()  # the call did run
+    external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path)
+    assert external.returncode == 0, external.stderr
+    assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
+    typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr

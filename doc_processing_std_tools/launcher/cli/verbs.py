@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
 from .connect import TOKEN_PLACEHOLDER
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
@@ -28,18 +28,60 @@ CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
-async def _composed(config: str) -> Any:
-    """The composition of *config*, or the exit status after printing why there is none."""
+async def _composed(config: str | LoadedConfig, only: set[str] | None = None) -> Any:
+    """The composition of *config* (of the servers in *only*), or the exit status after printing
+    why there is none."""
     from ..compose.composition import CompositionError, ServerStartError, compose
 
     try:
-        loaded = load_config(config)
+        loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            return await compose(loaded)
+            return await compose(loaded, only=only)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:
-        return _fail(f"{config}: {exc}", EXIT_USAGE)
+        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+
+
+def could_expose(entry: ServerEntry, name: str) -> bool:
+    """Whether an external server could expose a tool called *name*, judged from its config
+    alone (its namespace prefix and ``tools:`` globs), without starting it."""
+    own = name
+    if entry.namespace:
+        if not name.startswith(f"{entry.namespace}_"):
+            return False
+        own = name.removeprefix(f"{entry.namespace}_")
+    return entry.tools.admits(own)
+
+
+async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
+    """A composition holding *tool*'s server, started as little as possible, and every tool
+    name seen on the way (for a typo's suggestion).
+
+    In-process servers are built first: that is cheap and starts nothing. Only when none of
+    them has the tool are external servers started, and only those whose namespace and
+    ``tools:`` globs admit the name (an npx server can take seconds to start).
+    """
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE), set()
+    enabled = {name: e for name, e in loaded.config.servers.items() if e.enabled}
+    in_process = {name for name, e in enabled.items() if not e.external}
+    candidates = {name for name, e in enabled.items() if e.external and could_expose(e, tool)}
+    seen: set[str] = set()
+    for only in (in_process, candidates):
+        if not only:
+            continue
+        composition = await _composed(loaded, only)
+        if isinstance(composition, int):
+            return composition, seen
+        names = {row["name"] for row in _tool_rows(composition)}
+        if tool in names:
+            return composition, seen
+        seen |= names
+        await composition.aclose()
+    return None, seen
 
 
 def _tool_rows(composition: Any) -> list[dict[str, Any]]:
@@ -101,17 +143,16 @@ async def call(args: argparse.Namespace) -> int:
         return _fail(f"the arguments are not JSON: {exc.msg} at character {exc.pos}", EXIT_USAGE)
     if not isinstance(arguments, dict):
         return _fail('the arguments must be a JSON object, e.g. \'{"key": "value"}\'', EXIT_USAGE)
-    composition = await _composed(args.config)
+    composition, known = await _owner_composition(args.config, args.tool)
     if isinstance(composition, int):
         return composition
-    try:
-        known = {row["name"] for row in _tool_rows(composition)}
-        if args.tool not in known:
-            import difflib
+    if composition is None:
+        import difflib
 
-            close = difflib.get_close_matches(args.tool, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            return _fail(f"no tool {args.tool!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+        close = difflib.get_close_matches(args.tool, sorted(known), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return _fail(f"no tool {args.tool!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+    try:
         import logging
 
         logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # the result says it once
