@@ -49,6 +49,60 @@ def test_tools_lists_the_composed_table_as_json(tmp_path: Path) -> None:
     assert rows["write_memory"]["locked"] and rows["write_memory"]["server"] == "memory-tools"
 
 
+def test_tools_json_carries_each_tool_s_schemas_and_every_example_fits_them(
+    tmp_path: Path,
+) -> None:
+    """``tools --json`` gives inputSchema and outputSchema; the example arguments ``tools NAME``
+    builds from a schema are accepted by that schema, for every tool of every server."""
+    import jsonschema
+
+    from doc_processing_std_tools.launcher.cli.tool_help import example_arguments
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        f"  filesystem:\n    settings: {{roots: [{tmp_path}], read_only: false}}\n"
+    )
+    listed = run("tools", "--config", str(config), "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert len(rows) >= 25
+    for row in rows:
+        assert "outputSchema" in row and row["inputSchema"]["type"] == "object", row["name"]
+        arguments = example_arguments(row["inputSchema"])
+        assert set(arguments) == set(row["inputSchema"].get("required", [])), row["name"]
+        jsonschema.Draft202012Validator(row["inputSchema"]).validate(arguments)
+
+
+def test_tools_name_shows_one_tool_with_an_example_call(tmp_path: Path) -> None:
+    import shlex
+
+    config = write_memory_config(tmp_path)
+    shown = run("tools", "--config", str(config), "memory_insert", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "memory_insert (server memory-tools)" in out
+    for parameter in ("path", "insert_line", "insert_text"):
+        assert parameter in out
+    assert "integer" in out and "Annotations: read-only no" in out
+    line = next(line for line in out.splitlines() if line.strip().startswith("dpt-launch call"))
+    words = shlex.split(line)
+    assert words[:5] == ["dpt-launch", "call", "--config", str(config), "memory_insert"]
+    assert set(json.loads(words[5])) == {"path", "insert_line", "insert_text"}
+    one = run("tools", "--config", str(config), "memory_insert", "--json", cwd=tmp_path)
+    assert json.loads(one.stdout)["inputSchema"]["required"] == [
+        "path",
+        "insert_line",
+        "insert_text",
+    ]
+    typo = run("tools", "--config", str(config), "memory_insrt", cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.strip().splitlines() == [
+        "dpt-launch: error: no tool 'memory_insrt'; did you mean 'memory_insert'? "
+        "(see: dpt-launch tools)"
+    ]
+
+
 def test_call_prints_results_and_exits_1_on_a_tool_error(tmp_path: Path) -> None:
     config = str(write_memory_config(tmp_path))
     ok = run("call", "--config", config, "write_memory", '{"key": "k", "value": "v"}', cwd=tmp_path)

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# One reading of a schema for the site and for `dpt-launch tools NAME` (test_docs uses them here).
+from doc_processing_std_tools.launcher.cli.tool_help import (  # noqa: F401
+    parameter_rows,
+    resolve,
+    type_of,
+)
 
 DOCS = Path(__file__).resolve().parents[1]
 TOOLS_DIR = "tools"
@@ -110,83 +116,6 @@ def escape(text: str) -> str:
     """Plain text (a schema description) safe in a Markdown table cell or paragraph."""
     text = html.escape(" ".join(text.split()), quote=False)
     return re.sub(r"([\\`*_\[\]|])", r"\\\1", text)
-
-
-def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
-    """A short, readable type: ``integer ≥ 0, or null``, ``array of string (at least 1)``."""
-    prop = resolve(prop, defs)
-    if "anyOf" in prop or "oneOf" in prop:
-        options = [resolve(p, defs) for p in prop.get("anyOf", prop.get("oneOf", []))]
-        nullable = any(p.get("type") == "null" for p in options)
-        kinds = [type_of(p, defs) for p in options if p.get("type") != "null"]
-        return " or ".join(kinds) + (", or null" if nullable else "")
-    if "enum" in prop:
-        return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
-    if "const" in prop:
-        return f"`{json.dumps(prop['const'])}`"
-    kind = prop.get("type", "any")
-    if isinstance(kind, list):
-        kind = " or ".join(kind)
-    if kind == "array":
-        items = prop.get("items")
-        item = type_of(items, defs) if isinstance(items, dict) else ""
-        kind = f"array of {item}s" if item == "object" else f"array of {item}" if item else kind
-        if "minItems" in prop or "maxItems" in prop:
-            low, high = prop.get("minItems"), prop.get("maxItems")
-            if low is not None and low == high:
-                kind += f" (exactly {low})"
-            elif high is None:
-                kind += f" (at least {low})"
-            else:
-                kind += f" ({low or 0} to {high})"
-    low, high = prop.get("minimum"), prop.get("maximum")
-    if low is not None and high is not None:
-        kind += f" {low}–{high}"
-    elif low is not None:
-        kind += f" ≥ {low}"
-    elif high is not None:
-        kind += f" ≤ {high}"
-    return kind
-
-
-def resolve(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """Follow a local ``$ref`` (``#/$defs/Name``) to its definition."""
-    ref = prop.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        return {
-            **defs.get(ref.removeprefix("#/$defs/"), {}),
-            **{k: v for k, v in prop.items() if k != "$ref"},
-        }
-    return prop
-
-
-def parameter_rows(schema: dict[str, Any]) -> list[tuple[str, str, bool, str, str]]:
-    """(name, type, required, default, description) per parameter; the fields of an array
-    of objects follow their parameter as ``param[].field``."""
-    defs = schema.get("$defs", {})
-    rows: list[tuple[str, str, bool, str, str]] = []
-
-    def walk(properties: dict[str, Any], required: set[str], prefix: str) -> None:
-        for name, raw in properties.items():
-            prop = resolve(raw, defs)
-            default = json.dumps(prop["default"]) if "default" in prop else ""
-            rows.append(
-                (
-                    prefix + name,
-                    type_of(prop, defs),
-                    name in required,
-                    default,
-                    prop.get("description", ""),
-                )
-            )
-            items = resolve(prop.get("items") or {}, defs)
-            if prop.get("type") == "array" and items.get("properties"):
-                walk(items["properties"], set(items.get("required", [])), f"{prefix}{name}[].")
-            elif prop.get("type") == "object" and prop.get("properties"):
-                walk(prop["properties"], set(prop.get("required", [])), f"{prefix}{name}.")
-
-    walk(schema.get("properties") or {}, set(schema.get("required") or []), "")
-    return rows
 
 
 def hint(value: Any) -> str:

@@ -97,18 +97,43 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
                     "destructive": bool(hints and hints.destructive_hint),
                     "locked": tool.name in mount.locked,
                     "description": " ".join((tool.description or "").split()),
+                    "annotations": hints.model_dump(by_alias=True, exclude_none=True)
+                    if hints
+                    else {},
+                    "inputSchema": tool.parameters,
+                    "outputSchema": tool.output_schema,
                 }
             )
     return rows
 
 
+def _no_such_tool(name: str, known: set[str]) -> int:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return _fail(f"no tool {name!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+
+
 async def tools(args: argparse.Namespace) -> int:
-    """The composed tool table, without serving."""
-    composition = await _composed(args.config)
+    """The composed tool table, or with NAME one tool's parameters, without serving."""
+    if args.name:
+        composition, known = await _owner_composition(args.config, args.name)
+        if composition is None:
+            return _no_such_tool(args.name, known)
+    else:
+        composition = await _composed(args.config)
     if isinstance(composition, int):
         return composition
     try:
         rows = _tool_rows(composition)
+        if args.name:
+            row = next(row for row in rows if row["name"] == args.name)
+            if args.json:
+                print(json.dumps(row, indent=2))
+            else:
+                _print_tool(row, composition.loaded.path)
+            return EXIT_OK
         if args.json:
             print(json.dumps(rows, indent=2))
             return EXIT_OK
@@ -133,6 +158,44 @@ async def tools(args: argparse.Namespace) -> int:
         await composition.aclose()
 
 
+def _print_tool(row: dict[str, Any], config: Path) -> None:
+    """One tool for a person: what it does, its parameters, its hints, a call to copy."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .tool_help import example_arguments, parameter_rows
+
+    console = Console(highlight=False, width=max(100, Console().width))
+    console.print(f"[bold]{escape(row['name'])}[/bold] (server {escape(row['server'])})\n")
+    console.print(escape(row["description"]) or "(no description)", "\n")
+    parameters = parameter_rows(row["inputSchema"])
+    if parameters:
+        table = Table(title="Parameters", title_justify="left")
+        for column in ("name", "type", "required", "default", "description"):
+            table.add_column(column, overflow="fold")
+        for name, kind, required, default, text in parameters:
+            cells = (name, kind.replace("`", ""), "yes" if required else "", default, text)
+            table.add_row(*(escape(" ".join(cell.split())) for cell in cells))
+        console.print(table)
+    else:
+        console.print("Parameters: none")
+    hints = row["annotations"]
+
+    def said(key: str) -> str:
+        return {True: "yes", False: "no"}.get(hints.get(key), "not declared")
+
+    console.print(
+        f"\nAnnotations: read-only {said('readOnlyHint')}, destructive {said('destructiveHint')}, "
+        f"idempotent {said('idempotentHint')}, open world {said('openWorldHint')}"
+        + ("; runs under the process lock" if row["locked"] else "")
+    )
+    arguments = json.dumps(example_arguments(row["inputSchema"]), ensure_ascii=False)
+    line = shlex.join(["dpt-launch", "call", "--config", str(config), row["name"], arguments])
+    console.print("\nExample (placeholders for the required parameters):")
+    console.print(f"  {escape(line)}", soft_wrap=True)  # one line, to copy whole
+
+
 async def call(args: argparse.Namespace) -> int:
     """Build, call one tool in-process, print its result; exit 1 when it is an error."""
     from fastmcp import Client
@@ -147,11 +210,7 @@ async def call(args: argparse.Namespace) -> int:
     if isinstance(composition, int):
         return composition
     if composition is None:
-        import difflib
-
-        close = difflib.get_close_matches(args.tool, sorted(known), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        return _fail(f"no tool {args.tool!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+        return _no_such_tool(args.tool, known)
     try:
         import logging
 
@@ -386,7 +445,14 @@ def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace
     if verb in ("tools", "call", "client-config"):
         parser.add_argument("-c", "--config", default=default_config, help="the YAML config")
     if verb == "tools":
-        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        parser.add_argument(
+            "name", nargs="?", help="one tool: its parameters, annotations and an example call"
+        )
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="print JSON instead of a table (each tool with its inputSchema and outputSchema)",
+        )
     elif verb == "call":
         parser.add_argument("tool", help="the tool's name, as `dpt-launch tools` lists it")
         parser.add_argument("arguments", nargs="?", help="its arguments as a JSON object")
