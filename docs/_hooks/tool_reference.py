@@ -184,6 +184,43 @@ def render_index(server: str, tools: list[Tool]) -> str:
     return "\n".join(lines)
 
 
+INDEX_PAGE = "index.md"  # docs/tools/index.md: every tool, by server, checked by tests/test_docs.py
+INDEX_INTRO = """\
+# Tools
+
+Every tool of the built-in servers, grouped by server, with the first sentence of the description
+clients receive. Each name links to its page: parameters, annotations, an example and pitfalls.
+From a terminal, `dpt-launch tools NAME --config F` shows the same parameters and an example call,
+and `dpt-launch tools --config F --json` gives each tool's `inputSchema` and `outputSchema`.
+
+This page is checked against the servers' live schemas by `tests/test_docs.py`; after changing a
+tool, rewrite it with `python docs/_hooks/tool_reference.py > docs/tools/index.md`.
+"""
+
+
+def summary_rows(tools: list[Tool]) -> list[str]:
+    """One index row per tool: its linked name and the first sentence of its description."""
+    return [
+        f"| [`{tool.name}`]({tool.name}.md) | {escape(first_sentence(tool.description))} |"
+        for tool in tools
+    ]
+
+
+def render_tools_index(catalog: Catalog) -> str:
+    """The whole of docs/tools/index.md, from the live tools."""
+    parts = [INDEX_INTRO]
+    for server, tools in catalog.tools.items():
+        parts += [
+            f"## {server}\n",
+            f"Served by [{server}](../servers/{server}.md).\n",
+            "| tool | what it does |",
+            "|---|---|",
+            *summary_rows(tools),
+            "",
+        ]
+    return "\n".join(parts)
+
+
 # -- the pages -----------------------------------------------------------------------
 
 
@@ -286,8 +323,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     assert _catalog is not None
     where = f"docs/{page.file.src_uri}"
     try:
+        if page.file.src_uri == f"{TOOLS_DIR}/{INDEX_PAGE}":
+            return markdown
         if page.file.src_uri.startswith(f"{TOOLS_DIR}/"):
             return fill_tool_page(markdown, _catalog, where)
         return fill_index(markdown, _catalog, where)
     except ValueError as exc:
         raise PluginError(str(exc)) from None
+
+
+if __name__ == "__main__":  # python docs/_hooks/tool_reference.py > docs/tools/index.md
+    print(render_tools_index(asyncio.run(live_catalog())), end="")
