@@ -273,7 +273,9 @@ async def test_a_daemon_restart_fails_calls_clearly_then_they_work_again(daemon:
             with anyio.fail_after(10):  # fails, and fast: no hang
                 down = await client.call_tool("memory_view", {"path": "a.md"})
             assert down.is_error
-            assert text_of(down).startswith(DOWN_TEXT.format(url=daemon.url)), text_of(down)
+            # the words docs/daemon.md quotes, not asyncio's "connect call failed (...)"
+            expected = DOWN_TEXT.format(url=daemon.url) + "connection refused; "
+            assert text_of(down).startswith(expected), text_of(down)
             assert (
                 f"start it with: dpt-launch --config YOUR_CONFIG --transport http --port {daemon.port}"
                 in text_of(down)
@@ -367,6 +369,28 @@ async def test_the_token_is_sent_as_a_bearer_header_and_never_logged() -> None:
     catcher.listener.close()
     assert catcher.requests
     assert f"authorization: bearer {token}".encode() in catcher.requests[0].lower()
+
+
+async def test_a_daemon_that_wants_a_token_when_none_was_given_says_how_to_give_one() -> None:
+    """No --token-env: the 401 says to add one, not to 'check the token' that was never given."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    catcher = HeaderCatcher()
+    command = connect_command(catcher.url)
+    params = StdioServerParameters(command=command[0], args=command[1:], env=dict(os.environ))
+    try:
+        with tempfile.TemporaryFile("w+") as errlog, anyio.fail_after(SPAWN_TIMEOUT):
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as client,
+            ):
+                with pytest.raises(Exception, match="none was sent; add --token-env VAR") as got:
+                    await client.initialize()
+        assert "check the token" not in str(got.value)
+    finally:
+        catcher.listener.close()
+    assert b"authorization" not in catcher.requests[0].lower()
 
 
 def test_a_missing_token_variable_is_one_clear_line() -> None:

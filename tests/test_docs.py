@@ -31,7 +31,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-TOOL_PAGES = sorted((DOCS / "tools").glob("*.md"))
+TOOL_PAGES = sorted(p for p in (DOCS / "tools").glob("*.md") if p.name != "index.md")
+TOOLS_INDEX = DOCS / "tools" / "index.md"
 
 FENCE = re.compile(r"^\s*(```+|~~~+)(.*)$")
 # A backticked code-like name: snake_case or camelCase, alone or as `name: value`/`name=value`.
@@ -218,6 +219,53 @@ def test_every_live_tool_has_one_page_and_every_page_a_live_tool(catalog: Any) -
                 )
     assert not problems, "\n".join(problems)
     assert set(catalog.tools) >= {"memory-tools", "filesystem"}
+
+
+def index_problems(text: str, catalog: Any) -> list[str]:
+    """What docs/tools/index.md gets wrong: a live tool missing from its server's section, a
+    summary that is not the first sentence of the live description, a tool that is gone."""
+    sections: dict[str, list[str]] = {}
+    server = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            server = line[3:].strip()
+            sections[server] = []
+        elif server is not None and line.startswith("| [`"):
+            sections[server].append(line)
+    problems = []
+    for name, tools in catalog.tools.items():
+        expected, found = gen.summary_rows(tools), sections.pop(name, None)
+        if found is None:
+            problems.append(f"no '## {name}' section listing its tools")
+            continue
+        for row in expected:
+            if row not in found:
+                problems.append(f"{name}: missing or different, expected: {row}")
+        for row in found:
+            if row not in expected:
+                problems.append(f"{name}: not a live tool or not its live summary: {row}")
+    for name in sections:
+        if name not in catalog.missing:
+            problems.append(f"'## {name}': no such server")
+    return problems
+
+
+def test_the_tools_index_lists_every_live_tool_with_its_summary(catalog: Any) -> None:
+    problems = index_problems(TOOLS_INDEX.read_text(encoding="utf-8"), catalog)
+    assert not problems, (
+        "docs/tools/index.md disagrees with the live tools; rewrite it with "
+        "`python docs/_hooks/tool_reference.py > docs/tools/index.md`:\n" + "\n".join(problems)
+    )
+
+
+def test_the_index_checker_catches_a_missing_tool_and_a_changed_summary(catalog: Any) -> None:
+    text = gen.render_tools_index(catalog)
+    assert index_problems(text, catalog) == []
+    tool = catalog.tools["memory-tools"][0]
+    row = gen.summary_rows([tool])[0]
+    assert any("missing" in p for p in index_problems(text.replace(row + "\n", ""), catalog))
+    changed = text.replace(row, row[:-2] + " More. |")
+    assert any(tool.name in p for p in index_problems(changed, catalog))
 
 
 @pytest.mark.parametrize("path", TOOL_PAGES, ids=[p.stem for p in TOOL_PAGES])

@@ -854,3 +854,49 @@ def test_check_fails_when_popoto_memory_has_no_redis_server(write_config, tmp_pa
     assert "FAIL" in check.stdout and "servers.popoto-memory" in check.stdout
     assert "redis-server" in check.stdout
     assert "OK:" not in check.stdout
+
+
+TERMINAL_LINE = re.compile(
+    r"^dpt-launch: serving \d+ tools from 1 server over stdio: .*"
+    r"dpt-launch client-config CLIENT --config \S+tools\.yaml` \(Ctrl-C to stop\)$",
+    re.M,
+)
+
+
+def test_a_person_at_a_terminal_is_told_what_is_served_and_how_to_connect(tmp_path: Path) -> None:
+    """stdin a terminal (a pty): one stderr line says what is served and how to add it to a
+    client. stdin a pipe (every stdio client): no such line."""
+    import pty
+    import select
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    )
+    command = [*launcher_command(), "--config", str(config)]
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        command, stdin=terminal, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path
+    )
+    os.close(terminal)
+    seen = b""
+    try:
+        assert proc.stderr is not None
+        while b"Ctrl-C" not in seen:  # the launcher ends (EOF) if it never prints the line
+            ready, _, _ = select.select([proc.stderr], [], [], 60)
+            assert ready, seen
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            assert chunk, seen
+            seen += chunk
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        os.close(controller)
+    assert len(TERMINAL_LINE.findall(seen.decode())) == 1, seen
+
+    piped = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+    )
+    assert _initialize(piped)["result"]["serverInfo"]  # serving, past the point of the line
+    _, err = piped.communicate(timeout=30)  # EOF on stdin ends it
+    assert b"Ctrl-C" not in err and b"client-config" not in err, err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from conftest import launcher_command
@@ -46,6 +47,60 @@ def test_tools_lists_the_composed_table_as_json(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in json.loads(listed.stdout)}
     assert rows["read_memory"]["read_only"] and not rows["read_memory"]["locked"]
     assert rows["write_memory"]["locked"] and rows["write_memory"]["server"] == "memory-tools"
+
+
+def test_tools_json_carries_each_tool_s_schemas_and_every_example_fits_them(
+    tmp_path: Path,
+) -> None:
+    """``tools --json`` gives inputSchema and outputSchema; the example arguments ``tools NAME``
+    builds from a schema are accepted by that schema, for every tool of every server."""
+    import jsonschema
+
+    from doc_processing_std_tools.launcher.cli.tool_help import example_arguments
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+        f"  filesystem:\n    settings: {{roots: [{tmp_path}], read_only: false}}\n"
+    )
+    listed = run("tools", "--config", str(config), "--json", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert len(rows) >= 25
+    for row in rows:
+        assert "outputSchema" in row and row["inputSchema"]["type"] == "object", row["name"]
+        arguments = example_arguments(row["inputSchema"])
+        assert set(arguments) == set(row["inputSchema"].get("required", [])), row["name"]
+        jsonschema.Draft202012Validator(row["inputSchema"]).validate(arguments)
+
+
+def test_tools_name_shows_one_tool_with_an_example_call(tmp_path: Path) -> None:
+    import shlex
+
+    config = write_memory_config(tmp_path)
+    shown = run("tools", "--config", str(config), "memory_insert", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    out = shown.stdout
+    assert "memory_insert (server memory-tools)" in out
+    for parameter in ("path", "insert_line", "insert_text"):
+        assert parameter in out
+    assert "integer" in out and "Annotations: read-only no" in out
+    line = next(line for line in out.splitlines() if line.strip().startswith("dpt-launch call"))
+    words = shlex.split(line)
+    assert words[:5] == ["dpt-launch", "call", "--config", str(config), "memory_insert"]
+    assert set(json.loads(words[5])) == {"path", "insert_line", "insert_text"}
+    one = run("tools", "--config", str(config), "memory_insert", "--json", cwd=tmp_path)
+    assert json.loads(one.stdout)["inputSchema"]["required"] == [
+        "path",
+        "insert_line",
+        "insert_text",
+    ]
+    typo = run("tools", "--config", str(config), "memory_insrt", cwd=tmp_path)
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.strip().splitlines() == [
+        "dpt-launch: error: no tool 'memory_insrt'; did you mean 'memory_insert'? "
+        "(see: dpt-launch tools)"
+    ]
 
 
 def test_call_prints_results_and_exits_1_on_a_tool_error(tmp_path: Path) -> None:
@@ -209,3 +264,89 @@ def shlex_quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text)
+
+
+def test_init_says_where_memory_goes_and_a_missing_config_points_to_init(tmp_path: Path) -> None:
+    """The starter's memory_dir comment says what the default is (not 'next to this file'), and
+    a config that is not there names ``dpt-launch init`` (pip users have no configs/ folder)."""
+    made = run("init", "tools.yaml", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    text = (tmp_path / "tools.yaml").read_text()
+    memory_line = next(line for line in text.splitlines() if "memory_dir" in line)
+    assert "(next to this file)" not in memory_line
+    assert "project the client" in memory_line and "per-user folder" in text
+    missing = run("tools", "--config", "absent.yaml", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "dpt-launch init" in missing.stderr and "configs/tools.yaml" not in missing.stderr
+    served = run("--config", "absent.yaml", "--check", cwd=tmp_path)
+    assert served.returncode == 2 and "dpt-launch init" in served.stderr
+
+
+def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
+    tmp_path: Path,
+) -> None:
+    """GUI clients do not inherit the shell's environment: the entry carries the variable with
+    a placeholder, stderr says to fill it in, and connect refuses the placeholder by name."""
+    import tomllib
+
+    from doc_processing_std_tools.launcher.cli.connect import TOKEN_PLACEHOLDER
+
+    flags = ["--url", "http://127.0.0.1:8765/mcp", "--token-env", "DPT_TOKEN"]
+    for client, key in [
+        ("claude-desktop", "mcpServers"),
+        ("cursor", "mcpServers"),
+        ("vscode", "servers"),
+    ]:
+        shown = run("client-config", client, *flags, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        entry = json.loads(shown.stdout)[key]["dpt"]
+        assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
+        assert "replace " + TOKEN_PLACEHOLDER in shown.stderr and "DPT_TOKEN" in shown.stderr
+    codex = run("client-config", "codex", *flags, cwd=tmp_path)
+    entry = tomllib.loads(codex.stdout)["mcp_servers"]["dpt"]
+    assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
+    code = run("client-config", "claude-code", *flags, cwd=tmp_path)
+    assert TOKEN_PLACEHOLDER not in code.stdout + code.stderr  # a terminal program: it inherits
+    unfilled = run(
+        "connect", "http://127.0.0.1:9/mcp", "--token-env", "DPT_TOKEN",
+        cwd=tmp_path, env={"DPT_TOKEN": TOKEN_PLACEHOLDER},
+    )  # fmt: skip
+    assert unfilled.returncode == 2 and "placeholder" in unfilled.stderr
+
+
+MARKING_SERVER = """\
+import pathlib, runpy, sys
+
+pathlib.Path(sys.argv[1]).touch()  # proof that this server was started
+sys.argv = [{server!r}, sys.argv[2]]
+runpy.run_path({server!r}, run_name="__main__")
+"""
+
+
+def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
+    """An in-process tool starts no external server; an external tool starts only the server
+    whose namespace can produce its name."""
+    script = tmp_path / "marking_server.py"
+    server = Path(__file__).resolve().parent / "external_server.py"
+    script.write_text(MARKING_SERVER.format(server=str(server)))
+    config = write_memory_config(tmp_path)
+    for name in ("ext", "other"):
+        marker, counter = tmp_path / f"{name}.started", tmp_path / f"{name}.count"
+        config.write_text(
+            config.read_text()
+            + f"  {name}:\n    command: {json.dumps(sys.executable)}\n"
+            + f"    args: [{json.dumps(str(script))}, {json.dumps(str(marker))}, "
+            + f"{json.dumps(str(counter))}]\n    namespace: {name}\n"
+        )
+    wrote = run(
+        "call", "--config", str(config), "write_memory", '{"key": "k", "value": "v"}',
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert wrote.returncode == 0, wrote.stderr
+    assert not (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
+    assert (tmp_path / "m" / "k.json").exists()  # the call did run
+    external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path)
+    assert external.returncode == 0, external.stderr
+    assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
+    typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path)
+    assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr

@@ -20,13 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import html
-import json
 import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# One reading of a schema for the site and for `dpt-launch tools NAME` (test_docs uses them here).
+from doc_processing_std_tools.launcher.cli.tool_help import (  # noqa: F401
+    parameter_rows,
+    resolve,
+    type_of,
+)
 
 DOCS = Path(__file__).resolve().parents[1]
 TOOLS_DIR = "tools"
@@ -112,83 +118,6 @@ def escape(text: str) -> str:
     return re.sub(r"([\\`*_\[\]|])", r"\\\1", text)
 
 
-def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
-    """A short, readable type: ``integer ≥ 0, or null``, ``array of string (at least 1)``."""
-    prop = resolve(prop, defs)
-    if "anyOf" in prop or "oneOf" in prop:
-        options = [resolve(p, defs) for p in prop.get("anyOf", prop.get("oneOf", []))]
-        nullable = any(p.get("type") == "null" for p in options)
-        kinds = [type_of(p, defs) for p in options if p.get("type") != "null"]
-        return " or ".join(kinds) + (", or null" if nullable else "")
-    if "enum" in prop:
-        return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
-    if "const" in prop:
-        return f"`{json.dumps(prop['const'])}`"
-    kind = prop.get("type", "any")
-    if isinstance(kind, list):
-        kind = " or ".join(kind)
-    if kind == "array":
-        items = prop.get("items")
-        item = type_of(items, defs) if isinstance(items, dict) else ""
-        kind = f"array of {item}s" if item == "object" else f"array of {item}" if item else kind
-        if "minItems" in prop or "maxItems" in prop:
-            low, high = prop.get("minItems"), prop.get("maxItems")
-            if low is not None and low == high:
-                kind += f" (exactly {low})"
-            elif high is None:
-                kind += f" (at least {low})"
-            else:
-                kind += f" ({low or 0} to {high})"
-    low, high = prop.get("minimum"), prop.get("maximum")
-    if low is not None and high is not None:
-        kind += f" {low}–{high}"
-    elif low is not None:
-        kind += f" ≥ {low}"
-    elif high is not None:
-        kind += f" ≤ {high}"
-    return kind
-
-
-def resolve(prop: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """Follow a local ``$ref`` (``#/$defs/Name``) to its definition."""
-    ref = prop.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        return {
-            **defs.get(ref.removeprefix("#/$defs/"), {}),
-            **{k: v for k, v in prop.items() if k != "$ref"},
-        }
-    return prop
-
-
-def parameter_rows(schema: dict[str, Any]) -> list[tuple[str, str, bool, str, str]]:
-    """(name, type, required, default, description) per parameter; the fields of an array
-    of objects follow their parameter as ``param[].field``."""
-    defs = schema.get("$defs", {})
-    rows: list[tuple[str, str, bool, str, str]] = []
-
-    def walk(properties: dict[str, Any], required: set[str], prefix: str) -> None:
-        for name, raw in properties.items():
-            prop = resolve(raw, defs)
-            default = json.dumps(prop["default"]) if "default" in prop else ""
-            rows.append(
-                (
-                    prefix + name,
-                    type_of(prop, defs),
-                    name in required,
-                    default,
-                    prop.get("description", ""),
-                )
-            )
-            items = resolve(prop.get("items") or {}, defs)
-            if prop.get("type") == "array" and items.get("properties"):
-                walk(items["properties"], set(items.get("required", [])), f"{prefix}{name}[].")
-            elif prop.get("type") == "object" and prop.get("properties"):
-                walk(prop["properties"], set(prop.get("required", [])), f"{prefix}{name}.")
-
-    walk(schema.get("properties") or {}, set(schema.get("required") or []), "")
-    return rows
-
-
 def hint(value: Any) -> str:
     return {True: "yes", False: "no"}.get(value, "not declared")
 
@@ -253,6 +182,43 @@ def render_index(server: str, tools: list[Tool]) -> str:
             f"| {hint(tool.annotations.get('destructive_hint'))} |"
         )
     return "\n".join(lines)
+
+
+INDEX_PAGE = "index.md"  # docs/tools/index.md: every tool, by server, checked by tests/test_docs.py
+INDEX_INTRO = """\
+# Tools
+
+Every tool of the built-in servers, grouped by server, with the first sentence of the description
+clients receive. Each name links to its page: parameters, annotations, an example and pitfalls.
+From a terminal, `dpt-launch tools NAME --config F` shows the same parameters and an example call,
+and `dpt-launch tools --config F --json` gives each tool's `inputSchema` and `outputSchema`.
+
+This page is checked against the servers' live schemas by `tests/test_docs.py`; after changing a
+tool, rewrite it with `python docs/_hooks/tool_reference.py > docs/tools/index.md`.
+"""
+
+
+def summary_rows(tools: list[Tool]) -> list[str]:
+    """One index row per tool: its linked name and the first sentence of its description."""
+    return [
+        f"| [`{tool.name}`]({tool.name}.md) | {escape(first_sentence(tool.description))} |"
+        for tool in tools
+    ]
+
+
+def render_tools_index(catalog: Catalog) -> str:
+    """The whole of docs/tools/index.md, from the live tools."""
+    parts = [INDEX_INTRO]
+    for server, tools in catalog.tools.items():
+        parts += [
+            f"## {server}\n",
+            f"Served by [{server}](../servers/{server}.md).\n",
+            "| tool | what it does |",
+            "|---|---|",
+            *summary_rows(tools),
+            "",
+        ]
+    return "\n".join(parts)
 
 
 # -- the pages -----------------------------------------------------------------------
@@ -357,8 +323,14 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
     assert _catalog is not None
     where = f"docs/{page.file.src_uri}"
     try:
+        if page.file.src_uri == f"{TOOLS_DIR}/{INDEX_PAGE}":
+            return markdown
         if page.file.src_uri.startswith(f"{TOOLS_DIR}/"):
             return fill_tool_page(markdown, _catalog, where)
         return fill_index(markdown, _catalog, where)
     except ValueError as exc:
         raise PluginError(str(exc)) from None
+
+
+if __name__ == "__main__":  # python docs/_hooks/tool_reference.py > docs/tools/index.md
+    print(render_tools_index(asyncio.run(live_catalog())), end="")

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from .status import EXIT_OK, EXIT_USAGE, fail
 from .upstream import (
     CONNECT_TIMEOUT,
     DaemonUnreachable,
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dpt-launch")
 
-EXIT_OK, EXIT_USAGE = 0, 2
+TOKEN_PLACEHOLDER = "PASTE-THE-DAEMON-TOKEN-HERE"  # client-config's stand-in, in the env block
 REPROBE_INTERVAL = 2.0  # while the daemon is down, try to reopen the session this often
 LIST_CHANGED = {
     "tools": "notifications/tools/list_changed",
@@ -206,22 +207,27 @@ def connect(args: argparse.Namespace) -> int:
     """Serve the bridge on stdin/stdout until EOF, SIGINT or SIGTERM."""
     parts = urlsplit(args.url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        print(
-            f"dpt-launch connect: error: {args.url!r} is not an http(s) URL "
-            "(e.g. http://127.0.0.1:8765/mcp)",
-            file=sys.stderr,
+        return fail(
+            f"{args.url!r} is not an http(s) URL (e.g. http://127.0.0.1:8765/mcp)",
+            EXIT_USAGE,
+            "dpt-launch connect",
         )
-        return EXIT_USAGE
     headers: dict[str, str] = {}
     if args.token_env:
         token = os.environ.get(args.token_env, "")
         if not token.strip():
-            print(
-                f"dpt-launch connect: error: --token-env {args.token_env}: "
-                "that environment variable is empty or not set",
-                file=sys.stderr,
+            return fail(
+                f"--token-env {args.token_env}: that environment variable is empty or not set",
+                EXIT_USAGE,
+                "dpt-launch connect",
             )
-            return EXIT_USAGE
+        if token.strip() == TOKEN_PLACEHOLDER:
+            return fail(
+                f"--token-env {args.token_env}: it holds the placeholder client-config wrote; "
+                "put the daemon's token in place of it in the client's config (its env block)",
+                EXIT_USAGE,
+                "dpt-launch connect",
+            )
         headers["authorization"] = f"Bearer {token.strip()}"
     with contextlib.suppress(KeyboardInterrupt):
         anyio.run(_serve, args.url, headers)

@@ -20,20 +20,19 @@ from pydantic import ValidationError
 from ... import __version__
 from ...seams import quiet_tool_call_logs
 from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
+from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .status import fail as _fail
 
 log = logging.getLogger("dpt-launch")
-
-EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
 
 DESCRIPTION = """\
 Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own) into
 one MCP server, as listed in a YAML config, and serve it to an MCP client.
 
 Quick start:
-  dpt-launch --config configs/tools.yaml --check   # validate and list the tools
-  dpt-launch --config configs/tools.yaml           # serve over stdio (what MCP clients run)
+  dpt-launch init tools.yaml                # write a commented starter config
+  dpt-launch --config tools.yaml --check    # validate and list the tools
+  dpt-launch --config tools.yaml            # serve over stdio (what MCP clients run)
 
 Client setup (Claude Code):
   claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml
@@ -277,11 +276,6 @@ def _first_leaf(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
-
-
-def _fail(message: str, status: int) -> int:
-    print(f"dpt-launch: error: {message}", file=sys.stderr)
-    return status
 
 
 class _OneLineClientErrors(logging.Filter):

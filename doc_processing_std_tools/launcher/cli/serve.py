@@ -73,9 +73,25 @@ async def serve(
         group.start_soon(_stop_on_signal, group.cancel_scope, transport.shutdown_grace)
         group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
         log.info("serving %s over stdio", tools)
+        if sys.stdin.isatty():
+            print(f"dpt-launch: {terminal_hint(composition, tools)}", file=sys.stderr, flush=True)
         # stdin's EOF ends serving too; a call that cannot be cancelled gets the same grace
         await run_stdio(root, on_eof=lambda: exit_after(transport.shutdown_grace))
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
+
+
+def terminal_hint(composition: Composition, tools: str) -> str:
+    """The line for a person who started the stdio server in a terminal (a client never sees
+    it: its stdin is a pipe): what is served, and that a client should start it instead."""
+    import shlex
+
+    servers = len(composition.mounts)
+    config = shlex.quote(str(composition.loaded.path))
+    return (
+        f"serving {tools} from {servers} server{'' if servers == 1 else 's'} over stdio: this "
+        "process speaks MCP on stdin/stdout for a client that starts it; add it to one with "
+        f"`dpt-launch client-config CLIENT --config {config}` (Ctrl-C to stop)"
+    )
 
 
 def _announce(line: str, transport: TransportConfig) -> None:

@@ -163,8 +163,13 @@ class Upstream:
         if isinstance(parsed, dict) and isinstance(parsed.get("error"), dict):
             deliver({"jsonrpc": "2.0", "id": request_id, "error": parsed["error"]})
             return
-        if response.status_code in (401, 403):
-            why = "it refused our credentials; check the token given with --token-env"
+        if response.status_code in (401, 403) and "authorization" in self.http.headers:
+            why = "it refused our credentials; check the token in the variable given to --token-env"
+        elif response.status_code in (401, 403):
+            why = (
+                "it wants a token and none was sent; add --token-env VAR, "
+                "VAR being an environment variable holding the daemon's token"
+            )
         else:
             why = f"HTTP {response.status_code}: {body.decode('utf-8', 'replace')[:200]}"
         deliver(error_reply(request_id, f"the dpt-launch daemon at {self.url} said: {why}"))

@@ -19,30 +19,69 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
+from .connect import TOKEN_PLACEHOLDER
+from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .status import fail as _fail
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
-def _fail(message: str, status: int) -> int:
-    print(f"dpt-launch: error: {message}", file=sys.stderr)
-    return status
-
-
-async def _composed(config: str) -> Any:
-    """The composition of *config*, or the exit status after printing why there is none."""
+async def _composed(config: str | LoadedConfig, only: set[str] | None = None) -> Any:
+    """The composition of *config* (of the servers in *only*), or the exit status after printing
+    why there is none."""
     from ..compose.composition import CompositionError, ServerStartError, compose
 
     try:
-        loaded = load_config(config)
+        loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            return await compose(loaded)
+            return await compose(loaded, only=only)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:
-        return _fail(f"{config}: {exc}", EXIT_USAGE)
+        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+
+
+def could_expose(entry: ServerEntry, name: str) -> bool:
+    """Whether an external server could expose a tool called *name*, judged from its config
+    alone (its namespace prefix and ``tools:`` globs), without starting it."""
+    own = name
+    if entry.namespace:
+        if not name.startswith(f"{entry.namespace}_"):
+            return False
+        own = name.removeprefix(f"{entry.namespace}_")
+    return entry.tools.admits(own)
+
+
+async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
+    """A composition holding *tool*'s server, started as little as possible, and every tool
+    name seen on the way (for a typo's suggestion).
+
+    In-process servers are built first: that is cheap and starts nothing. Only when none of
+    them has the tool are external servers started, and only those whose namespace and
+    ``tools:`` globs admit the name (an npx server can take seconds to start).
+    """
+    try:
+        loaded = load_config(config)
+    except ConfigError as exc:
+        return _fail(str(exc), EXIT_USAGE), set()
+    enabled = {name: e for name, e in loaded.config.servers.items() if e.enabled}
+    in_process = {name for name, e in enabled.items() if not e.external}
+    candidates = {name for name, e in enabled.items() if e.external and could_expose(e, tool)}
+    seen: set[str] = set()
+    for only in (in_process, candidates):
+        if not only:
+            continue
+        composition = await _composed(loaded, only)
+        if isinstance(composition, int):
+            return composition, seen
+        names = {row["name"] for row in _tool_rows(composition)}
+        if tool in names:
+            return composition, seen
+        seen |= names
+        await composition.aclose()
+    return None, seen
 
 
 def _tool_rows(composition: Any) -> list[dict[str, Any]]:
@@ -58,18 +97,43 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
                     "destructive": bool(hints and hints.destructive_hint),
                     "locked": tool.name in mount.locked,
                     "description": " ".join((tool.description or "").split()),
+                    "annotations": hints.model_dump(by_alias=True, exclude_none=True)
+                    if hints
+                    else {},
+                    "inputSchema": tool.parameters,
+                    "outputSchema": tool.output_schema,
                 }
             )
     return rows
 
 
+def _no_such_tool(name: str, known: set[str]) -> int:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    return _fail(f"no tool {name!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+
+
 async def tools(args: argparse.Namespace) -> int:
-    """The composed tool table, without serving."""
-    composition = await _composed(args.config)
+    """The composed tool table, or with NAME one tool's parameters, without serving."""
+    if args.name:
+        composition, known = await _owner_composition(args.config, args.name)
+        if composition is None:
+            return _no_such_tool(args.name, known)
+    else:
+        composition = await _composed(args.config)
     if isinstance(composition, int):
         return composition
     try:
         rows = _tool_rows(composition)
+        if args.name:
+            row = next(row for row in rows if row["name"] == args.name)
+            if args.json:
+                print(json.dumps(row, indent=2))
+            else:
+                _print_tool(row, composition.loaded.path)
+            return EXIT_OK
         if args.json:
             print(json.dumps(rows, indent=2))
             return EXIT_OK
@@ -94,6 +158,44 @@ async def tools(args: argparse.Namespace) -> int:
         await composition.aclose()
 
 
+def _print_tool(row: dict[str, Any], config: Path) -> None:
+    """One tool for a person: what it does, its parameters, its hints, a call to copy."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .tool_help import example_arguments, parameter_rows
+
+    console = Console(highlight=False, width=max(100, Console().width))
+    console.print(f"[bold]{escape(row['name'])}[/bold] (server {escape(row['server'])})\n")
+    console.print(escape(row["description"]) or "(no description)", "\n")
+    parameters = parameter_rows(row["inputSchema"])
+    if parameters:
+        table = Table(title="Parameters", title_justify="left")
+        for column in ("name", "type", "required", "default", "description"):
+            table.add_column(column, overflow="fold")
+        for name, kind, required, default, text in parameters:
+            cells = (name, kind.replace("`", ""), "yes" if required else "", default, text)
+            table.add_row(*(escape(" ".join(cell.split())) for cell in cells))
+        console.print(table)
+    else:
+        console.print("Parameters: none")
+    hints = row["annotations"]
+
+    def said(key: str) -> str:
+        return {True: "yes", False: "no"}.get(hints.get(key), "not declared")
+
+    console.print(
+        f"\nAnnotations: read-only {said('readOnlyHint')}, destructive {said('destructiveHint')}, "
+        f"idempotent {said('idempotentHint')}, open world {said('openWorldHint')}"
+        + ("; runs under the process lock" if row["locked"] else "")
+    )
+    arguments = json.dumps(example_arguments(row["inputSchema"]), ensure_ascii=False)
+    line = shlex.join(["dpt-launch", "call", "--config", str(config), row["name"], arguments])
+    console.print("\nExample (placeholders for the required parameters):")
+    console.print(f"  {escape(line)}", soft_wrap=True)  # one line, to copy whole
+
+
 async def call(args: argparse.Namespace) -> int:
     """Build, call one tool in-process, print its result; exit 1 when it is an error."""
     from fastmcp import Client
@@ -104,17 +206,12 @@ async def call(args: argparse.Namespace) -> int:
         return _fail(f"the arguments are not JSON: {exc.msg} at character {exc.pos}", EXIT_USAGE)
     if not isinstance(arguments, dict):
         return _fail('the arguments must be a JSON object, e.g. \'{"key": "value"}\'', EXIT_USAGE)
-    composition = await _composed(args.config)
+    composition, known = await _owner_composition(args.config, args.tool)
     if isinstance(composition, int):
         return composition
+    if composition is None:
+        return _no_such_tool(args.tool, known)
     try:
-        known = {row["name"] for row in _tool_rows(composition)}
-        if args.tool not in known:
-            import difflib
-
-            close = difflib.get_close_matches(args.tool, sorted(known), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            return _fail(f"no tool {args.tool!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
         import logging
 
         logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # the result says it once
@@ -165,16 +262,30 @@ def snippet(
     url: str | None = None,
     token_env: str | None = None,
 ) -> str:
-    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form."""
+    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form.
+
+    With *token_env*, clients that do not pass the shell's environment to the servers they
+    start (GUI apps; codex passes only a few variables) get an ``env`` block holding the
+    variable with a placeholder for the token. Claude Code runs from the shell and inherits it.
+    """
     command, args = _launcher_path(), ["--config", str(config)]
+    env: dict[str, str] = {}
     if url is not None:
         args = ["connect", url, *(["--token-env", token_env] if token_env else [])]
+        if token_env and client != "claude-code":
+            env = {token_env: TOKEN_PLACEHOLDER}
     if client == "claude-code":
         return shlex.join(["claude", "mcp", "add", name, "--", command, *args])
     if client == "codex":
         quoted = ", ".join(json.dumps(a) for a in args)
-        return f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
+        lines = f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{quoted}]\n"
+        if env:
+            pairs = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+            lines += f"env = {{ {pairs} }}\n"
+        return lines
     entry: dict[str, Any] = {"command": command, "args": args}
+    if env:
+        entry["env"] = env
     key = "mcpServers"
     if client == "vscode":
         entry = {"type": "stdio", **entry}
@@ -266,6 +377,13 @@ def client_config(args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     print(snippet(args.client, args.name, config, args.url, args.token_env))
+    if args.token_env and args.client != "claude-code":
+        print(
+            f"dpt-launch: note: {args.client} does not pass {args.token_env} from your shell to "
+            f"the servers it starts: replace {TOKEN_PLACEHOLDER} in the env block with the "
+            "daemon's token",
+            file=sys.stderr,
+        )
     if args.write:
         try:
             path = write_client_config(args.client, args.name, config, args.url, args.token_env)
@@ -287,7 +405,8 @@ transport: stdio            # or: {{type: http, host: 127.0.0.1, port: 8765, pat
 servers:
   memory:
     server: memory-tools    # memory as plain files; see docs/servers/memory-tools.md
-    settings: {{}}          # memory_dir: ./agent_memory (next to this file)
+    settings: {{}}          # memory_dir: unset = ./agent_memory in the project the client
+                            # runs in, else a per-user folder; a path set here is relative to this file
 
   filesystem:
     settings:
@@ -326,7 +445,14 @@ def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace
     if verb in ("tools", "call", "client-config"):
         parser.add_argument("-c", "--config", default=default_config, help="the YAML config")
     if verb == "tools":
-        parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        parser.add_argument(
+            "name", nargs="?", help="one tool: its parameters, annotations and an example call"
+        )
+        parser.add_argument(
+            "--json",
+            action="store_true",
+            help="print JSON instead of a table (each tool with its inputSchema and outputSchema)",
+        )
     elif verb == "call":
         parser.add_argument("tool", help="the tool's name, as `dpt-launch tools` lists it")
         parser.add_argument("arguments", nargs="?", help="its arguments as a JSON object")

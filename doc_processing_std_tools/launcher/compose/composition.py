@@ -210,8 +210,11 @@ def resolve_sources(
     return found, skipped
 
 
-async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
-    """Build every enabled server, mount it, list what it exposes and refuse bad names.
+async def compose(
+    loaded: LoadedConfig, *, strict: bool = False, only: set[str] | None = None
+) -> Composition:
+    """Build every enabled server (or those named in *only*), mount it, list what it exposes
+    and refuse bad names.
 
     One step: a :class:`Composition` that exists can be served as it is (call
     :meth:`Composition.aclose` when done with it). External servers are started
@@ -233,7 +236,7 @@ async def compose(loaded: LoadedConfig, *, strict: bool = False) -> Composition:
         # Per-mount tasks (external sessions) live as long as the composition.
         group = await sessions.enter_async_context(anyio.create_task_group())
         sessions.callback(group.cancel_scope.cancel)
-        built, skipped = await build_servers(loaded, group, sessions, strict=strict)
+        built, skipped = await build_servers(loaded, group, sessions, strict=strict, only=only)
         config = loaded.config
         root = FastMCP(
             config.name,

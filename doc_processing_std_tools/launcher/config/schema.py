@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -302,8 +303,8 @@ def load_config(
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            f"{file}: config file not found; pass --config with the path of your tools.yaml "
-            "(see configs/tools.yaml for an example)"
+            f"{file}: config file not found; write a starter one with: dpt-launch init "
+            f"{shlex.quote(str(file))} (or pass --config with the path of yours)"
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
