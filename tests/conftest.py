@@ -25,6 +25,18 @@ def launcher_command() -> list[str]:
     return [sys.executable, "-m", "doc_processing_std_tools.launcher.cli"]
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored() -> Iterator[None]:
+    """Each test starts from the environment the run started with: ``main()`` run in-process
+    sets FASTMCP_LOG_LEVEL and the like, which later launchers spawned by this worker (with
+    xdist, any test's) would inherit."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture
 def dispatch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool, bool]]:
     """popoto's ``dispatch()`` calls, as they happen: (tool, process lock held, on the main

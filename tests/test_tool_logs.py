@@ -50,10 +50,15 @@ def config(tmp_path, log_level: str = "WARNING"):
     return path
 
 
-async def calls_and_log(path, calls: list[tuple[str, dict]]) -> tuple[list, str]:
+async def calls_and_log(
+    path, calls: list[tuple[str, dict]], level: str = "WARNING"
+) -> tuple[list, str]:
+    # fastmcp takes its level from FASTMCP_LOG_LEVEL, which the launcher only defaults: a
+    # test that ran main() in this worker may have left it set, so it is given here
+    env = {"FASTMCP_LOG_LEVEL": level}
     with tempfile.TemporaryFile("w+") as errlog:
         with anyio.fail_after(60):
-            async with launched(path, errlog=errlog) as session:
+            async with launched(path, errlog=errlog, env=env) as session:
                 results = [await session.call_tool(name, args) for name, args in calls]
         errlog.seek(0)
         return results, errlog.read()
@@ -81,7 +86,7 @@ async def test_refused_calls_leave_no_line_and_a_failure_one_plain_error_line(tm
 
 
 async def test_at_debug_each_refusal_is_one_plain_line_without_its_text(tmp_path) -> None:
-    results, log = await calls_and_log(config(tmp_path, "DEBUG"), REFUSED)
+    results, log = await calls_and_log(config(tmp_path, "DEBUG"), REFUSED, "DEBUG")
     assert all(result.is_error for result in results)
     for name, _ in REFUSED:
         lines = [line for line in log.splitlines() if f"Error calling tool '{name}'" in line]
