@@ -9,103 +9,34 @@ case here is one a shortcut once got wrong.
 from __future__ import annotations
 
 import json
-import os
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from conftest import launcher_command
+from stdio_wire import RawStdio
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results_server.py"
 RAW_CHILD = HERE / "raw_child.py"
-REPLY_TIMEOUT = 30.0
-INIT = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"},
-        },
-    }
-).encode()
-INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
 
 
-class Peer:
-    """A process spoken to in raw lines: the launcher, or the server alone."""
-
-    def __init__(self, command: list[str], cwd: Path) -> None:
-        self.proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=cwd,
-        )
-        self.pending = b""
-
-    def send(self, raw: bytes) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.write(raw + b"\n")
-        self.proc.stdin.flush()
-
-    def line(self, timeout: float = REPLY_TIMEOUT) -> bytes | None:
-        """The next line written, or None when none comes within *timeout*."""
-        assert self.proc.stdout
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.pending:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            if not chunk:
-                return None
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return line
-
-    def answer_to(self, request_id: object, timeout: float = REPLY_TIMEOUT) -> dict | None:
-        """The reply to *request_id* (other messages skipped), or None when none comes."""
-        while (line := self.line(timeout)) is not None:
-            message = json.loads(line)
-            if message.get("id") == request_id and "method" not in message:
-                return message
-        return None
-
-    def initialize(self) -> None:
-        self.send(INIT)
-        assert self.answer_to(0) is not None
-        self.send(INITIALIZED)
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            if stream:
-                stream.close()
+def _peer(command: list[str], cwd: Path) -> RawStdio:
+    return RawStdio(command, cwd, stderr=subprocess.DEVNULL)
 
 
-def _launcher(tmp_path: Path, script: Path = RESULTS) -> Peer:
+def _launcher(tmp_path: Path, script: Path = RESULTS) -> RawStdio:
     config = tmp_path / "tools.yaml"
     config.write_text(
         "transport: {type: stdio, shutdown_grace: 3}\n"
         f"servers:\n  ext:\n    command: {sys.executable}\n    args: ['{script}']\n"
     )
-    return Peer([*launcher_command(), "--config", str(config)], tmp_path)
+    return _peer([*launcher_command(), "--config", str(config)], tmp_path)
 
 
-def _alone(tmp_path: Path) -> Peer:
-    return Peer([sys.executable, str(RESULTS)], tmp_path)
+def _alone(tmp_path: Path) -> RawStdio:
+    return _peer([sys.executable, str(RESULTS)], tmp_path)
 
 
 def _served(reply: dict | None) -> bool:
@@ -169,7 +100,6 @@ def test_a_call_before_initialize_is_refused_as_alone(tmp_path: Path) -> None:
     for make in (_alone, _launcher):
         peer = make(tmp_path)
         try:
-            time.sleep(0)  # (nothing to wait for: the call is the first line)
             peer.send(_call(5))
             reply = peer.answer_to(5)
             assert _kind(reply) == -32602, (make.__name__, reply)

@@ -13,18 +13,16 @@ import select
 import signal
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from conftest import launcher_command
+from stdio_wire import REPLY_TIMEOUT, RawStdio
 
 from doc_processing_std_tools.launcher.lines import read_lines
 from doc_processing_std_tools.launcher.transports.wire_errors import error_reply
-
-REPLY_TIMEOUT = 20.0
 
 SLOW_SERVER = """
 import time
@@ -68,58 +66,11 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
-class Wire:
+class Wire(RawStdio):
     """A spawned launcher spoken to in raw lines."""
 
     def __init__(self, config: Path) -> None:
-        self.proc = subprocess.Popen(
-            [*launcher_command(), "--config", str(config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=config.parent,
-        )
-        self.pending = b""
-
-    def send(self, raw: bytes) -> None:
-        assert self.proc.stdin
-        self.proc.stdin.write(raw + b"\n")
-        self.proc.stdin.flush()
-
-    def receive(self, timeout: float = REPLY_TIMEOUT) -> dict:
-        assert self.proc.stdout
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.pending:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.proc.stdout], [], [], max(left, 0))
-            assert ready, f"no reply within {timeout} s"
-            chunk = os.read(self.proc.stdout.fileno(), 1 << 16)
-            assert chunk, "the launcher closed stdout"
-            self.pending += chunk
-        line, self.pending = self.pending.split(b"\n", 1)
-        return json.loads(line)
-
-    def request(self, raw: bytes) -> dict:
-        self.send(raw)
-        return self.receive()
-
-    def initialize(self) -> None:
-        reply = self.request(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {},
-                        "clientInfo": {"name": "raw", "version": "0"},
-                    },
-                }
-            ).encode()
-        )
-        assert reply["id"] == 0 and "result" in reply
-        self.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        super().__init__([*launcher_command(), "--config", str(config)], config.parent)
 
     def call(self, request_id: int, tool: str, arguments: dict) -> bytes:
         return json.dumps(
@@ -140,11 +91,7 @@ def initialized(config: Path) -> Iterator[Wire]:
         w.initialize()
         yield w
     finally:
-        w.proc.kill()
-        w.proc.wait()
-        for stream in (w.proc.stdin, w.proc.stdout, w.proc.stderr):
-            if stream:
-                stream.close()
+        w.close()
 
 
 @pytest.fixture

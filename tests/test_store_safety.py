@@ -8,7 +8,8 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -503,32 +504,39 @@ sys.stdin.readline()
 """
 
 
+@contextmanager
+def flock_held(folder: Path) -> Iterator[None]:
+    """Another process (another launcher, say) holds *folder*'s flock until the block ends."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_FLOCK, str(folder)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait()
+
+
 def test_a_memory_file_edited_through_filesystem_takes_the_memory_flock(tmp_path: Path) -> None:
     root = tmp_path / "root"
     mem = root / "mem"
     store = memory.MemoryStore(mem)
     store.create("/notes.md", "draft\n")  # makes the folder and its lock marker
     fs = filesystem.FileSystem(Jail([root]), filesystem.Settings(roots=[root]))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_FLOCK, str(mem)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     done = threading.Event()
     worker = threading.Thread(
         target=lambda: (fs.edit_file("mem/notes.md", [("draft", "final")]), done.set())
     )
-    worker.start()
-    try:
+    with flock_held(mem):
+        worker.start()
         assert not done.wait(1.0)  # waits for memory's lock (another launcher's write)
         assert (mem / "notes.md").read_text() == "draft\n"
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        holder.wait()
     worker.join(30)
     assert done.is_set()
     assert (mem / "notes.md").read_text() == "final\n"
@@ -633,24 +641,12 @@ def test_nested_roots_of_two_servers_share_the_inner_roots_flock(tmp_path: Path)
     filesystem.FileSystem(Jail([inner]), filesystem.Settings(roots=[inner]))  # registers inner
     assert not (inner / LOCK_FILE_NAME).exists()
     fs = filesystem.FileSystem(Jail([outer]), filesystem.Settings(roots=[outer]))
-    holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_FLOCK, str(inner)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
     done = threading.Event()
     worker = threading.Thread(target=lambda: (fs.write_file("inner/f.txt", "x"), done.set()))
-    worker.start()
-    try:
+    with flock_held(inner):
+        worker.start()
         assert not done.wait(1.0)  # waits for the inner root's lock (the other server's write)
         assert not (inner / "f.txt").exists()
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.write("\n")
-        holder.stdin.flush()
-        holder.wait()
     worker.join(30)
     assert done.is_set()
     assert (inner / "f.txt").read_text() == "x"
