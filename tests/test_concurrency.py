@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import launched, text_of
 
 CALLS = 50
@@ -93,6 +94,7 @@ async def test_overlapping_calls_in_one_launcher(write_config, tmp_path: Path) -
     assert {f"k/{i}" for i in range(CALLS)} <= set(keys)
 
 
+@pytest.mark.slow  # a storm: two launchers writing one folder at once
 async def test_two_launchers_on_one_directory(write_config, tmp_path: Path) -> None:
     memory_dir = tmp_path / "mem"
     slots_file(memory_dir, CALLS)

@@ -994,6 +994,7 @@ async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
     assert "Restarts keep the sky blue." in found.content[0].text
 
 
+@pytest.mark.slow  # a storm: three launchers on one store
 @needs_redis
 @needs_proc
 async def test_three_launchers_share_one_store(tmp_path):

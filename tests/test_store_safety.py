@@ -548,6 +548,7 @@ LAUNCHERS = 3
 EDITS = 120
 
 
+@pytest.mark.slow  # a storm: three launchers editing one root
 async def test_three_launchers_on_one_root_lose_no_edit(write_config, tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
