@@ -191,6 +191,44 @@ def mounted_provider(
     return provider
 
 
+def exposed_only(provider: Provider, allows: Callable[[str, str], bool]) -> Provider:
+    """*provider* showing only what *allows* ``(kind, key)`` lets through: kind ``tool`` (key: the
+    exposed name), ``prompt`` (its name) or ``resource`` (a URI or URI template), for lists and
+    look-ups alike, so a name another server owns can neither be listed nor called here."""
+    from fastmcp.server.transforms import Transform
+
+    class Exposed(Transform):
+        async def list_tools(self, tools: Sequence[Any]) -> Sequence[Any]:
+            return [tool for tool in tools if allows("tool", tool.name)]
+
+        async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Any:
+            return await call_next(name, version=version) if allows("tool", name) else None
+
+        async def list_prompts(self, prompts: Sequence[Any]) -> Sequence[Any]:
+            return [prompt for prompt in prompts if allows("prompt", prompt.name)]
+
+        async def get_prompt(self, name: str, call_next: Any, *, version: Any = None) -> Any:
+            return await call_next(name, version=version) if allows("prompt", name) else None
+
+        async def list_resources(self, resources: Sequence[Any]) -> Sequence[Any]:
+            return [item for item in resources if allows("resource", str(item.uri))]
+
+        async def get_resource(self, uri: str, call_next: Any, *, version: Any = None) -> Any:
+            found = await call_next(uri, version=version)
+            return found if found is not None and allows("resource", str(found.uri)) else None
+
+        async def list_resource_templates(self, templates: Sequence[Any]) -> Sequence[Any]:
+            return [item for item in templates if allows("resource", item.uri_template)]
+
+        async def get_resource_template(
+            self, uri: str, call_next: Any, *, version: Any = None
+        ) -> Any:
+            found = await call_next(uri, version=version)
+            return found if found is not None and allows("resource", found.uri_template) else None
+
+    return provider.wrap_transform(Exposed())
+
+
 def _rules_transform(
     label: str,
     admits: Callable[[str], bool],

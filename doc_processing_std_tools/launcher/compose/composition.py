@@ -13,7 +13,7 @@ import functools
 import logging
 import re
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -63,6 +63,7 @@ class Mount:
     server: FastMCP
     supervisor: Supervisor | None = None  # external servers: its session's keeper
     provider: Provider | None = None  # what was added to the root (set by mount_into)
+    listing: Provider | None = None  # the same before the composition's ownership filter
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
     prompts: tuple[str, ...] = ()  # prompt names as exposed
@@ -110,7 +111,8 @@ class Composition:
     group: TaskGroup  # where those tasks run
     watch: bool = False  # reload when the config file changes (dpt-launch --watch)
     strict: bool = False  # a server that fails to start refuses the launch, or the reload
-    reload_lock: Any = None  # one reload at a time (SIGHUP and --watch); made by reload.watch
+    reload_lock: Any = None  # one reload or list refresh at a time (SIGHUP, --watch, list_changed)
+    exposure: Exposure = field(default_factory=lambda: Exposure())  # who owns each exposed name
 
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
@@ -129,6 +131,45 @@ class Composition:
             required = bool(entry and entry.required)
             servers[name] = {"state": state, "required": required, "reason": why}
         return servers
+
+    def watch_lists(self) -> None:
+        """Have each external server's ``list_changed`` applied by :meth:`refresh`."""
+        for mount in self.mounts:
+            if mount.supervisor is not None:
+                mount.supervisor.on_list_changed = functools.partial(self._list_changed, mount.name)
+
+    def _list_changed(self, name: str) -> None:
+        self.group.start_soon(self.refresh, name)
+
+    async def refresh(self, name: str) -> None:
+        """Server *name* said its lists changed: list them again under the launch-time rules (its
+        filters and namespace, no name another server exposes) and tell every client what changed.
+        """
+        import anyio
+
+        from .sessions import registry_of
+
+        if self.reload_lock is None:
+            self.reload_lock = anyio.Lock()
+        async with self.reload_lock:
+            mount = next((m for m in self.mounts if m.name == name), None)
+            if mount is None or mount.listing is None:
+                return  # (removed by a reload meanwhile)
+            try:
+                live = await listed_live(mount)
+            except Exception as exc:
+                log.warning("servers.%s: could not list what it changed: %s", name, exc)
+                return
+            before = self.mounts
+            self.mounts = self.exposure.settle([live if m is mount else m for m in before])
+            changed = [
+                kind
+                for kind in ("tools", "prompts", "resources")
+                if [exposed(m, kind) for m in before] != [exposed(m, kind) for m in self.mounts]
+            ]
+        registry = registry_of(self.root)
+        if changed and registry is not None:
+            await registry.notify_lists_changed(changed)
 
     @property
     def tool_count(self) -> int:
@@ -246,20 +287,31 @@ async def compose(
             # roots (dropped on roots/list_changed): only the served root sees notifications.
             middleware=[SessionRegistry()],
         )
-        mounts = [await mount_into(root, mount) for mount in built]
+        exposure = Exposure()
+        mounts = [await mount_into(root, mount, exposure=exposure) for mount in built]
         refuse_bad_names(mounts)
+        mounts = exposure.settle(mounts)
     except BaseException:
         await sessions.aclose()
         raise
-    composition = Composition(root, mounts, skipped, loaded, sessions, group)
+    composition = Composition(
+        root, mounts, skipped, loaded, sessions, group, reload_lock=anyio.Lock(), exposure=exposure
+    )
+    composition.watch_lists()
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     return composition
 
 
-async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
-    """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it."""
-    from ...seams import mounted_provider
+async def mount_into(
+    root: FastMCP, mount: Mount, *, add: bool = True, exposure: Exposure | None = None
+) -> Mount:
+    """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
+
+    With an *exposure*, what is mounted shows only the names the composition lets it own
+    (:class:`Exposure`); the lists returned are the server's own, for the collision check.
+    """
+    from ...seams import exposed_only, mounted_provider
 
     entry = mount.entry
     own_names: set[str] = set()  # the server's own tool names, seen by the first listing
@@ -281,15 +333,161 @@ async def mount_into(root: FastMCP, mount: Mount, *, add: bool = True) -> Mount:
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,
         self_locking=locks_itself(mount),
     )
+    shown = (
+        exposed_only(provider, functools.partial(exposure.allows, mount.name))
+        if exposure is not None
+        else provider
+    )
     if add:
-        root.add_provider(provider)
+        root.add_provider(shown)
     tools = tuple(await provider.list_tools())
     warn_idle_globs(mount.name, entry, own_names)
     listing = False  # (later listings need not record)
-    locked = frozenset(t.name for t in tools if needs_lock(entry.lock, t))
     prompts, resources = await _prompts_and_resources(mount.name, provider)
     return replace(
-        mount, provider=provider, tools=tools, locked=locked, prompts=prompts, resources=resources
+        mount,
+        provider=shown,
+        listing=provider,
+        tools=tools,
+        locked=locked_names(entry, tools),
+        prompts=prompts,
+        resources=resources,
+    )
+
+
+def locked_names(entry: ServerEntry, tools: tuple[Tool, ...]) -> frozenset[str]:
+    return frozenset(t.name for t in tools if needs_lock(entry.lock, t))
+
+
+async def listed_live(mount: Mount) -> Mount:
+    """*mount* with its tools, prompts and resources as its server lists them now (before the
+    composition's ownership filter)."""
+    assert mount.listing is not None
+    tools = tuple(await mount.listing.list_tools())
+    prompts, resources = await _prompts_and_resources(mount.name, mount.listing)
+    return replace(
+        mount,
+        tools=tools,
+        locked=locked_names(mount.entry, tools),
+        prompts=prompts,
+        resources=resources,
+    )
+
+
+def exposed(mount: Mount, kind: str) -> list[Any]:
+    """What *mount* exposes of *kind* (``tools``, ``prompts``, ``resources``), to compare."""
+    if kind == "tools":
+        return [(t.name, t.to_mcp_tool().model_dump()) for t in mount.tools]
+    return list(getattr(mount, kind))
+
+
+class Exposure:
+    """Which server exposes each tool name, prompt name and resource URI: at most one.
+
+    A name belongs to the server that had it first: at launch (where two owners are an
+    error, :func:`refuse_bad_names`), or when a server lists a name nobody has. A server
+    that later lists a name another one owns (a child's ``list_changed``, a restart, a
+    reload) does not expose it: the existing one stays, whatever the config's order,
+    and one warning names both servers and the fix.
+    """
+
+    def __init__(self) -> None:
+        self.owners: dict[tuple[str, str], str] = {}  # (kind, key) -> mount name
+        self.active = False  # off while the launch lists every server's own names
+        self.namespaces: dict[str, str | None] = {}
+        self._warned: set[tuple[str, str, str]] = set()
+
+    def allows(self, mount: str, kind: str, key: str) -> bool:
+        """Whether *mount* may expose *key*; a name nobody owns yet becomes *mount*'s."""
+        if not self.active:
+            return True
+        owner = self.owners.get((kind, key))
+        if owner is None:
+            if kind == "tool" and not TOOL_NAME.match(key):
+                self._refuse(mount, kind, key, None)
+                return False
+            self.owners[(kind, key)] = owner = mount
+        if owner != mount:
+            self._refuse(mount, kind, key, owner)
+            return False
+        return True
+
+    def settle(self, mounts: list[Mount]) -> list[Mount]:
+        """*mounts* (their own lists, in config order) cut to what each may expose.
+
+        A name stays with its owner while the owner still lists it; the rest go to the first
+        server listing them. Tool names MCP clients would reject are never exposed.
+        """
+        self.namespaces = {mount.name: mount.entry.namespace for mount in mounts}
+        owners: dict[tuple[str, str], str] = {}
+        for mount in mounts:
+            for kind, key in _keys(mount):
+                if self.owners.get((kind, key)) == mount.name:
+                    owners[(kind, key)] = mount.name
+        for mount in mounts:
+            for kind, key in _keys(mount):
+                if kind == "tool" and not TOOL_NAME.match(key):
+                    self._refuse(mount.name, kind, key, None)
+                    continue
+                owner = owners.setdefault((kind, key), mount.name)
+                if owner != mount.name:
+                    self._refuse(mount.name, kind, key, owner)
+        self.owners, self.active = owners, True
+
+        def own(mount: Mount, kind: str, key: str) -> bool:
+            return owners.get((kind, key)) == mount.name
+
+        settled = []
+        for mount in mounts:
+            tools = tuple(t for t in mount.tools if own(mount, "tool", t.name))
+            settled.append(
+                replace(
+                    mount,
+                    tools=tools,
+                    locked=locked_names(mount.entry, tools),
+                    prompts=tuple(p for p in mount.prompts if own(mount, "prompt", p)),
+                    resources=tuple(r for r in mount.resources if own(mount, "resource", r)),
+                )
+            )
+        return settled
+
+    def _refuse(self, mount: str, kind: str, key: str, owner: str | None) -> None:
+        """One warning per server and name: why it is not exposed, and the fix."""
+        if (mount, kind, key) in self._warned:
+            return
+        self._warned.add((mount, kind, key))
+        if owner is None:
+            log.warning(
+                "servers.%s: tool %r is not exposed: not a valid tool name for MCP clients "
+                "(letters, digits, '_' and '-', at most 64 characters)",
+                mount,
+                key,
+            )
+            return
+        namespace = self.namespaces.get(mount)
+        own = key.removeprefix(f"{namespace}_") if namespace else key
+        leave_out = (
+            f" or leave it out (servers.{mount}.tools.exclude: [{own}])" if kind == "tool" else ""
+        )
+        log.warning(
+            "servers.%s: its %s %r is not exposed: %r already provides that name; set a "
+            "namespace on %r (e.g. servers.%s.namespace: %s)%s",
+            mount,
+            kind,
+            key,
+            owner,
+            mount,
+            mount,
+            suggested_namespace(mount),
+            leave_out,
+        )
+
+
+def _keys(mount: Mount) -> list[tuple[str, str]]:
+    return (
+        [("tool", t.name) for t in mount.tools]
+        + [("prompt", p) for p in mount.prompts]
+        + [("resource", r) for r in mount.resources]
     )
 
 
@@ -439,41 +637,59 @@ def suggested_namespace(mount_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9-]+", "-", mount_name).strip("-")[:30].strip("-") or "ns"
 
 
-def refuse_bad_names(mounts: list[Mount]) -> None:
+def refuse_bad_names(mounts: list[Mount], fresh: set[str] | None = None) -> None:
     """Two servers exposing one name would leave the second unreachable; clients reject odd names.
 
-    fastmcp 4 logs a warning and lets the first provider win; here it is an error.
+    fastmcp 4 logs a warning and lets the first provider win; here it is an error. With
+    *fresh* (a reload: the servers it starts), only a clash involving one of those counts:
+    one between kept servers was settled when it arose (:class:`Exposure`).
     """
+
+    def clash(owning: list[Mount]) -> tuple[Mount, Mount] | None:
+        names = [mount.name for mount in owning]
+        if len(set(names)) < 2:
+            return None
+        if fresh is None:
+            return owning[0], owning[1]
+        for i, first in enumerate(owning):
+            for second in owning[i + 1 :]:
+                if second.name != first.name and {first.name, second.name} & fresh:
+                    return first, second
+        return None
+
     owners: dict[str, list[Mount]] = {}
     for mount in mounts:
         for tool in mount.tools:
             owners.setdefault(tool.name, []).append(mount)
     for tool_name, owning in owners.items():
-        names = [mount.name for mount in owning]
-        if len(names) > 1:
-            first, second = names[0], names[1]
-            namespace = owning[1].entry.namespace
+        pair = clash(owning)
+        if pair is not None:
+            first, second = pair
+            namespace = second.entry.namespace
             own = tool_name.removeprefix(f"{namespace}_") if namespace else tool_name
             raise CompositionError(
-                f"tool name collision: {tool_name!r} is provided by both {first!r} and {second!r}; "
-                f"give one of them a namespace (e.g. servers.{second}.namespace: "
-                f"{suggested_namespace(second)}) or leave the tool out of one "
-                f"(e.g. servers.{second}.tools.exclude: [{own}])"
+                f"tool name collision: {tool_name!r} is provided by both {first.name!r} and "
+                f"{second.name!r}; give one of them a namespace (e.g. servers.{second.name}."
+                f"namespace: {suggested_namespace(second.name)}) or leave the tool out of one "
+                f"(e.g. servers.{second.name}.tools.exclude: [{own}])"
             )
-        if not TOOL_NAME.match(tool_name):
+        if not TOOL_NAME.match(tool_name) and (fresh is None or owning[0].name in fresh):
             raise CompositionError(
-                f"tool {tool_name!r} from {names[0]!r} is not a valid tool name for MCP clients "
-                "(letters, digits, '_' and '-', at most 64 characters); shorten its namespace"
+                f"tool {tool_name!r} from {owning[0].name!r} is not a valid tool name for MCP "
+                "clients (letters, digits, '_' and '-', at most 64 characters); shorten its "
+                "namespace"
             )
     for kind, key in (("prompt", "prompts"), ("resource", "resources")):
-        seen: dict[str, str] = {}
+        holders: dict[str, list[Mount]] = {}
         for mount in mounts:
             for item in getattr(mount, key):
-                first = seen.setdefault(item, mount.name)
-                if first != mount.name:
-                    raise CompositionError(
-                        f"{kind} collision: {item!r} is provided by both {first!r} and "
-                        f"{mount.name!r}, so one of them could not be reached; give one of them a "
-                        f"namespace (e.g. servers.{mount.name}.namespace: "
-                        f"{suggested_namespace(mount.name)})"
-                    )
+                holders.setdefault(item, []).append(mount)
+        for item, owning in holders.items():
+            pair = clash(owning)
+            if pair is not None:
+                later = pair[1].name
+                raise CompositionError(
+                    f"{kind} collision: {item!r} is provided by both {pair[0].name!r} and "
+                    f"{later!r}, so one of them could not be reached; give one of them a "
+                    f"namespace (e.g. servers.{later}.namespace: {suggested_namespace(later)})"
+                )

@@ -20,8 +20,10 @@ from ..config.schema import ConfigError, load_config
 from .composition import (
     Composition,
     CompositionError,
+    Mount,
     ServerStartError,
     build_servers,
+    listed_live,
     merge_instructions,
     mount_into,
     refuse_bad_names,
@@ -58,12 +60,17 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         built, skipped = await build_servers(
             loaded, composition.group, stack, strict=composition.strict, only=started
         )
-        fresh = {m.name: await mount_into(composition.root, m, add=False) for m in built}
+        exposure = composition.exposure
+        fresh = {
+            m.name: await mount_into(composition.root, m, add=False, exposure=exposure)
+            for m in built
+        }
         for mount in built:
             if mount.supervisor is None and mount.server is not None:
                 await _start_lifespan(composition, stack, fresh[mount.name])
-        ordered = [old[n] if n in kept else fresh[n] for n in wanted if n in kept or n in fresh]
-        refuse_bad_names(ordered)
+        live = {name: await _listed_now(old[name]) for name in kept}
+        ordered = [live[n] if n in kept else fresh[n] for n in wanted if n in kept or n in fresh]
+        refuse_bad_names(ordered, fresh=set(fresh))
     except Exception as exc:  # whatever a new server raises, the old composition serves on
         for mount in built:
             if mount.supervisor is not None:
@@ -74,6 +81,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         log.debug("reload failed", exc_info=True)
         raise ReloadError(f"a server failed to start: {type(exc).__name__}: {exc}"[:1000]) from None
 
+    ordered = composition.exposure.settle(ordered)  # (before a client can list the new ones)
     root = composition.root
     for name in removed:
         mount = old[name]
@@ -87,6 +95,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
             root.add_provider(provider)
     composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
     composition.mounts = ordered
+    composition.watch_lists()
     composition.skipped = skipped
     composition.loaded = loaded
     root.instructions = merge_instructions(loaded.config.instructions, ordered)
@@ -97,6 +106,16 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         + (f", {len(skipped)} not mounted" if skipped else "")
         + f"; {told} client(s) told"
     )
+
+
+async def _listed_now(mount: Mount) -> Mount:
+    """A kept server's lists as it has them now: a reload checks the new servers against these,
+    not against what it listed when it started."""
+    try:
+        return await listed_live(mount)
+    except Exception as exc:  # (a server that cannot list now keeps what it exposed)
+        log.debug("servers.%s: could not list it for the reload: %s", mount.name, exc)
+        return mount
 
 
 async def _start_lifespan(composition: Composition, stack: AsyncExitStack, mount: object) -> None:
@@ -140,7 +159,8 @@ def defer_sighup() -> None:
 async def watch(composition: Composition) -> None:
     """Reload on SIGHUP, and when the config file's mtime changes if ``composition.watch``."""
     global _hup_before_serving
-    composition.reload_lock = anyio.Lock()
+    if composition.reload_lock is None:
+        composition.reload_lock = anyio.Lock()
     async with anyio.create_task_group() as group:
         group.start_soon(_on_sighup, composition)
         if composition.watch:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from ...seams import session_connection
@@ -59,14 +60,19 @@ class SessionRegistry(RootsWatch):
                 await client_roots(ctx)
         return await call_next(context)
 
-    async def notify_lists_changed(self) -> int:
-        """Tell every known session that tools, prompts and resources changed; returns how many."""
+    async def notify_lists_changed(
+        self, kinds: Sequence[str] = ("tools", "prompts", "resources")
+    ) -> int:
+        """Tell every known session that these lists changed; returns how many."""
         told = 0
         for key, session in list(self.sessions.items()):
             try:
-                await session.send_tool_list_changed()
-                await session.send_prompt_list_changed()
-                await session.send_resource_list_changed()
+                if "tools" in kinds:
+                    await session.send_tool_list_changed()
+                if "prompts" in kinds:
+                    await session.send_prompt_list_changed()
+                if "resources" in kinds:
+                    await session.send_resource_list_changed()
                 told += 1
             except Exception as exc:  # a session that closed meanwhile
                 log.debug("could not notify a session: %s", exc)

@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 from urllib.parse import urlsplit, urlunsplit
@@ -45,6 +46,13 @@ HTTP_HINTS = {
 }
 
 State = Literal["starting", "up", "restarting", "failed"]
+LIST_CHANGED = frozenset(
+    {
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+        "notifications/resources/list_changed",
+    }
+)
 
 
 class ExternalStartError(Exception):
@@ -130,6 +138,8 @@ class Supervisor:
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
+        # called (never awaited) when the server says a list changed: the composition applies it
+        self.on_list_changed: Callable[[], None] | None = None
 
     @property
     def what(self) -> str:
@@ -240,7 +250,7 @@ class Supervisor:
 
         transport = self._transport()
         self._http_status = 0
-        client = Client(transport, mode="legacy")
+        client = Client(transport, mode="legacy", message_handler=self._on_message)
         with anyio.fail_after(START_TIMEOUT):
             await client.__aenter__()
         try:
@@ -263,6 +273,12 @@ class Supervisor:
                 self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
+
+    async def _on_message(self, message: Any) -> None:
+        """A server's ``notifications/*/list_changed`` is handed on (the session's reader must
+        not wait: listing again needs it)."""
+        if getattr(message, "method", None) in LIST_CHANGED and self.on_list_changed is not None:
+            self.on_list_changed()
 
     async def _watch(self, client: Client) -> str:
         """Return when the session is gone (a call saw it close, or a ping failed): why, when it
