@@ -70,6 +70,12 @@ def write_config(tmp_path: Path):
     return write
 
 
+def _stderr_to(errlog: IO[str] | Path | None) -> contextlib.AbstractContextManager[IO[str]]:
+    if isinstance(errlog, Path):
+        return errlog.open("w")
+    return contextlib.nullcontext(errlog) if errlog else tempfile.TemporaryFile("w+")
+
+
 @asynccontextmanager
 async def launched(
     config: Path,
@@ -78,11 +84,11 @@ async def launched(
     cwd: Path | None = None,
     list_roots_callback: object = None,
     message_handler: object = None,
-    errlog: IO[str] | None = None,
+    errlog: IO[str] | Path | None = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
-    (declaring MCP roots when *list_roots_callback* is given; its stderr goes to *errlog*
-    when given, else is dropped)."""
+    (declaring MCP roots when *list_roots_callback* is given). Its stderr goes to *errlog*, a file
+    object or a path to write, when given; else it is dropped."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -94,7 +100,7 @@ async def launched(
         cwd=str(cwd or config.parent),
     )
     with (
-        contextlib.nullcontext(errlog) if errlog else tempfile.TemporaryFile("w+") as log,
+        _stderr_to(errlog) as log,
         anyio.fail_after(SPAWN_TIMEOUT),
     ):
         async with (
