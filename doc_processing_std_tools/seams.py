@@ -201,14 +201,17 @@ def exposed_only(provider: Provider, allows: Callable[[str, str], bool]) -> Prov
         async def list_tools(self, tools: Sequence[Any]) -> Sequence[Any]:
             return [tool for tool in tools if allows("tool", tool.name)]
 
+        # (a look-up asks every server: only one that has the name may be told it is hidden)
         async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Any:
-            return await call_next(name, version=version) if allows("tool", name) else None
+            found = await call_next(name, version=version)
+            return found if found is not None and allows("tool", name) else None
 
         async def list_prompts(self, prompts: Sequence[Any]) -> Sequence[Any]:
             return [prompt for prompt in prompts if allows("prompt", prompt.name)]
 
         async def get_prompt(self, name: str, call_next: Any, *, version: Any = None) -> Any:
-            return await call_next(name, version=version) if allows("prompt", name) else None
+            found = await call_next(name, version=version)
+            return found if found is not None and allows("prompt", name) else None
 
         async def list_resources(self, resources: Sequence[Any]) -> Sequence[Any]:
             return [item for item in resources if allows("resource", str(item.uri))]
