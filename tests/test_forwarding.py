@@ -160,3 +160,52 @@ async def test_the_clients_roots_list_changed_reaches_the_child(write_config: An
                 if "file:///work/two" in seen:
                     break
                 await anyio.sleep(0.05)
+
+
+async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
+    """Two clients over streamable HTTP, one after the other on the same child: each one's
+    sampling and roots come from that client; outside a call nothing is guessed."""
+    from contextlib import AsyncExitStack
+
+    from launch_helpers import http_launcher
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    def answers(tag: str) -> dict[str, Any]:
+        async def sample(context: Any, params: Any) -> Any:
+            return mcp_types.CreateMessageResult(
+                role="assistant",
+                model=tag,
+                content=mcp_types.TextContent(type="text", text="x"),
+            )
+
+        async def roots(context: Any) -> Any:
+            return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=f"file:///{tag}")])
+
+        return {"sampling_callback": sample, "list_roots_callback": roots}
+
+    with http_launcher(asker_config(write_config)) as launched, anyio.fail_after(60):
+        async with AsyncExitStack() as stack:
+            sessions = []
+            for tag in ("first", "second"):
+                read, write, *_ = await stack.enter_async_context(
+                    streamable_http_client(launched.url)
+                )
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, **answers(tag))
+                )
+                await session.initialize()
+                sessions.append(session)
+            for tag, session in zip(("second", "first"), reversed(sessions), strict=True):
+                assert text_of(await session.call_tool("ask_sample", {"prompt": "p"})) == (
+                    f"{tag}: x"
+                )
+                assert text_of(await session.call_tool("ask_roots", {})) == f"file:///{tag}"
+            await sessions[0].send_roots_list_changed()
+            with anyio.fail_after(WAIT):
+                while True:
+                    seen = json.loads(text_of(await sessions[0].call_tool("ask_roots_seen", {})))
+                    if len(seen) >= 2:
+                        break
+                    await anyio.sleep(0.05)
+    assert "outside any call" in seen[-1]  # asked after list_changed, in no call: not guessed

@@ -55,10 +55,12 @@ class Fronts:
         self.links: weakref.WeakSet[FrontLink] = weakref.WeakSet()
 
     async def client_ready(self, session: Any, *, stdio: bool) -> None:
-        """A client finished its handshake: over stdio it is the one client; servers that
-        asked for roots before any client could answer are told the roots changed."""
-        if stdio:
-            self.lone = session
+        """A client finished its handshake: over stdio it is the one client, and servers that
+        asked for roots before it could answer are told the roots changed (over HTTP a server
+        asking outside a call gets an error anyway: nothing to tell)."""
+        if not stdio:
+            return
+        self.lone = session
         if _declares(session, "roots"):
             for link in list(self.links):
                 if link.asked_roots_early:
