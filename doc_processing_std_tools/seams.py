@@ -101,6 +101,35 @@ def session_connection(session: Any) -> Any:
     return getattr(session, "_connection", session)
 
 
+def client_log_level(session: Any) -> str | None:
+    """The least level the client of *session* asked for with ``logging/setLevel``, or None.
+
+    fastmcp keeps it in the connection's ``state`` (``context._get_client_log_level``);
+    a server's own log messages passed on by the launcher follow the same level.
+    """
+    from fastmcp.server.context import _get_client_log_level
+
+    return _get_client_log_level(session)
+
+
+def answer_server_requests(client: Any, *, sampling: Any, elicitation: Any, roots: Any) -> None:
+    """Answer a fastmcp ``Client``'s server-initiated requests with SDK callbacks as they are.
+
+    fastmcp's ``sampling_handler``/``elicitation_handler``/``roots`` wrap a handler so that
+    any error becomes -32603 and an elicitation's content is re-typed; a relay passes the
+    client's answer and error on unchanged, so it sets the session's callbacks itself
+    (``Client._session_kwargs``, read when the session opens). The SDK session then
+    declares sampling, elicitation and roots (``listChanged``) in ``initialize``.
+    """
+    import mcp_types
+
+    kwargs = client._session_kwargs
+    kwargs["sampling_callback"] = sampling
+    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability()
+    kwargs["elicitation_callback"] = elicitation
+    kwargs["list_roots_callback"] = roots
+
+
 TOOL_CALL_LOGGER = (
     "fastmcp.server.server"  # logs "Error calling tool '<name>'" for each failed call
 )

@@ -85,10 +85,13 @@ async def launched(
     list_roots_callback: object = None,
     message_handler: object = None,
     errlog: IO[str] | Path | None = None,
+    sampling_callback: object = None,
+    elicitation_callback: object = None,
+    logging_callback: object = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
-    (declaring MCP roots when *list_roots_callback* is given). Its stderr goes to *errlog*, a file
-    object or a path to write, when given; else it is dropped."""
+    (declaring MCP roots, sampling or elicitation when their callback is given). Its stderr
+    goes to *errlog*, a file object or a path to write, when given; else it is dropped."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -110,6 +113,9 @@ async def launched(
                 write,
                 list_roots_callback=list_roots_callback,  # type: ignore[arg-type]
                 message_handler=message_handler,  # type: ignore[arg-type]
+                sampling_callback=sampling_callback,  # type: ignore[arg-type]
+                elicitation_callback=elicitation_callback,  # type: ignore[arg-type]
+                logging_callback=logging_callback,  # type: ignore[arg-type]
             ) as session,
         ):
             await session.initialize()

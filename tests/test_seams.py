@@ -321,3 +321,53 @@ async def test_failed_tool_calls_are_logged_by_one_logger_with_the_error_at_hand
         ("ERROR", "Error calling tool 'crash': RuntimeError: bug second line"),
     ]
     assert not [r for r in caplog.records if r.name == seams.TOOL_CALL_LOGGER]
+
+
+async def test_raw_callbacks_answer_server_requests_unchanged_and_are_declared() -> None:
+    """``answer_server_requests``: the session declares sampling, elicitation and roots, and a
+    callback's MCPError reaches the server with its own code (fastmcp's handlers make -32603)."""
+    import warnings
+
+    import mcp_types
+    from mcp.shared.exceptions import MCPError
+
+    server = FastMCP("asker")
+
+    @server.tool
+    async def ask(ctx: Context) -> str:
+        declared = ctx.session.client_capabilities
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                await ctx.session.list_roots()
+            except MCPError as exc:
+                said = f"{exc.error.code}: {exc.error.message}"
+        assert declared is not None
+        kinds = [k for k in ("sampling", "elicitation", "roots") if getattr(declared, k)]
+        return f"{kinds} {declared.roots.list_changed if declared.roots else None} {said}"
+
+    async def refuse(*_args: object) -> mcp_types.ErrorData:
+        raise MCPError(-32042, "not here")
+
+    client = Client(server, mode="legacy")
+    seams.answer_server_requests(client, sampling=refuse, elicitation=refuse, roots=refuse)
+    async with client:
+        result = await client.call_tool("ask", {})
+    assert result.data == "['sampling', 'elicitation', 'roots'] True -32042: not here"
+
+
+async def test_client_log_level_is_what_the_client_set() -> None:
+    import warnings
+
+    server = FastMCP("levels")
+
+    @server.tool
+    def level(ctx: Context) -> str:
+        return str(seams.client_log_level(ctx.session))
+
+    async with Client(server, mode="legacy") as client:
+        assert (await client.call_tool("level", {})).data == "None"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.set_logging_level("warning")
+        assert (await client.call_tool("level", {})).data == "warning"

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fastmcp.server.providers import Provider
     from fastmcp.tools import Tool
 
+    from ..external.front import Fronts
     from ..external.supervisor import Supervisor
 
 log = logging.getLogger("dpt-launch")
@@ -277,15 +278,19 @@ async def compose(
         # Per-mount tasks (external sessions) live as long as the composition.
         group = await sessions.enter_async_context(anyio.create_task_group())
         sessions.callback(group.cancel_scope.cancel)
-        built, skipped = await build_servers(loaded, group, sessions, strict=strict, only=only)
+        # Sessions to notify on reload, the per-session cache of the client's MCP roots
+        # (dropped on roots/list_changed) and the sessions external servers' own requests
+        # reach: only the served root sees notifications.
+        registry = SessionRegistry()
+        built, skipped = await build_servers(
+            loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts
+        )
         config = loaded.config
         root = FastMCP(
             config.name,
             instructions=merge_instructions(config.instructions, built),
             version=__version__,
-            # Sessions to notify on reload, and the per-session cache of the client's MCP
-            # roots (dropped on roots/list_changed): only the served root sees notifications.
-            middleware=[SessionRegistry()],
+            middleware=[registry],
         )
         exposure = Exposure()
         mounts = [await mount_into(root, mount, exposure=exposure) for mount in built]
@@ -514,10 +519,12 @@ async def build_servers(
     *,
     strict: bool,
     only: set[str] | None = None,
+    fronts: Fronts | None = None,
 ) -> tuple[list[Mount], list[tuple[str, str]]]:
     """Validate settings and build every enabled server (or those named in *only*).
 
-    External servers' supervisors run in *group*; they start concurrently.
+    External servers' supervisors run in *group*; they start concurrently. What they
+    ask of the client reaches the sessions of *fronts*.
     """
     from ..external.supervisor import ExternalStartError, Supervisor
 
@@ -528,7 +535,7 @@ async def build_servers(
     supervisors: dict[str, Supervisor] = {}
     for name, entry, _source in found:
         if entry.external:
-            supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir)
+            supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir, fronts)
             sessions.callback(supervisor.close)
             group.start_soon(supervisor.run)
 

@@ -57,8 +57,14 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     stack = AsyncExitStack()  # undoes what this reload started if it is refused
     built: list = []
     try:
+        registry = registry_of(composition.root)
         built, skipped = await build_servers(
-            loaded, composition.group, stack, strict=composition.strict, only=started
+            loaded,
+            composition.group,
+            stack,
+            strict=composition.strict,
+            only=started,
+            fronts=registry.fronts if registry is not None else None,
         )
         exposure = composition.exposure
         fresh = {

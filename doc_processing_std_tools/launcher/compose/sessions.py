@@ -18,6 +18,7 @@ from typing import Any
 
 from ...seams import session_connection
 from ...workspace import RootsWatch
+from ..external.front import Fronts
 
 log = logging.getLogger("dpt-launch")
 
@@ -31,6 +32,8 @@ class SessionRegistry(RootsWatch):
         super().__init__()
         # keyed by the session's connection: the session object itself may be a per-request view
         self.sessions: OrderedDict[int, Any] = OrderedDict()
+        # what external servers ask of the client goes to these sessions
+        self.fronts = Fronts()
 
     async def on_notification(self, context: Any, call_next: Any) -> Any:
         if getattr(context, "method", None) == "notifications/initialized":
@@ -43,6 +46,9 @@ class SessionRegistry(RootsWatch):
                 self.sessions[id(session_connection(session))] = session
                 while len(self.sessions) > MAX_REMEMBERED:
                     self.sessions.popitem(last=False)
+                await self.fronts.client_ready(session, stdio=ctx.transport == "stdio")
+        elif getattr(context, "method", None) == "notifications/roots/list_changed":
+            await self.fronts.roots_changed()
         return await super().on_notification(context, call_next)
 
     async def on_list_tools(self, context: Any, call_next: Any) -> Any:

@@ -176,7 +176,9 @@ class ToolRelay:
 
         params: Mapping[str, Any] = ctx.params
         try:
-            result = await target.tool.guarded(lambda: self._forward(target, params, ctx.session))
+            result = await target.tool.guarded(
+                lambda: self._forward(target, params, ctx.session, ctx.request_id)
+            )
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
         meta = result.get("_meta")
@@ -185,9 +187,11 @@ class ToolRelay:
         return result
 
     async def _forward(
-        self, target: RelayTarget, params: Mapping[str, Any], caller: Any
+        self, target: RelayTarget, params: Mapping[str, Any], caller: Any, request_id: Any
     ) -> dict[str, Any]:
-        """Send the call on the server's session; its progress goes to *caller* (the front session)."""
+        """Send the call on the server's session; its progress, and what the server asks of the
+        client meanwhile (sampling, elicitation, roots, logs), go to *caller* (the front session),
+        tied to its request *request_id*."""
         from fastmcp.exceptions import ToolError
         from mcp.shared.exceptions import MCPError
 
@@ -210,7 +214,8 @@ class ToolRelay:
             send_raw_request(client, "tools/call", out, on_progress=on_progress)
         )
         try:
-            return await asyncio.shield(request)
+            with target.supervisor.front.calling(caller, request_id):
+                return await asyncio.shield(request)
         except asyncio.CancelledError:
             request.cancel()
             _ABANDONED.add(request)

@@ -25,6 +25,7 @@ import anyio
 
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
+from .front import FrontLink, Fronts
 
 if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
@@ -123,7 +124,11 @@ def _is_connection_loss(exc: BaseException | None) -> bool:
 class Supervisor:
     """Owns one external server's session for the launcher's lifetime."""
 
-    def __init__(self, name: str, entry: ServerEntry, base_dir: Path) -> None:
+    def __init__(
+        self, name: str, entry: ServerEntry, base_dir: Path, fronts: Fronts | None = None
+    ) -> None:
+        """*fronts*: the launcher's client sessions, which the server's own requests and log
+        messages reach (:mod:`.front`); without it they reach no client."""
         self.name = name
         self.entry = entry
         self.base_dir = base_dir
@@ -135,6 +140,7 @@ class Supervisor:
         self._counted = False
         self._http_status = 0  # the last HTTP error status a URL server answered (0: none)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
+        self.front = FrontLink(name, fronts or Fronts())
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -250,11 +256,19 @@ class Supervisor:
 
         transport = self._transport()
         self._http_status = 0
-        client = Client(transport, mode="legacy", message_handler=self._on_message)
+        from ...seams import answer_server_requests
+
+        front = self.front
+        client = Client(
+            transport, mode="legacy", message_handler=self._on_message, log_handler=front.log
+        )
+        answer_server_requests(
+            client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
+        )
         with anyio.fail_after(START_TIMEOUT):
             await client.__aenter__()
         try:
-            self._client = client
+            self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
             self.last_error = ""
             self.attempt = 0  # up again: the next outage counts its attempts from 1
@@ -265,7 +279,7 @@ class Supervisor:
                 why or (self.relay.last_line if self.relay else "") or "the session closed"
             )
         finally:
-            self._client = None
+            self._client = front.client = None
             self.pipe = None
             if self.state == "up":  # calls say so while the old session closes
                 self.attempt += 1

@@ -1,0 +1,236 @@
+"""What an external server asks of the client reaches the client: sampling, elicitation, roots, logs.
+
+Each :class:`~.supervisor.Supervisor` keeps one long-lived session to its server, so the
+server's own requests (``sampling/createMessage``, ``elicitation/create``, ``roots/list``)
+and its ``notifications/message`` arrive in that session's receive loop, where no
+front request is current (fastmcp's proxy handlers rely on one). A :class:`FrontLink`
+per server knows the front sessions (the launcher's clients) with a call in flight to
+it, and answers the server's requests by asking that client:
+
+* one client session has calls in flight to the server: that session (over HTTP, on
+  the stream of its latest call);
+* none, over stdio: the one client (:attr:`Fronts.lone`), e.g. a server that asks
+  for roots outside a call, and every call of the stdio fast path;
+* none over HTTP, or calls from several sessions at once: an error naming the reason
+  (nothing on the wire says which call a server's request belongs to, and the launcher
+  never guesses).
+
+A client that did not declare the capability is not asked: the server gets the error
+the official client answers then (-32600 "Sampling not supported" and the like). The
+client's answer, or its error, goes back to the server unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import mcp_types
+
+log = logging.getLogger("dpt-launch")
+
+# The MCP log levels by severity (RFC 5424 order), for logging/setLevel's minimum.
+LOG_SEVERITY = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+SEE_DOCS = "see 'Forwarded to the client' in docs/launcher.md"
+
+
+class Fronts:
+    """The launcher's client sessions as the external servers' requests need them.
+
+    One per composition (held by the session registry, which feeds it); shared by
+    every :class:`FrontLink`.
+    """
+
+    def __init__(self) -> None:
+        self.lone: Any = None  # the stdio client's session, once it is initialized
+        self.links: weakref.WeakSet[FrontLink] = weakref.WeakSet()
+
+    async def client_ready(self, session: Any, *, stdio: bool) -> None:
+        """A client finished its handshake: over stdio it is the one client, and servers that
+        asked for roots before it could answer are told the roots changed (over HTTP a server
+        asking outside a call gets an error anyway: nothing to tell)."""
+        if not stdio:
+            return
+        self.lone = session
+        if _declares(session, "roots"):
+            for link in list(self.links):
+                if link.asked_roots_early:
+                    link.asked_roots_early = False
+                    await link.tell_roots_changed()
+
+    async def roots_changed(self) -> None:
+        """The client's roots changed: every external server is told, so it asks again."""
+        for link in list(self.links):
+            await link.tell_roots_changed()
+
+
+class FrontLink:
+    """One external server's way to the client: its session's callbacks (see the module)."""
+
+    def __init__(self, name: str, fronts: Fronts) -> None:
+        self.name = name
+        self.fronts = fronts
+        self.client: Any = None  # the server's live fastmcp Client (set by the supervisor)
+        self.asked_roots_early = False
+        self._calls: dict[int, tuple[Any, Any]] = {}  # call token -> (session, request id)
+        self._count = 0
+        fronts.links.add(self)
+
+    @contextlib.contextmanager
+    def calling(self, session: Any, request_id: Any) -> Iterator[None]:
+        """A call from *session* (its request *request_id*) is in flight to this server."""
+        self._count += 1
+        token = self._count
+        self._calls[token] = (session, request_id)
+        try:
+            yield
+        finally:
+            del self._calls[token]
+
+    def _front(self, what: str) -> tuple[Any, Any]:
+        """The session (and its request id, or None) that *what* is for, or an MCPError why none."""
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INVALID_REQUEST
+
+        from ...seams import session_connection
+
+        calls = list(self._calls.values())
+        if calls:
+            connections = {id(session_connection(session)) for session, _ in calls}
+            if len(connections) == 1:
+                return calls[-1]
+            raise MCPError(
+                INVALID_REQUEST,
+                f"server {self.name!r} sent {what} while calls from {len(connections)} client "
+                f"sessions were in flight to it; the launcher cannot tell which one it is for "
+                f"({SEE_DOCS})",
+            )
+        if self.fronts.lone is not None:
+            return self.fronts.lone, None
+        raise MCPError(
+            INVALID_REQUEST,
+            f"server {self.name!r} sent {what} outside any call from a client, and no stdio "
+            f"client is connected to forward it to ({SEE_DOCS})",
+        )
+
+    async def _ask(
+        self, what: str, capability: str, request: Any, result_type: type[Any], unsupported: str
+    ) -> Any:
+        """Send *request* to the front client and return its answer (its error is raised)."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.shared.message import ServerMessageMetadata
+        from mcp_types import INVALID_REQUEST
+
+        session, request_id = self._front(what)
+        if not _declares(session, capability):
+            raise MCPError(INVALID_REQUEST, unsupported)
+        metadata = (
+            None if request_id is None else ServerMessageMetadata(related_request_id=request_id)
+        )
+        return await session.send_request(request, result_type, metadata=metadata)
+
+    async def sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
+        import mcp_types
+
+        result_type = (
+            mcp_types.CreateMessageResultWithTools
+            if params.tools or params.tool_choice
+            else mcp_types.CreateMessageResult
+        )
+        return await self._ask(
+            "sampling/createMessage",
+            "sampling",
+            mcp_types.CreateMessageRequest(params=params),
+            result_type,
+            "Sampling not supported",
+        )
+
+    async def elicitation(self, context: Any, params: mcp_types.ElicitRequestParams) -> Any:
+        import mcp_types
+
+        return await self._ask(
+            "elicitation/create",
+            "elicitation",
+            mcp_types.ElicitRequest(params=params),
+            mcp_types.ElicitResult,
+            "Elicitation not supported",
+        )
+
+    async def roots(self, context: Any) -> Any:
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            return await self._ask(
+                "roots/list",
+                "roots",
+                mcp_types.ListRootsRequest(),
+                mcp_types.ListRootsResult,
+                "List roots not supported",
+            )
+        except MCPError:
+            if self.fronts.lone is None and not self._calls:
+                self.asked_roots_early = True  # told once a client's roots are known
+            raise
+
+    async def log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        """Pass the server's log message on, under its mount name, when the client's level
+        admits it; dropped when no one client can be told (see the module)."""
+        import mcp_types
+        from mcp.shared.exceptions import MCPError
+
+        from ...seams import client_log_level
+
+        try:
+            session, request_id = self._front("notifications/message")
+        except MCPError as exc:
+            log.debug("servers.%s: log message dropped: %s", self.name, exc.error.message)
+            return
+        least = client_log_level(session)
+        if least is not None and LOG_SEVERITY[params.level] < LOG_SEVERITY[least]:
+            return
+        logger = f"{self.name}/{params.logger}" if params.logger else self.name
+        note = mcp_types.LoggingMessageNotification(
+            params=mcp_types.LoggingMessageNotificationParams(
+                level=params.level, data=params.data, logger=logger
+            )
+        )
+        try:
+            await session.send_notification(note, related_request_id=request_id)
+        except Exception as exc:  # the client went away meanwhile
+            log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    async def tell_roots_changed(self) -> None:
+        """``notifications/roots/list_changed`` to this server, when its session is up."""
+        client = self.client
+        if client is None:
+            return
+        try:
+            await client.session.send_notification(_roots_list_changed())
+        except Exception as exc:  # the session is going down; its next one asks anyway
+            log.debug("servers.%s: could not tell it the roots changed: %s", self.name, exc)
+
+
+def _roots_list_changed() -> Any:
+    import mcp_types
+
+    return mcp_types.RootsListChangedNotification()
+
+
+def _declares(session: Any, capability: str) -> bool:
+    """Whether the client of *session* declared *capability* (sampling, elicitation, roots)."""
+    import mcp_types
+
+    declared = getattr(session, "client_capabilities", None)
+    return isinstance(declared, mcp_types.ClientCapabilities) and (
+        getattr(declared, capability, None) is not None
+    )

@@ -1,0 +1,211 @@
+"""What a mounted server asks of the client reaches the client (issue 26, section 1), over stdio.
+
+A real FastMCP child (``tests/asking_server.py``) is mounted with ``command:``; the
+official mcp client talks to ``dpt-launch`` and answers sampling, elicitation and
+roots itself. Where a case has an answer of its own (a client without a capability),
+the same child run alone is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types
+from conftest import launched, text_of
+
+ASKER = Path(__file__).with_name("asking_server.py")
+WAIT = 30  # seconds before a test that waits for a message gives up (never expected)
+
+
+def asker_config(write_config: Any) -> Path:
+    return write_config(
+        f"servers:\n  ask:\n    command: {sys.executable}\n    args: [{ASKER}]\n"
+        "    namespace: ask\n"
+    )
+
+
+async def sampled(context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
+    prompt = params.messages[0].content.text  # type: ignore[union-attr]
+    return mcp_types.CreateMessageResult(
+        role="assistant",
+        model="client-model",
+        content=mcp_types.TextContent(type="text", text=f"echo {prompt}"),
+    )
+
+
+async def elicited(context: Any, params: mcp_types.ElicitRequestParams) -> Any:
+    return mcp_types.ElicitResult(action="accept", content={"value": "Ada"})
+
+
+async def listed_roots(context: Any) -> Any:
+    return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri="file:///work/project")])
+
+
+@asynccontextmanager
+async def alone(**callbacks: Any) -> AsyncIterator[Any]:
+    """The asking server on its own, with the official client."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(command=sys.executable, args=[str(ASKER)], env=dict(os.environ))
+    with open(os.devnull, "w") as errlog, anyio.fail_after(WAIT):
+        async with (
+            stdio_client(params, errlog=errlog) as (read, write),
+            ClientSession(read, write, **callbacks) as session,
+        ):
+            await session.initialize()
+            yield session
+
+
+async def test_sampling_elicitation_and_roots_reach_the_client_and_its_answers_come_back(
+    write_config: Any,
+) -> None:
+    async with launched(
+        asker_config(write_config),
+        sampling_callback=sampled,
+        elicitation_callback=elicited,
+        list_roots_callback=listed_roots,
+    ) as session:
+        sample = await session.call_tool("ask_sample", {"prompt": "hi"})
+        assert text_of(sample) == "client-model: echo hi"
+        name = await session.call_tool("ask_ask_name", {})
+        assert text_of(name) == "accept: Ada"
+        roots = await session.call_tool("ask_roots", {})
+        assert text_of(roots) == "file:///work/project"
+
+
+async def test_children_are_initialized_declaring_what_the_launcher_forwards(
+    write_config: Any,
+) -> None:
+    async with launched(asker_config(write_config)) as session:
+        declared = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
+    assert "sampling" in declared
+    assert "elicitation" in declared
+    assert declared["roots"] == {"listChanged": True}
+
+
+async def test_a_client_without_a_capability_gives_the_child_the_error_it_gives_alone(
+    write_config: Any,
+) -> None:
+    """The client declares roots only: sampling and elicitation fail as they do without the
+    launcher, and roots (asked in the same session) still reach it."""
+    async with alone(list_roots_callback=listed_roots) as session:
+        expected = [
+            text_of(await session.call_tool(name, arguments))
+            for name, arguments in (("sample", {"prompt": "hi"}), ("ask_name", {}))
+        ]
+    assert expected[0] == "error -32600: Sampling not supported"
+    async with launched(asker_config(write_config), list_roots_callback=listed_roots) as session:
+        got = [
+            text_of(await session.call_tool(name, arguments))
+            for name, arguments in (("ask_sample", {"prompt": "hi"}), ("ask_ask_name", {}))
+        ]
+        roots = text_of(await session.call_tool("ask_roots", {}))
+    assert got == expected
+    assert roots == "file:///work/project"
+
+
+async def test_a_childs_log_messages_reach_the_client_at_its_level_named_by_the_server(
+    write_config: Any,
+) -> None:
+    received: list[mcp_types.LoggingMessageNotificationParams] = []
+    arrived = anyio.Event()
+
+    async def on_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
+        received.append(params)
+        arrived.set()
+
+    async with launched(asker_config(write_config), logging_callback=on_log) as session:
+        await session.set_logging_level("info")
+        assert text_of(await session.call_tool("ask_chatter", {"text": "hello"})) == "said"
+        with anyio.fail_after(WAIT):
+            await arrived.wait()
+    assert [(m.level, m.logger) for m in received] == [("info", "ask/chat")]
+    data = received[0].data
+    assert (data.get("msg") if isinstance(data, dict) else data) == "info hello"
+
+
+async def test_a_child_that_asked_for_roots_before_any_client_asks_again_when_one_connects(
+    write_config: Any,
+) -> None:
+    async with launched(asker_config(write_config), list_roots_callback=listed_roots) as session:
+        with anyio.fail_after(WAIT):
+            while True:
+                seen = json.loads(text_of(await session.call_tool("ask_roots_seen", {})))
+                if "file:///work/project" in seen:
+                    break
+                await anyio.sleep(0.05)
+    assert seen[0].startswith("error ")  # asked at the launcher's start: no client to ask yet
+
+
+async def test_the_clients_roots_list_changed_reaches_the_child(write_config: Any) -> None:
+    current = ["file:///work/one"]
+
+    async def changing_roots(context: Any) -> Any:
+        return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=uri) for uri in current])
+
+    async with launched(asker_config(write_config), list_roots_callback=changing_roots) as session:
+        current[:] = ["file:///work/two"]
+        await session.send_roots_list_changed()
+        with anyio.fail_after(WAIT):
+            while True:
+                seen = json.loads(text_of(await session.call_tool("ask_roots_seen", {})))
+                if "file:///work/two" in seen:
+                    break
+                await anyio.sleep(0.05)
+
+
+async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
+    """Two clients over streamable HTTP, one after the other on the same child: each one's
+    sampling and roots come from that client; outside a call nothing is guessed."""
+    from contextlib import AsyncExitStack
+
+    from launch_helpers import http_launcher
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    def answers(tag: str) -> dict[str, Any]:
+        async def sample(context: Any, params: Any) -> Any:
+            return mcp_types.CreateMessageResult(
+                role="assistant",
+                model=tag,
+                content=mcp_types.TextContent(type="text", text="x"),
+            )
+
+        async def roots(context: Any) -> Any:
+            return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=f"file:///{tag}")])
+
+        return {"sampling_callback": sample, "list_roots_callback": roots}
+
+    with http_launcher(asker_config(write_config)) as launched, anyio.fail_after(60):
+        async with AsyncExitStack() as stack:
+            sessions = []
+            for tag in ("first", "second"):
+                read, write, *_ = await stack.enter_async_context(
+                    streamable_http_client(launched.url)
+                )
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, **answers(tag))
+                )
+                await session.initialize()
+                sessions.append(session)
+            for tag, session in zip(("second", "first"), reversed(sessions), strict=True):
+                assert text_of(await session.call_tool("ask_sample", {"prompt": "p"})) == (
+                    f"{tag}: x"
+                )
+                assert text_of(await session.call_tool("ask_roots", {})) == f"file:///{tag}"
+            await sessions[0].send_roots_list_changed()
+            with anyio.fail_after(WAIT):
+                while True:
+                    seen = json.loads(text_of(await sessions[0].call_tool("ask_roots_seen", {})))
+                    if len(seen) >= 2:
+                        break
+                    await anyio.sleep(0.05)
+    assert "outside any call" in seen[-1]  # asked after list_changed, in no call: not guessed
