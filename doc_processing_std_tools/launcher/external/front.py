@@ -16,8 +16,10 @@ it, and answers the server's requests by asking that client:
   never guesses).
 
 A client that did not declare the capability is not asked: the server gets the error
-the official client answers then (-32600 "Sampling not supported" and the like). The
-client's answer, or its error, goes back to the server unchanged.
+the official client answers then (-32600 "Sampling not supported" and the like), except
+for roots: an empty list (alone, the server would not have asked, and would serve as
+with no roots; an error would fail its tools). The client's answer, or its error, goes
+back to the server unchanged.
 """
 
 from __future__ import annotations
@@ -123,15 +125,25 @@ class FrontLink:
         )
 
     async def _ask(
-        self, what: str, capability: str, request: Any, result_type: type[Any], unsupported: str
+        self,
+        what: str,
+        capability: str,
+        request: Any,
+        result_type: type[Any],
+        unsupported: str,
+        undeclared: Any = None,
     ) -> Any:
-        """Send *request* to the front client and return its answer (its error is raised)."""
+        """Send *request* to the front client and return its answer (its error is raised).
+        A client that did not declare *capability* gets nothing: the server gets *undeclared*
+        when given, else the error *unsupported*."""
         from mcp.shared.exceptions import MCPError
         from mcp.shared.message import ServerMessageMetadata
         from mcp_types import INVALID_REQUEST
 
         session, request_id = self._front(what)
         if not _declares(session, capability):
+            if undeclared is not None:
+                return undeclared
             raise MCPError(INVALID_REQUEST, unsupported)
         metadata = (
             None if request_id is None else ServerMessageMetadata(related_request_id=request_id)
@@ -170,12 +182,15 @@ class FrontLink:
         from mcp.shared.exceptions import MCPError
 
         try:
+            # A client without roots shares no folder: alone, the server would not have
+            # asked, and would serve as with no roots (an error here would fail its tools).
             return await self._ask(
                 "roots/list",
                 "roots",
                 mcp_types.ListRootsRequest(),
                 mcp_types.ListRootsResult,
                 "List roots not supported",
+                undeclared=mcp_types.ListRootsResult(roots=[]),
             )
         except MCPError:
             if self.fronts.lone is None and not self._calls:
