@@ -328,6 +328,13 @@ async def send_raw_request(
     return await session._dispatcher.send_raw_request(method, data["params"], opts)
 
 
+def requests_in_flight(client: Any) -> int:
+    """How many requests sent on a connected fastmcp ``Client``'s SDK session still wait for
+    their reply (``JSONRPCDispatcher._pending``: one entry per request, removed when it is
+    answered, fails or is cancelled)."""
+    return len(getattr(client.session._dispatcher, "_pending", ()))
+
+
 def remove_provider(server: FastMCP, provider: Provider) -> None:
     """Unmount *provider* (``FastMCP.providers`` is a plain list; fastmcp has no remove call)."""
     server.providers.remove(provider)

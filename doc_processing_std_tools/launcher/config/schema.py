@@ -174,6 +174,7 @@ class ToolFilter(_Strict):
 
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
+DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 
 
 class ServerEntry(_Strict):
@@ -192,6 +193,7 @@ class ServerEntry(_Strict):
     required: bool = False
     timeout: float = Field(DEFAULT_CALL_TIMEOUT, gt=0)
     lock: Literal["auto", "always", "never"] = "auto"
+    ping_timeout: float = Field(DEFAULT_PING_TIMEOUT, gt=0)
     tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -203,6 +205,8 @@ class ServerEntry(_Strict):
         for key in ("args", "env", "cwd"):
             if getattr(self, key) and not self.command:
                 raise ValueError(f"{key!r} applies only to a 'command' server")
+        if "ping_timeout" in self.model_fields_set and not (self.command or self.url):
+            raise ValueError("'ping_timeout' applies only to an external server")
         if self.headers and not self.url:
             raise ValueError("'headers' applies only to a 'url' server")
         if self.settings and (self.command or self.url):

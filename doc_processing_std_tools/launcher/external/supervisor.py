@@ -35,7 +35,6 @@ log = logging.getLogger("dpt-launch")
 START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to answer
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
-PING_TIMEOUT = 20.0  # a server this slow to answer a ping is taken for hung
 MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
 MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (one reply) from a URL server may be this big
 HTTP_HINTS = {
@@ -264,18 +263,33 @@ class Supervisor:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
 
+    def calls_in_flight(self, client: Client) -> int:
+        """Requests of ours the server has not answered yet: on the SDK session (relayed calls
+        over HTTP, prompts, resources, listings) and on the stdio fast path's pipe."""
+        from ...seams import requests_in_flight
+
+        pipe = self.pipe
+        return requests_in_flight(client) + (len(pipe.pending) if pipe is not None else 0)
+
     async def _watch(self, client: Client) -> str:
         """Return when the session is gone (a call saw it close, or a ping failed): why, when it
-        is worth more than the server's last stderr line."""
+        is worth more than the server's last stderr line.
+
+        A ping unanswered while a call is in flight is not a hang: a server that handles one
+        message at a time answers it after the call, and each call is ended at its own
+        ``timeout`` anyway (it then leaves the counts of :meth:`calls_in_flight`)."""
+        limit = self.entry.ping_timeout
         while True:
             with anyio.move_on_after(PING_INTERVAL):
                 await self._lost.wait()
                 return ""
             try:
-                with anyio.fail_after(PING_TIMEOUT):
+                with anyio.fail_after(limit):
                     await client.ping()
             except TimeoutError:
-                return f"no answer to a ping within {PING_TIMEOUT:g} s (hung?)"
+                if self.calls_in_flight(client):
+                    continue
+                return f"no answer to a ping within {limit:g} s (hung?)"
             except Exception:
                 return ""
 
