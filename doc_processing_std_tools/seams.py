@@ -7,6 +7,7 @@ small: anything that works through public API belongs elsewhere.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -184,7 +185,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from .locking import admit_self_locking, hold_async
+    from .locking import CALL_DEADLINE, LockWaitTimeout, admit_self_locking, hold_async
 
     class GuardedTool(Tool):
         _inner: Any = None
@@ -267,6 +268,9 @@ def _guarded_tool_class() -> Any:
             if reason:
                 raise ToolError(reason)
             locked = False
+            # (a server that locks itself waits for the lock in a worker thread, which the
+            # timeout cannot cancel: the deadline bounds that wait instead)
+            deadline = CALL_DEADLINE.set(time.monotonic() + self._timeout)
             try:
                 with anyio.fail_after(self._timeout):
                     if not self._lock:
@@ -274,7 +278,11 @@ def _guarded_tool_class() -> Any:
                     async with admit_self_locking() if self._self_locking else hold_async():
                         locked = True
                         return await call()
+            except LockWaitTimeout:
+                raise ToolError(self.timeout_text(waited_for_lock=True)) from None
             except ToolError as exc:
+                if isinstance(exc.__cause__, LockWaitTimeout):
+                    raise ToolError(self.timeout_text(waited_for_lock=True)) from None
                 text = self.failure_text(exc)
                 if text != str(exc):
                     raise ToolError(text) from None
@@ -282,6 +290,8 @@ def _guarded_tool_class() -> Any:
             except TimeoutError:
                 waited = self._lock and not locked
                 raise ToolError(self.timeout_text(waited_for_lock=waited)) from None
+            finally:
+                CALL_DEADLINE.reset(deadline)
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
             return await self._guarded(lambda: self._inner._run(arguments))
