@@ -3,14 +3,19 @@ processes with real children."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import launched, text_of
+from proc_helpers import cmdline
 
 TESTS = Path(__file__).resolve().parent
 SERIAL = TESTS / "serial_child.py"
+EXTERNAL = TESTS / "external_server.py"
 
 
 async def test_a_busy_child_is_not_taken_for_hung_while_its_call_is_within_its_timeout(
@@ -79,3 +84,63 @@ async def test_a_self_locking_server_waits_for_the_lock_no_longer_than_its_timeo
         again = await session.call_tool("write_memory", {"key": "k", "value": "v"})
         assert not again.is_error, text_of(again)
         assert text_of(await session.call_tool("read_memory", {"key": "k"})) == "v"
+
+
+def _counts(pid: int) -> tuple[int, int]:
+    """(open file descriptors, threads) of *pid*."""
+    return len(os.listdir(f"/proc/{pid}/fd")), len(os.listdir(f"/proc/{pid}/task"))
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts fds and threads in /proc")
+async def test_reloads_that_change_an_external_entry_leak_no_pipe_or_thread(
+    write_config, tmp_path: Path
+) -> None:
+    """Each reload restarts the changed child with a new stderr pipe and reader thread; the old
+    ones are closed with the old child, so ten reloads leave the launcher's counts unchanged."""
+
+    def config_with(value: int) -> Path:
+        return write_config(
+            f"servers:\n  ext:\n    command: {sys.executable}\n"
+            f"    args: [{EXTERNAL}, {tmp_path / 'count'}]\n    env: {{ROUND: '{value}'}}\n"
+        )
+
+    errlog = tmp_path / "launcher.err"
+    config = config_with(0)
+    async with launched(config, errlog=errlog) as session:
+        child = int(text_of(await session.call_tool("whoami", {})))
+        launcher = _parent(_parent(child))  # (the child runs under the shim on Linux)
+        if "launcher.cli" not in cmdline(launcher):
+            launcher = _parent(child)
+        assert "launcher.cli" in cmdline(launcher)
+
+        async def reload(value: int) -> None:
+            done = errlog.read_text().count("reloaded ")
+            config_with(value)
+            os.kill(launcher, signal.SIGHUP)
+            with anyio.fail_after(60):
+                while errlog.read_text().count("reloaded ") == done:
+                    await anyio.sleep(0.05)
+            assert text_of(await session.call_tool("whoami", {})).isdigit()
+
+        async def settled(expected: tuple[int, int]) -> tuple[int, int]:
+            """The counts once the old child's pipe and thread had time to end (polled)."""
+            with anyio.move_on_after(10):
+                while _counts(launcher) != expected:
+                    await anyio.sleep(0.1)
+            return _counts(launcher)
+
+        await reload(1)  # (the first reload imports and starts what later ones reuse)
+        before, steady = _counts(launcher), 0
+        with anyio.fail_after(30):
+            while steady < 10:  # (the replaced child's pipe and thread may still be ending)
+                await anyio.sleep(0.1)
+                now = _counts(launcher)
+                before, steady = now, steady + 1 if now == before else 0
+        for value in range(2, 12):
+            await reload(value)
+        assert await settled(before) == before
+        assert errlog.read_text().count("reloaded ") == 11

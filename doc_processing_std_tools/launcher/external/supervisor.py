@@ -202,12 +202,18 @@ class Supervisor:
         self._scope.cancel()
 
     async def run(self) -> None:
-        """Open the session, keep it, reopen it when it dies, until stopped. Never raises."""
-        with self._scope:
-            await self._keep()
-        if self.state == "starting":
-            self.last_error = "stopped before it started"
-            self._set("failed")
+        """Open the session, keep it, reopen it when it dies, until stopped. Never raises.
+
+        When it ends (stopped by a reload, or never started) the stderr relay is closed too:
+        its pipe and thread would otherwise stay until the launcher exits, one per reload."""
+        try:
+            with self._scope:
+                await self._keep()
+            if self.state == "starting":
+                self.last_error = "stopped before it started"
+                self._set("failed")
+        finally:
+            self.close()
 
     async def _keep(self) -> None:
         delay = FIRST_BACKOFF
