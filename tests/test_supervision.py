@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, text_of
-from proc_helpers import cmdline
+from conftest import launched, launcher_command, text_of
+from proc_helpers import alive, cmdline, pids_with
 
 TESTS = Path(__file__).resolve().parent
 SERIAL = TESTS / "serial_child.py"
@@ -144,3 +146,73 @@ async def test_reloads_that_change_an_external_entry_leak_no_pipe_or_thread(
             await reload(value)
         assert await settled(before) == before
         assert errlog.read_text().count("reloaded ") == 11
+
+
+DAEMONIZING = """
+import os, signal, sys, time
+
+pid_file, server, counter = sys.argv[1:4]
+if os.fork() == 0:  # a helper that leaves the group and the session, then forks a daemon
+    os.setsid()
+    if os.fork() == 0:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        with open(pid_file + ".tmp", "w") as file:
+            file.write(str(os.getpid()))
+        os.rename(pid_file + ".tmp", pid_file)
+        while True:
+            time.sleep(1)
+    os._exit(0)
+os.wait()
+os.execv(sys.executable, [sys.executable, server, counter])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the shim is Linux-only")
+@pytest.mark.parametrize("command_exits_first", [False, True])
+def test_sigkill_of_the_launcher_ends_a_daemon_that_left_the_group(
+    write_config, tmp_path: Path, command_exits_first: bool
+) -> None:
+    """A grandchild that called setsid() and forked a SIGTERM-ignoring daemon is still ended
+    when the launcher is SIGKILLed: while the server runs, and just after it exited."""
+    script = tmp_path / "daemonizing.py"
+    script.write_text(DAEMONIZING)
+    pid_file = tmp_path / "daemon.pid"
+    config = write_config(
+        f"servers:\n  ext:\n    command: {sys.executable}\n"
+        f"    args: [{script}, {pid_file}, {EXTERNAL}, {tmp_path / 'count'}]\n"
+    )
+    proc = subprocess.Popen(
+        [*launcher_command(), "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        server: list[int] = []
+        while time.monotonic() < deadline and not (pid_file.exists() and server):
+            server = [  # (the server itself: the shim's and the daemon's command lines name it too)
+                pid
+                for pid in pids_with(str(EXTERNAL))
+                if cmdline(pid).split()[1:3] == [str(EXTERNAL), str(tmp_path / "count")]
+            ]
+            time.sleep(0.1)
+        assert pid_file.exists() and server, "the server never started"
+        daemon = int(pid_file.read_text())
+        assert alive(daemon)
+        if command_exits_first:
+            os.kill(server[0], signal.SIGKILL)
+            while alive(server[0]):
+                time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and alive(daemon):
+        time.sleep(0.1)
+    if alive(daemon):
+        os.kill(daemon, signal.SIGKILL)
+        raise AssertionError("the daemon outlived the launcher")
