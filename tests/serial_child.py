@@ -1,7 +1,7 @@
 """An MCP server over stdio that handles one message at a time, as many simple servers do.
 
 Its ``slow`` tool sleeps synchronously (``seconds``), so a ping sent meanwhile is answered
-only after it; ``whoami`` answers its process id.
+only after it; ``whoami`` answers its process id; ``flood`` answers a text of ``seconds`` MB.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ def main() -> None:
             tools = [
                 {"name": "slow", "inputSchema": number},
                 {"name": "whoami", "inputSchema": {"type": "object", "properties": {}}},
+                {"name": "flood", "inputSchema": number},
             ]
             send({"jsonrpc": "2.0", "id": request_id, "result": {"tools": tools}})
         elif method == "tools/call":
@@ -45,6 +46,8 @@ def main() -> None:
             if params["name"] == "slow":
                 time.sleep(float(params["arguments"]["seconds"]))
                 text(request_id, "done")
+            elif params["name"] == "flood":  # a reply of about `seconds` MB on one line
+                text(request_id, "x" * int(float(params["arguments"]["seconds"]) * 1e6))
             else:
                 text(request_id, str(os.getpid()))
         elif method == "ping":

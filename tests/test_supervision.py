@@ -216,3 +216,25 @@ def test_sigkill_of_the_launcher_ends_a_daemon_that_left_the_group(
     if alive(daemon):
         os.kill(daemon, signal.SIGKILL)
         raise AssertionError("the daemon outlived the launcher")
+
+
+async def test_a_stdout_line_over_max_line_bytes_is_dropped_and_its_call_fails(
+    write_config, tmp_path: Path
+) -> None:
+    """A reply longer than the cap is never held whole: it is dropped, logged in one line, and
+    the call it answered gets an error naming the setting; the child serves on."""
+    errlog = tmp_path / "launcher.err"
+    config = write_config(
+        f"servers:\n  serial:\n    command: {sys.executable}\n    args: [{SERIAL}]\n"
+        "    max_line_bytes: 100000\n"
+    )
+    async with launched(config, errlog=errlog) as session:
+        pid = text_of(await session.call_tool("whoami", {}))
+        flooded = await session.call_tool("flood", {"seconds": 3})
+        assert flooded.is_error
+        assert "over 100000 bytes (servers.serial.max_line_bytes)" in text_of(flooded)
+        small = await session.call_tool("flood", {"seconds": 0.05})
+        assert not small.is_error and len(text_of(small)) == 50000
+        assert text_of(await session.call_tool("whoami", {})) == pid
+    logged = [line for line in errlog.read_text().splitlines() if "dropped a stdout line" in line]
+    assert len(logged) == 1 and len(logged[0]) < 2000, logged

@@ -174,6 +174,8 @@ class ToolFilter(_Strict):
 
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
+# one stdout line (one message) of a command; as big as the largest reply taken from a URL server
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 
 
@@ -194,6 +196,7 @@ class ServerEntry(_Strict):
     timeout: float = Field(DEFAULT_CALL_TIMEOUT, gt=0)
     lock: Literal["auto", "always", "never"] = "auto"
     ping_timeout: float = Field(DEFAULT_PING_TIMEOUT, gt=0)
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
     tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -202,6 +205,8 @@ class ServerEntry(_Strict):
         given = [key for key in ("server", "module", "command", "url") if getattr(self, key)]
         if len(given) > 1:
             raise ValueError(f"give one of 'server', 'module', 'command' or 'url', not {given}")
+        if "max_line_bytes" in self.model_fields_set and not self.command:
+            raise ValueError("'max_line_bytes' applies only to a 'command' server")
         for key in ("args", "env", "cwd"):
             if getattr(self, key) and not self.command:
                 raise ValueError(f"{key!r} applies only to a 'command' server")

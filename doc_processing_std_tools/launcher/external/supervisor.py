@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from ..config.schema import ServerEntry
+from ..config.schema import DEFAULT_MAX_LINE_BYTES, ServerEntry
 from ..reasons import error_reason
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to ans
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
 MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
-MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (one reply) from a URL server may be this big
+MAX_EVENT_BYTES = DEFAULT_MAX_LINE_BYTES  # one SSE event (one reply) from a URL server
 HTTP_HINTS = {
     401: "the server refused the credentials; check the entry's headers",
     403: "the server refused the credentials; check the entry's headers",
@@ -315,6 +315,8 @@ class Supervisor:
                 env={**os.environ, **entry.env},
                 cwd=cwd,
                 errlog=self.relay.file if self.relay else sys.stderr,
+                max_line=entry.max_line_bytes,
+                name=self.name,
             )
         assert entry.url
         headers = dict(entry.headers)
