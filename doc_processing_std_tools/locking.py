@@ -32,6 +32,7 @@ import fcntl
 import os
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from contextlib import ExitStack, asynccontextmanager, contextmanager
@@ -48,8 +49,8 @@ class _ThreadWaiter:
     def wake(self) -> None:
         self._event.set()
 
-    def wait(self) -> None:
-        self._event.wait()
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
 
 
 class _LoopWaiter:
@@ -69,7 +70,7 @@ class _LoopWaiter:
 def _withdraw(
     state: threading.Lock,
     waiters: deque[Any],
-    waiter: _LoopWaiter,
+    waiter: _ThreadWaiter | _LoopWaiter,
     *,
     give_back: Callable[[], None],
 ) -> None:
@@ -122,11 +123,17 @@ class ProcessLock:
             self._held = True
             return True
 
-    def acquire(self) -> None:
-        """Block until held. Worker threads only: on the event loop it would stall everything."""
+    def acquire(self, timeout: float | None = None) -> bool:
+        """Block until held (True), or for *timeout* seconds at most (then False, and out of the
+        queue). Worker threads only: on the event loop it would stall everything."""
         waiter = self._take_or_queue(_ThreadWaiter)
-        if waiter is not None:
-            waiter.wait()
+        if waiter is None or waiter.wait(None if timeout is None else max(timeout, 0.0)):
+            return True
+        with self._state:
+            queued = waiter in self._waiters
+            if queued:
+                self._waiters.remove(waiter)
+        return not queued  # (handed over just as the wait ended: then it is ours)
 
     async def acquire_async(self) -> None:
         """Wait on the event loop until held; a cancelled wait leaves the lock as it was."""
@@ -208,6 +215,28 @@ SELF_LOCKING_CALLS = CallGate(_half_the_worker_threads)
 # The hold of the async caller whose work this is; worker threads inherit it (AnyIO copies
 # context variables into them), so a tool's own ``exclusive()`` knows its caller holds the lock.
 _HOLD: contextvars.ContextVar[object | None] = contextvars.ContextVar("dpt_hold", default=None)
+
+
+# When the call on whose behalf this code runs must give up waiting for the lock (a
+# ``time.monotonic()`` value): set by the launcher's guard around a server that locks itself,
+# so the wait in a worker thread is bounded by the call's timeout, counted from its arrival.
+CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "dpt_call_deadline", default=None
+)
+
+
+class LockWaitTimeout(Exception):
+    """The call's deadline (:data:`CALL_DEADLINE`) passed while it waited for the process lock;
+    nothing was done. (Not an ``OSError``: stores report those as their own failures.)"""
+
+
+def _acquire_for_call() -> None:
+    """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one."""
+    deadline = CALL_DEADLINE.get()
+    if deadline is None:
+        PROCESS_LOCK.acquire()
+    elif not PROCESS_LOCK.acquire(timeout=deadline - time.monotonic()):
+        raise LockWaitTimeout("the process lock stayed taken until the call's timeout")
 
 
 def _held_by_caller() -> bool:
@@ -346,7 +375,8 @@ def exclusive(
     ordered = sorted({Path(os.path.normpath(f)) for f in folders}, key=_lock_order)
     with ExitStack() as stack:
         if not _held_by_caller():
-            stack.enter_context(PROCESS_LOCK)
+            _acquire_for_call()
+            stack.callback(PROCESS_LOCK.release)
         if lock_path is not None:
             stack.enter_context(file_lock(lock_path))
         held: set[tuple[int, int]] = set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
@@ -332,7 +333,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from .locking import admit_self_locking, hold_async
+    from .locking import CALL_DEADLINE, LockWaitTimeout, admit_self_locking, hold_async
 
     class GuardedTool(Tool):
         _inner: Any = None
@@ -415,6 +416,9 @@ def _guarded_tool_class() -> Any:
             if reason:
                 raise ToolError(reason)
             locked = False
+            # (a server that locks itself waits for the lock in a worker thread, which the
+            # timeout cannot cancel: the deadline bounds that wait instead)
+            deadline = CALL_DEADLINE.set(time.monotonic() + self._timeout)
             try:
                 with anyio.fail_after(self._timeout):
                     if not self._lock:
@@ -422,7 +426,11 @@ def _guarded_tool_class() -> Any:
                     async with admit_self_locking() if self._self_locking else hold_async():
                         locked = True
                         return await call()
+            except LockWaitTimeout:
+                raise ToolError(self.timeout_text(waited_for_lock=True)) from None
             except ToolError as exc:
+                if isinstance(exc.__cause__, LockWaitTimeout):
+                    raise ToolError(self.timeout_text(waited_for_lock=True)) from None
                 text = self.failure_text(exc)
                 if text != str(exc):
                     raise ToolError(text, log_level=exc.log_level) from None
@@ -430,6 +438,8 @@ def _guarded_tool_class() -> Any:
             except TimeoutError:
                 waited = self._lock and not locked
                 raise ToolError(self.timeout_text(waited_for_lock=waited)) from None
+            finally:
+                CALL_DEADLINE.reset(deadline)
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
             return await self._guarded(lambda: self._inner._run(arguments))
@@ -474,6 +484,13 @@ async def send_raw_request(
     if on_progress is not None:
         opts["on_progress"] = on_progress
     return await session._dispatcher.send_raw_request(method, data["params"], opts)
+
+
+def requests_in_flight(client: Any) -> int:
+    """How many requests sent on a connected fastmcp ``Client``'s SDK session still wait for
+    their reply (``JSONRPCDispatcher._pending``: one entry per request, removed when it is
+    answered, fails or is cancelled)."""
+    return len(getattr(client.session._dispatcher, "_pending", ()))
 
 
 def remove_provider(server: FastMCP, provider: Provider) -> None:

@@ -150,6 +150,30 @@ async def test_send_raw_request_returns_the_result_dict_and_relays_progress() ->
     assert reports == [1, 2]
 
 
+async def test_requests_in_flight_counts_what_waits_for_a_reply() -> None:
+    """``JSONRPCDispatcher._pending``: a request is counted from its sending to its reply."""
+    import anyio
+
+    server = FastMCP("busy")
+    release = anyio.Event()
+
+    @server.tool
+    async def wait() -> str:
+        await release.wait()
+        return "ok"
+
+    async with Client(server, mode="legacy") as client, anyio.create_task_group() as group:
+        assert seams.requests_in_flight(client) == 0
+        group.start_soon(client.call_tool, "wait", {})
+        with anyio.fail_after(10):
+            while seams.requests_in_flight(client) != 1:
+                await anyio.sleep(0.01)
+        release.set()
+        with anyio.fail_after(10):
+            while seams.requests_in_flight(client):
+                await anyio.sleep(0.01)
+
+
 async def test_server_middleware_added_first_sees_raw_params_and_may_answer_alone() -> None:
     """``Server.middleware`` (mcp 2, provisional): first in the chain, before fastmcp's dispatch."""
     server = FastMCP("mw")

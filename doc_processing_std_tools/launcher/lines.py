@@ -3,22 +3,35 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 SHORT_READ = 1 << 16  # under glibc's mmap threshold: no mmap, mremap and munmap per read
 LONG_READ = 1 << 20  # while a long line arrives
+HEAD = 1024  # bytes of an overlong line kept, to say what it was
 
 
 class LineBuffer:
     """Splits a byte stream into lines (without their ``\\n``).
 
     Each chunk is searched once and a line is joined once, so a line of any length
-    costs time linear in its length.
+    costs time linear in its length. With *max_line*, a line longer than that is never
+    held whole: past the limit its bytes are dropped as they arrive, and when it ends
+    *on_overlong* gets its first :data:`HEAD` bytes and its length.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        max_line: int | None = None,
+        on_overlong: Callable[[bytes, int], None] | None = None,
+    ) -> None:
         self.unfinished: list[bytes] = []  # the pieces of the line not yet ended
         self._read_size = SHORT_READ
+        self._max = max_line
+        self._on_overlong = on_overlong
+        self._held = 0  # bytes in unfinished (counted only with max_line)
+        self.dropping = False  # in the middle of an overlong line (unfinished is then empty)
+        self._head = b""
+        self._dropped = 0
 
     def read(self, fd: int) -> list[bytes] | None:
         """One read(2) of *fd*: the lines it completes, or None at the end of the stream.
@@ -37,6 +50,8 @@ class LineBuffer:
 
     def feed(self, chunk: bytes) -> list[bytes]:
         """The lines *chunk* completes; its unfinished tail is kept for the next one."""
+        if self._max is not None:
+            return self._feed_capped(chunk, self._max)
         lines = []
         parts, start = self.unfinished, 0
         while (end := chunk.find(b"\n", start)) >= 0:
@@ -48,8 +63,44 @@ class LineBuffer:
             parts.append(chunk[start:] if start else chunk)
         return lines
 
+    def _feed_capped(self, chunk: bytes, limit: int) -> list[bytes]:
+        lines: list[bytes] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            stop = end if end >= 0 else len(chunk)
+            size = stop - start
+            if self.dropping:
+                self._dropped += size
+            elif self._held + size > limit:
+                self._head = (b"".join(self.unfinished) + chunk[start : start + HEAD])[:HEAD]
+                self._dropped, self.dropping = self._held + size, True
+                self.unfinished.clear()
+                self._held = 0
+            elif size:
+                self.unfinished.append(chunk[start:stop])
+                self._held += size
+            if end < 0:
+                return lines
+            if self.dropping:
+                self._overlong()
+            else:
+                lines.append(b"".join(self.unfinished))
+                self.unfinished.clear()
+                self._held = 0
+            start = end + 1
+
+    def _overlong(self) -> None:
+        head, size = self._head, self._dropped
+        self.dropping, self._head, self._dropped = False, b"", 0
+        if self._on_overlong is not None:
+            self._on_overlong(head, size)
+
     def rest(self) -> bytes | None:
         """The unfinished last line at the end of the stream, if any."""
+        if self.dropping:
+            self._overlong()
+            return None
         return b"".join(self.unfinished) if self.unfinished else None
 
 

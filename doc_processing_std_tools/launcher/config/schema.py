@@ -175,6 +175,9 @@ class ToolFilter(_Strict):
 
 
 DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
+# one stdout line (one message) of a command; as big as the largest reply taken from a URL server
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 
 
 class ServerEntry(_Strict):
@@ -193,6 +196,8 @@ class ServerEntry(_Strict):
     required: bool = False
     timeout: float = Field(DEFAULT_CALL_TIMEOUT, gt=0)
     lock: Literal["auto", "always", "never"] = "auto"
+    ping_timeout: float = Field(DEFAULT_PING_TIMEOUT, gt=0)
+    max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
     tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -201,9 +206,13 @@ class ServerEntry(_Strict):
         given = [key for key in ("server", "module", "command", "url") if getattr(self, key)]
         if len(given) > 1:
             raise ValueError(f"give one of 'server', 'module', 'command' or 'url', not {given}")
+        if "max_line_bytes" in self.model_fields_set and not self.command:
+            raise ValueError("'max_line_bytes' applies only to a 'command' server")
         for key in ("args", "env", "cwd"):
             if getattr(self, key) and not self.command:
                 raise ValueError(f"{key!r} applies only to a 'command' server")
+        if "ping_timeout" in self.model_fields_set and not (self.command or self.url):
+            raise ValueError("'ping_timeout' applies only to an external server")
         if self.headers and not self.url:
             raise ValueError("'headers' applies only to a 'url' server")
         if self.settings and (self.command or self.url):

@@ -3,14 +3,21 @@
 Run as ``python -I -S child.py PARENT_PID COMMAND ARGS...`` (stdlib only, so it
 starts in a few milliseconds). The mcp SDK starts it in a session and process
 group of its own. It asks Linux to send it SIGTERM when the launcher dies, even by
-SIGKILL (``PR_SET_PDEATHSIG``), then runs the command as its child and waits.
-A signal that reaches it ends the whole process group: SIGTERM first, SIGKILL for
-whatever is left after a grace period. (``PR_SET_PDEATHSIG`` kept across an
-``exec`` would reach the command alone: a shell wrapper's own children, or a
-server that ignores SIGTERM, outlived a killed launcher.) When the command exits,
-what it left behind in the group is sent SIGTERM, and the shim exits with the
-command's status. The shim holds no copy of the protocol's pipes, so the
-launcher sees the command's stdout close when it exits.
+SIGKILL (``PR_SET_PDEATHSIG``), and to make it the **child subreaper** of what it
+starts (``PR_SET_CHILD_SUBREAPER``): a descendant whose parent exits, even one that
+called ``setsid()`` and forked twice to leave the group, becomes the shim's child
+instead of init's. It runs the command as its child and waits. When the command
+exits, or a signal reaches the shim (the launcher died or asks it to stop), it ends
+every descendant, found through ``/proc`` by parent links: SIGTERM first, SIGKILL
+for whatever is left after a grace period, and only then exits (with the command's
+status). (``PR_SET_PDEATHSIG`` kept across an ``exec`` would reach the command
+alone: a shell wrapper's own children, or a server that ignores SIGTERM, outlived a
+killed launcher.) The shim holds no copy of the protocol's pipes, so the launcher
+sees the command's stdout close when it exits.
+
+What it cannot end: a descendant that moved to another PID namespace (it is not in
+our ``/proc`` view), or any descendant once the shim itself is SIGKILLed (then they
+go to init, or to a subreaper above the launcher).
 """
 
 from __future__ import annotations
@@ -19,11 +26,14 @@ import os
 import signal
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1
-GRACE = 2.0  # seconds the group has after SIGTERM before SIGKILL
+PR_SET_CHILD_SUBREAPER = 36
+GRACE = 1.5  # seconds descendants have after SIGTERM before SIGKILL (below the SDK's 2 s)
+POLL = 0.05  # seconds between looks at what is left
 
 
 def wrapped_command(command: str, args: list[str]) -> tuple[str, list[str]]:
@@ -41,8 +51,7 @@ def main(argv: list[str]) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(parent):  # the launcher died before the request took effect
         sys.exit(1)
-    if os.getpgid(0) != os.getpid():  # not a group of our own: ending "the group" would be wrong
-        _exec(command, args)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1)
     pid = os.fork()
     if pid == 0:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # (not inherited: if the shim is killed)
@@ -51,11 +60,9 @@ def main(argv: list[str]) -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(signum, lambda *_: _end_group(pid))
+        signal.signal(signum, lambda *_: _end_all(1))
     _, status = os.waitpid(pid, 0)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.killpg(0, signal.SIGTERM)  # what the command left running (not the shim: ignored)
-    sys.exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
+    _end_all(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
 
 
 def _exec(command: str, args: list[str]) -> NoReturn:
@@ -66,20 +73,57 @@ def _exec(command: str, args: list[str]) -> NoReturn:
     os._exit(127)
 
 
-def _end_group(pid: int) -> NoReturn:
-    """The launcher died or asked us to stop: SIGTERM to the group, SIGKILL after the grace."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    os.killpg(0, signal.SIGTERM)
-    deadline = time.monotonic() + GRACE
-    while time.monotonic() < deadline:
+def _descendants() -> list[int]:
+    """Live processes whose parent chain leads to the shim (orphans were re-parented to it)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
         try:
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                break
-        except ChildProcessError:
-            break
-        time.sleep(0.05)
-    os.killpg(0, signal.SIGKILL)  # the rest of the group, and the shim itself
-    os._exit(1)  # (not reached)
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                fields = file.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [os.getpid()]
+    while todo:
+        below = children.get(todo.pop(), [])
+        found += below
+        todo += below
+    return found
+
+
+def _signal_all(signum: int, sent: set[int]) -> bool:
+    """Send *signum* to each descendant not yet in *sent*; whether any is left."""
+    pids = _descendants()
+    for pid in pids:
+        if pid not in sent:
+            sent.add(pid)
+            with suppress(OSError):  # (gone meanwhile)
+                os.kill(pid, signum)
+    return bool(pids)
+
+
+def _reap() -> None:
+    """Collect exited children (the command's, and orphans re-parented to the shim)."""
+    with suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _end_all(code: int) -> NoReturn:
+    """End every descendant: SIGTERM, SIGKILL after the grace for what is left; then exit."""
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
+    for signum, grace in ((signal.SIGTERM, GRACE), (signal.SIGKILL, GRACE)):
+        sent: set[int] = set()
+        deadline = time.monotonic() + grace
+        while _signal_all(signum, sent) and time.monotonic() < deadline:
+            _reap()  # (a descendant that forks meanwhile is seen on the next pass)
+            time.sleep(POLL)
+    _reap()
+    os._exit(code)
 
 
 if __name__ == "__main__":

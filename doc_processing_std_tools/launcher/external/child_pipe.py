@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -42,6 +43,11 @@ PROGRESS = b'"notifications/progress"'
 OUR_ID = b'"' + ID_PREFIX.encode()
 # after our id, what makes the line a reply (a child's own request may use any id, ours too)
 REPLY_TAILS = (b'","result":', b'","error":')
+# the id of a reply, when its line begins as replies do (then an overlong one can be answered)
+REPLY_ID = re.compile(
+    rb'^[ \t\r]*\{[ \t\r]*(?:"jsonrpc"[ \t\r]*:[ \t\r]*"2\.0"[ \t\r]*,[ \t\r]*)?'
+    rb'"id"[ \t\r]*:[ \t\r]*("[^"\\]{1,100}"|-?[0-9]{1,18})[ \t\r]*,'
+)
 JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
 
 
@@ -84,10 +90,12 @@ class PendingCall:
 class ChildPipe:
     """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
 
-    def __init__(self, process: Any) -> None:
+    def __init__(self, process: Any, max_line: int | None = None, name: str = "") -> None:
         from ...seams import asyncio_pipes
 
         self.process = process
+        self.max_line = max_line
+        self.name = name
         self.pending: dict[str, PendingCall] = {}
         self.progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # our token -> handler
         self.closed = False
@@ -100,6 +108,31 @@ class ChildPipe:
         self._routed = stdout is not None  # then read() only sees lines that are not ours
         if stdout is not None:
             stdout.set_protocol(_RoutingProtocol(self, stdout.get_protocol()))
+
+    def overlong(self, head: bytes, size: int, into: list[bytes]) -> None:
+        """A stdout line over :attr:`max_line` was dropped: say so in one line, and when its head
+        shows the id of a reply, put an error reply for that id in *into* (routed as the
+        child's own line would be: to our call, or to the SDK session's)."""
+        shown = head[:200].decode("utf-8", "replace")
+        log.warning(
+            "servers.%s: dropped a stdout line of %d bytes, over max_line_bytes (%d): %r...",
+            self.name,
+            size,
+            self.max_line,
+            shown,
+        )
+        found = REPLY_ID.match(head)
+        if found is None:
+            return
+        error = {
+            "code": -32603,
+            "message": f"the server's reply was over {self.max_line} bytes "
+            f"(servers.{self.name}.max_line_bytes) and was dropped",
+        }
+        line = (
+            b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"error":' + json.dumps(error).encode()
+        )
+        into.append(line + b"}")
 
     def next_key(self) -> str:
         """A new id for a request of ours."""
@@ -155,7 +188,11 @@ class ChildPipe:
         """Route each line of the child's stdout until it ends; then fail what still waits."""
         from ..lines import LineBuffer
 
-        buffer = LineBuffer()
+        answers: list[bytes] = []  # error replies for overlong lines (not when routed: above)
+        buffer = LineBuffer(
+            None if self._routed else self.max_line,
+            lambda head, size: self.overlong(head, size, answers),
+        )
         try:
             async with deliver:
                 while True:
@@ -165,7 +202,11 @@ class ChildPipe:
                         break
                     except anyio.BrokenResourceError:
                         break
-                    for line in buffer.feed(chunk):
+                    lines = buffer.feed(chunk)
+                    if answers:
+                        lines += answers
+                        answers.clear()
+                    for line in lines:
                         if self._routed or not self._take(line):
                             await deliver.send(_parse_line(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -241,12 +282,25 @@ class _RoutingProtocol(asyncio.Protocol):
         from ..lines import LineBuffer
 
         self._pipe, self._below = pipe, below
-        self._buffer = LineBuffer()
+        self._answers: list[bytes] = []  # error replies for overlong lines
+        self._buffer = LineBuffer(
+            pipe.max_line, lambda head, size: pipe.overlong(head, size, self._answers)
+        )
+        self._max = pipe.max_line if pipe.max_line is not None else sys.maxsize
 
     def data_received(self, data: bytes) -> None:
         buffer, passed = self._buffer, []
-        whole = not buffer.unfinished and data.find(b"\n") == len(data) - 1  # (usual: no feed)
-        for line in (data[:-1],) if whole else buffer.feed(data):  # (no comprehension's frame)
+        whole = (
+            not buffer.unfinished
+            and not buffer.dropping
+            and data.find(b"\n") == len(data) - 1
+            and len(data) <= self._max
+        )  # (usual: no feed)
+        lines = [data[:-1]] if whole else buffer.feed(data)
+        if self._answers:
+            lines += self._answers
+            self._answers.clear()
+        for line in lines:  # (no comprehension's frame)
             if not self._pipe._take(line):
                 passed.append(line)
         if passed:
@@ -254,6 +308,10 @@ class _RoutingProtocol(asyncio.Protocol):
 
     def eof_received(self) -> bool | None:
         rest = self._buffer.rest()
+        for answer in self._answers:
+            if not self._pipe._take(answer):
+                self._below.data_received(answer + b"\n")
+        self._answers.clear()
         if rest is not None and not self._pipe._take(rest):
             self._below.data_received(rest)
         return self._below.eof_received()
@@ -282,7 +340,13 @@ def _parse_line(line: bytes) -> Any:
 
 @asynccontextmanager
 async def open_child(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    errlog: TextIO,
+    max_line: int | None = None,
+    name: str = "",
 ) -> AsyncIterator[tuple[ChildPipe, Any, Any]]:
     """Start *command* as the SDK's stdio client would; yields (pipe, read, write) for a session.
 
@@ -295,7 +359,7 @@ async def open_child(
     from ...seams import spawn_stdio_child, stop_stdio_child
 
     process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
-    pipe = ChildPipe(process)
+    pipe = ChildPipe(process, max_line, name)
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     async with anyio.create_task_group() as group:
@@ -343,7 +407,13 @@ async def _end_leftovers(group_id: int) -> None:
 
 
 def child_transport(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
+    command: str,
+    args: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    errlog: TextIO,
+    max_line: int | None = None,
+    name: str = "",
 ) -> Any:
     """A fastmcp client transport running *command* over a :class:`ChildPipe` (``.pipe`` while up)."""
     from fastmcp.client.transports.base import ClientTransport, TransportOptions
@@ -360,7 +430,7 @@ def child_transport(
         ) -> AsyncIterator[Any]:
             options = transport_options or TransportOptions()
             async with (
-                open_child(command, args, env, cwd, errlog) as (pipe, read, write),
+                open_child(command, args, env, cwd, errlog, max_line, name) as (pipe, read, write),
                 options.session_class(read, write, **session_kwargs) as session,
             ):
                 self.pipe = pipe

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
-from ..config.schema import ServerEntry
+from ..config.schema import DEFAULT_MAX_LINE_BYTES, ServerEntry
 from ..reasons import error_reason
 from .front import FrontLink, Fronts
 
@@ -37,9 +37,8 @@ log = logging.getLogger("dpt-launch")
 START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to answer
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
-PING_TIMEOUT = 20.0  # a server this slow to answer a ping is taken for hung
 MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
-MAX_EVENT_BYTES = 64 * 1024 * 1024  # one SSE event (one reply) from a URL server may be this big
+MAX_EVENT_BYTES = DEFAULT_MAX_LINE_BYTES  # one SSE event (one reply) from a URL server
 HTTP_HINTS = {
     401: "the server refused the credentials; check the entry's headers",
     403: "the server refused the credentials; check the entry's headers",
@@ -219,12 +218,18 @@ class Supervisor:
         self._scope.cancel()
 
     async def run(self) -> None:
-        """Open the session, keep it, reopen it when it dies, until stopped. Never raises."""
-        with self._scope:
-            await self._keep()
-        if self.state == "starting":
-            self.last_error = "stopped before it started"
-            self._set("failed")
+        """Open the session, keep it, reopen it when it dies, until stopped. Never raises.
+
+        When it ends (stopped by a reload, or never started) the stderr relay is closed too:
+        its pipe and thread would otherwise stay until the launcher exits, one per reload."""
+        try:
+            with self._scope:
+                await self._keep()
+            if self.state == "starting":
+                self.last_error = "stopped before it started"
+                self._set("failed")
+        finally:
+            self.close()
 
     async def _keep(self) -> None:
         delay = FIRST_BACKOFF
@@ -294,18 +299,33 @@ class Supervisor:
         if getattr(message, "method", None) in LIST_CHANGED and self.on_list_changed is not None:
             self.on_list_changed()
 
+    def calls_in_flight(self, client: Client) -> int:
+        """Requests of ours the server has not answered yet: on the SDK session (relayed calls
+        over HTTP, prompts, resources, listings) and on the stdio fast path's pipe."""
+        from ...seams import requests_in_flight
+
+        pipe = self.pipe
+        return requests_in_flight(client) + (len(pipe.pending) if pipe is not None else 0)
+
     async def _watch(self, client: Client) -> str:
         """Return when the session is gone (a call saw it close, or a ping failed): why, when it
-        is worth more than the server's last stderr line."""
+        is worth more than the server's last stderr line.
+
+        A ping unanswered while a call is in flight is not a hang: a server that handles one
+        message at a time answers it after the call, and each call is ended at its own
+        ``timeout`` anyway (it then leaves the counts of :meth:`calls_in_flight`)."""
+        limit = self.entry.ping_timeout
         while True:
             with anyio.move_on_after(PING_INTERVAL):
                 await self._lost.wait()
                 return ""
             try:
-                with anyio.fail_after(PING_TIMEOUT):
+                with anyio.fail_after(limit):
                     await client.ping()
             except TimeoutError:
-                return f"no answer to a ping within {PING_TIMEOUT:g} s (hung?)"
+                if self.calls_in_flight(client):
+                    continue
+                return f"no answer to a ping within {limit:g} s (hung?)"
             except Exception:
                 return ""
 
@@ -325,6 +345,8 @@ class Supervisor:
                 env={**os.environ, **entry.env},
                 cwd=cwd,
                 errlog=self.relay.file if self.relay else sys.stderr,
+                max_line=entry.max_line_bytes,
+                name=self.name,
             )
         assert entry.url
         headers = dict(entry.headers)
