@@ -237,6 +237,8 @@ def test_a_read_ending_a_line_begun_earlier_joins_it() -> None:
     assert got == [[b'{"id":1}'], [], [b'{"id":2}'], [b'{"id":3}'], [b'{"id":4}'], None]
 
     class Passes:  # a child pipe that takes no line: every line goes on below
+        max_line = None  # (no cap)
+
         def _take(self, line: bytes) -> bool:
             return False
 
