@@ -82,6 +82,7 @@ async def test_a_call_past_its_timeout_is_an_error_naming_the_server(
         assert text_of(await session.call_tool("nap", {"seconds": 0})) == "rested"
 
 
+@pytest.mark.slow  # waits out real timeouts
 async def test_each_call_in_flight_ends_at_its_own_servers_timeout(
     write_config, tmp_path: Path
 ) -> None:
@@ -443,6 +444,7 @@ async def test_a_hung_url_server_times_out_on_time(
             proc.send_signal(signal.SIGCONT)
 
 
+@pytest.mark.slow  # waits out a real timeout
 async def test_a_call_that_waits_for_the_lock_past_its_timeout_says_so(
     write_config, tmp_path: Path
 ) -> None:

@@ -730,6 +730,7 @@ async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None
         assert text_of(result) == "file:///srv/project"
 
 
+@pytest.mark.slow  # kills and restarts a child
 def test_ready_reports_live_states_of_external_servers(tmp_path: Path) -> None:
     """A failed optional server is reported; a required one that restarts makes /ready 503."""
     import sys

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import launched, text_of
 from proc_helpers import child_pids
 
@@ -119,6 +120,7 @@ async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_pat
         await refused_reload_changes_nothing(session, config, "servers:\n" + memory + clash)
 
 
+@pytest.mark.slow  # a failing start
 async def test_a_reload_whose_new_server_fails_changes_nothing(
     write_config, tmp_path: Path
 ) -> None:
@@ -144,6 +146,7 @@ async def test_a_reload_whose_new_server_fails_changes_nothing(
         await refused_reload_changes_nothing(session, config, "servers:\n" + memory + boom)
 
 
+@pytest.mark.slow  # a signal during start-up
 async def test_a_sighup_while_servers_start_reloads_once_serving(
     write_config, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ SERIAL = TESTS / "serial_child.py"
 EXTERNAL = TESTS / "external_server.py"
 
 
+@pytest.mark.slow  # waits out a 5 s call
 async def test_a_busy_child_is_not_taken_for_hung_while_its_call_is_within_its_timeout(
     write_config,
 ) -> None:
@@ -97,6 +98,7 @@ def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
+@pytest.mark.slow  # a soak: ten reloads
 @pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts fds and threads in /proc")
 async def test_reloads_that_change_an_external_entry_leak_no_pipe_or_thread(
     write_config, tmp_path: Path
@@ -170,6 +172,7 @@ os.execv(sys.executable, [sys.executable, server, counter])
 """
 
 
+@pytest.mark.slow  # SIGKILL storms
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the shim is Linux-only")
 @pytest.mark.parametrize("command_exits_first", [False, True])
 def test_sigkill_of_the_launcher_ends_a_daemon_that_left_the_group(
