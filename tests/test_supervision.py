@@ -47,8 +47,10 @@ server = FastMCP("slow")
 
 
 @server.tool
-async def hold(seconds: float) -> str:
-    """Changes state (not read-only): the launcher holds the process lock while it runs."""
+async def hold(seconds: float, started: str) -> str:
+    """Changes state (not read-only): the launcher holds the process lock while it runs; the
+    file *started* says it is running (so under the lock)."""
+    open(started, "w").close()
     await anyio.sleep(seconds)
     return "held"
 '''
@@ -70,12 +72,18 @@ async def test_a_self_locking_server_waits_for_the_lock_no_longer_than_its_timeo
     async with launched(config) as session:
         outcome: dict[str, object] = {}
 
+        started = tmp_path / "holding"
+
         async def hold() -> None:
-            outcome["hold"] = await session.call_tool("slow_hold", {"seconds": 4})
+            outcome["hold"] = await session.call_tool(
+                "slow_hold", {"seconds": 4, "started": str(started)}
+            )
 
         async with anyio.create_task_group() as group:
             group.start_soon(hold)
-            await anyio.sleep(0.5)
+            with anyio.fail_after(30):
+                while not started.exists():  # the hold runs, under the lock
+                    await anyio.sleep(0.02)
             written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
             assert written.is_error, text_of(written)
             assert "did not start within its timeout of 1 s" in text_of(written)
