@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import launcher_command
-from stdio_wire import REPLY_TIMEOUT, RawStdio
+from stdio_wire import INITIALIZE, REPLY_TIMEOUT, RawStdio
 
 from doc_processing_std_tools.launcher.lines import read_lines
 from doc_processing_std_tools.launcher.transports.wire_errors import error_reply
@@ -460,16 +460,6 @@ def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
     config: Path, tmp_path: Path
 ) -> None:
     """The event loop cannot wait on a regular file: the reader thread serves it instead."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "file", "version": "0"},
-        },
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -477,7 +467,7 @@ def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
         "params": {"name": "ping", "arguments": {}},
     }
     requests = tmp_path / "requests.jsonl"
-    requests.write_text(json.dumps(init) + "\n" + json.dumps(call) + "\n")
+    requests.write_bytes(INITIALIZE + b"\n" + json.dumps(call).encode() + b"\n")
     with requests.open("rb") as stdin:
         proc = subprocess.run(
             [*launcher_command(), "--config", str(config)],
