@@ -60,6 +60,7 @@ EXTRA_SECTIONS = [
     "startup",
     "resources",
     "popoto_bench",
+    "tool_retrieval",
 ]
 POPOTO_SECTIONS = {"popoto_bench"}
 SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server

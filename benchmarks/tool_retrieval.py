@@ -1,0 +1,219 @@
+"""Tool retrieval: does tool search find the tool an agent needs, and what does search mode save?
+
+The catalog is the shipped ``configs/tools.yaml``'s tools (``fixtures/shipped_tools.json``, its
+live list) plus tool definitions of the kind public MCP servers expose (GitHub, a Playwright
+browser, Slack, Linear, Jira, Notion, Postgres, SQLite, Sentry, Google Drive, fetch, git, time,
+everything: ``fixtures/external_tools.json``), under the names the launcher would expose. Each
+query of ``fixtures/tool_queries.json`` is a need phrased as an agent would, with the tool that
+meets it. ``tests/tool_fixtures.py`` loads and checks the fixtures.
+
+The ranker is the launcher's own:
+``doc_processing_std_tools.launcher.compose.tool_search.search_catalog``, asked for the whole
+ranking (``limit`` = the catalog's size), so recall@1 and recall@5 are its first 1 and 5
+names and MRR is the mean of 1 / the rank of the first accepted tool (0 when it is missing).
+
+Tokens are estimated as characters / 4 of each definition as a client hands it to a model:
+compact JSON of its name, description, ``inputSchema`` and ``outputSchema`` (the rule of thumb
+for English text and JSON with the common tokenizers; no offline tokenizer is installed here).
+Search mode lists the pinned tools plus a search tool and a call tool; one search answers
+with up to 5 full definitions. Figures: the full catalog's tokens, search mode's list, the mean
+search answer over the queries, and what one request saves.
+
+Run: ``python benchmarks/tool_retrieval.py [--quick]`` (figures, then every miss), or
+``--regenerate`` to rewrite ``fixtures/shipped_tools.json`` from the live list.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
+
+from tool_fixtures import (  # noqa: E402
+    SHIPPED,
+    SHIPPED_CONFIG,
+    accepted,
+    live_shipped,
+    load_catalog,
+    load_queries,
+)
+
+SHOWN = 5  # what one search answers with, and the k of recall@k
+PINNED = ("write_memory", "read_memory")  # the pins of issue 28's example profile
+CHARS_PER_TOKEN = 4
+
+# Stand-ins for search mode's two tools, as long as theirs will be, until tool_search
+# exposes its own definitions.
+SEARCH_MODE_TOOLS = [
+    {
+        "name": "search_tools",
+        "description": (
+            "Search every tool this server can call (by name, description and parameter "
+            "names) and return the best matches with their full definitions. Call a match "
+            "with call_tool."
+        ),
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What the tool should do"},
+                "limit": {"type": "integer", "description": "How many tools to return"},
+            },
+            "required": ["query"],
+        },
+    },
+    {
+        "name": "call_tool",
+        "description": "Call any tool by name with its arguments, as search_tools described it.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "The tool's name"},
+                "arguments": {"type": "object", "description": "The tool's arguments"},
+            },
+            "required": ["name"],
+        },
+    },
+]
+
+Search = Callable[[Sequence[Any], str, int], list[str]]
+
+
+def definition_tokens(tool: dict[str, Any]) -> float:
+    """Estimated tokens of one definition: characters / 4 of its compact JSON."""
+    shown = {key: tool[key] for key in ("name", "description", "inputSchema", "outputSchema")}
+    return len(json.dumps(shown, separators=(",", ":"), ensure_ascii=False)) / CHARS_PER_TOKEN
+
+
+def tokens(tools: Sequence[dict[str, Any]]) -> float:
+    return sum(definition_tokens({"outputSchema": None, **tool}) for tool in tools)
+
+
+@dataclass
+class Outcome:
+    query: dict[str, Any]
+    ranking: list[str]
+
+    @property
+    def rank(self) -> int | None:
+        """1-based rank of the first accepted tool, None when it is not ranked at all."""
+        good = accepted(self.query)
+        return next((i for i, name in enumerate(self.ranking, 1) if name in good), None)
+
+    def found_within(self, k: int) -> bool:
+        return self.rank is not None and self.rank <= k
+
+
+def evaluate(
+    search: Search, catalog: list[dict[str, Any]], queries: list[dict[str, Any]]
+) -> list[Outcome]:
+    return [Outcome(query, search(catalog, query["query"], len(catalog))) for query in queries]
+
+
+def recall(outcomes: list[Outcome], k: int) -> float:
+    return sum(o.found_within(k) for o in outcomes) / len(outcomes) if outcomes else float("nan")
+
+
+def measure(search: Search) -> tuple[dict[str, float], list[Outcome]]:
+    catalog = load_catalog()
+    queries = load_queries()
+    outcomes = evaluate(search, catalog, queries)
+    by_name = {tool["name"]: tool for tool in catalog}
+    full = tokens(catalog)
+    listed = tokens([by_name[name] for name in PINNED]) + tokens(SEARCH_MODE_TOOLS)
+    answer = statistics.mean(
+        tokens([by_name[name] for name in o.ranking[:SHOWN]]) for o in outcomes
+    )
+    figures = {
+        "catalog: shipped config + external definitions (count)": len(catalog),
+        "queries (count)": len(queries),
+        "recall@1": recall(outcomes, 1),
+        f"recall@{SHOWN} (target >= 0.90)": recall(outcomes, SHOWN),
+        "MRR": statistics.mean(1 / o.rank if o.rank else 0.0 for o in outcomes),
+    }
+    for kind in ("paraphrase", "no-overlap"):
+        of_kind = [o for o in outcomes if o.query["kind"] == kind]
+        figures[f"recall@{SHOWN} over the {len(of_kind)} {kind} queries"] = recall(of_kind, SHOWN)
+    figures |= {
+        "full catalog, every definition (tokens)": full,
+        f"search mode list: {len(PINNED)} pinned + search + call tools (tokens)": listed,
+        f"one search answer, {SHOWN} definitions, mean over the queries (tokens)": answer,
+        "search mode list + one search answer (tokens)": listed + answer,
+        "tokens saved per request by search mode (tokens)": full - listed - answer,
+        "search mode list + one answer / full catalog ratio": (listed + answer) / full,
+    }
+    return figures, outcomes
+
+
+def launcher_search() -> Search:
+    from doc_processing_std_tools.launcher.compose.tool_search import search_catalog
+
+    return search_catalog
+
+
+def figures(quick: bool = False) -> dict[str, float]:
+    """For benchmarks/run.py; the ranker is deterministic, so *quick* changes nothing."""
+    found, outcomes = measure(launcher_search())
+    print_misses(outcomes)
+    return found
+
+
+def print_misses(outcomes: list[Outcome]) -> None:
+    misses = [o for o in outcomes if not o.found_within(SHOWN)]
+    print(f"  misses at {SHOWN}: {len(misses)} of {len(outcomes)}")
+    for o in misses:
+        where = f"rank {o.rank}" if o.rank else "not ranked"
+        print(
+            f"    {o.query['query']!r} ({o.query['kind']}): wanted {o.query['expected']} "
+            f"({where}); got {', '.join(o.ranking[:3])}"
+        )
+
+
+def regenerate() -> int:
+    servers, skipped = asyncio.run(live_shipped())
+    if skipped:
+        print(f"not written: {', '.join(skipped)} skipped (install '.[popoto]')", file=sys.stderr)
+        return 1
+    about = (
+        f"The tools {SHIPPED_CONFIG.relative_to(REPO)} lists, as a client gets them (without "
+        "fastmcp's _meta). Regenerate: python benchmarks/tool_retrieval.py --regenerate"
+    )
+    SHIPPED.write_text(json.dumps({"about": about, "servers": servers}, indent=1) + "\n")
+    print(f"wrote {SHIPPED.relative_to(REPO)}: {sum(len(s['tools']) for s in servers)} tools")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="the same run (it is cheap)")
+    parser.add_argument(
+        "--regenerate", action="store_true", help=f"rewrite {SHIPPED.relative_to(REPO)}"
+    )
+    args = parser.parse_args(argv)
+    if args.regenerate:
+        return regenerate()
+    from report import Section, print_figures
+
+    try:
+        search = launcher_search()
+    except ImportError as exc:
+        print(f"tool_retrieval: no tool search to measure ({exc})", file=sys.stderr)
+        return 1
+    found, outcomes = measure(search)
+    print_figures(Section("tool_retrieval", "tool retrieval", found))
+    print_misses(outcomes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    sys.exit(main())
