@@ -45,9 +45,11 @@ from tool_fixtures import (  # noqa: E402
     SHIPPED,
     SHIPPED_CONFIG,
     accepted,
+    exposed,
     live_shipped,
     load_catalog,
     load_queries,
+    read,
 )
 
 SHOWN = 5  # what one search answers with, and the k of recall@k
@@ -145,6 +147,14 @@ def measure(search: Search) -> tuple[dict[str, float], list[Outcome]]:
     for kind in ("paraphrase", "no-overlap"):
         of_kind = [o for o in outcomes if o.query["kind"] == kind]
         figures[f"recall@{SHOWN} over the {len(of_kind)} {kind} queries"] = recall(of_kind, SHOWN)
+    shipped = {tool["name"] for tool in exposed(read(SHIPPED)["servers"])}
+    for group, members in (
+        ("shipped", [o for o in outcomes if o.query["expected"] in shipped]),
+        ("external", [o for o in outcomes if o.query["expected"] not in shipped]),
+    ):
+        figures[f"recall@{SHOWN} over the {len(members)} queries for {group} tools"] = recall(
+            members, SHOWN
+        )
     figures |= {
         "full catalog, every definition (tokens)": full,
         f"search mode list: {len(PINNED)} pinned + search + call tools (tokens)": listed,
