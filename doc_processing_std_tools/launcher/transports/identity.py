@@ -11,12 +11,18 @@ they act as the daemon's own, shared identity, the one ``dpt-launch login NAME``
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import re
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
-from .asgi import ASGIApp, Receive, Scope, Send
+# (the ASGI shapes, as in .asgi; not imported from there, which imports this module)
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _subject: ContextVar[str | None] = ContextVar("dpt_caller_subject", default=None)
 
 
@@ -42,6 +48,16 @@ def subject_of(access_token: Any) -> str | None:
     """The subject a verified access token names; None for a static token (no subject)."""
     subject = getattr(access_token, "subject", None)
     return subject if isinstance(subject, str) and subject else None
+
+
+def caller_name(scope: Scope) -> str | None:
+    """Who sent an authenticated request, for the access log: the subject, else the
+    verifier's client id (``token-2`` for the second static token); never the token."""
+    token = getattr(scope.get("user"), "access_token", None)
+    if token is None:
+        return None
+    name = subject_of(token) or getattr(token, "client_id", None)
+    return _UNPRINTABLE.sub("?", str(name))[:200] if name else None
 
 
 @contextlib.contextmanager
