@@ -126,7 +126,7 @@ class Keys:
     server: KeyServer
     first: Any
     stranger: Any
-    issuer: str
+    issuer: str = ""
 
 
 keys = Keys()
@@ -293,6 +293,27 @@ def test_unknown_keys_refetch_at_most_once_per_interval(interval, fetches) -> No
     assert results[0] is not None and results[0].subject == "alice"
     assert results[1:] == [None, None, None]
     assert server.fetches == fetches  # one for the first token, then one per unknown kid at most
+
+
+def test_keys_that_cannot_be_fetched_refuse_the_token_and_say_why(caplog) -> None:
+    from doc_processing_std_tools.launcher.config.schema import JwtAuthConfig
+    from doc_processing_std_tools.launcher.transports.auth import jwt_verifier
+
+    server = KeyServer()
+    key = rsa_key("one")
+    missing = server.base + "/missing.json"
+    server.close()  # nothing listens there any more
+    results = []
+    for uri in (missing, server.jwks_uri):
+        config = JwtAuthConfig(jwks_uri=uri, issuer=server.issuer, audience=AUDIENCE)
+        verifier = jwt_verifier(config)
+        results.append(anyio.run(verifier.verify_token, sign(key, iss=server.issuer)))
+    assert results == [None, None]
+    said = [r.getMessage() for r in caplog.records if r.name == "dpt-launch.auth"]
+    assert len(said) == 2, said
+    assert all(
+        line.startswith("cannot fetch the signing keys from http://127.0.0.1:") for line in said
+    )
 
 
 # -- discovery -------------------------------------------------------------------------------

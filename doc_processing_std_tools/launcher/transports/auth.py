@@ -13,6 +13,7 @@ daemon by the name it uses, which the Host guard has already vetted).
 from __future__ import annotations
 
 import hmac
+import logging
 import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -23,7 +24,11 @@ from .identity import CallerIdentity
 if TYPE_CHECKING:
     from ..config.schema import JwtAuthConfig, TransportConfig
 
+log = logging.getLogger("dpt-launch.auth")
+
 METADATA_PATH = "/.well-known/oauth-protected-resource"
+# fastmcp's loggers that say why a token was refused ("issuer mismatch (got …, expected …)")
+REFUSAL_LOGGERS = ("fastmcp.server.auth.providers.jwt", "fastmcp.server.auth.middleware")
 _HOST = re.compile(r"^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$")
 
 
@@ -37,6 +42,8 @@ class IncomingAuth:
         static = static_bearer_tokens(transport.tokens) if transport.tokens else None
         by_jwt = jwt_verifier(self.jwt) if self.jwt else None
         self.verifier = caller_tokens(static, by_jwt) if static or by_jwt else None
+        if by_jwt is not None:
+            one_line_refusals()
 
     def middleware(self) -> list[Any]:
         """Authentication for every request (the protected routes then require it)."""
@@ -138,6 +145,25 @@ def _with_metadata(challenge: bytes, url: str) -> bytes:
     return challenge + b", " + parameter
 
 
+class _OneLineRefusals(logging.Filter):
+    """fastmcp's reasons for refusing a token, as one plain line on ``dpt-launch.auth``
+    (its own records are rich, several lines, and outside ``log_format: json``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = " ".join(record.getMessage().split())[:1000]
+        if not text.startswith("Auth error returned"):  # the access log has the 401 already
+            log.log(record.levelno, "%s", text)
+        return False
+
+
+def one_line_refusals() -> None:
+    """Install :class:`_OneLineRefusals` (idempotent)."""
+    for name in REFUSAL_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _OneLineRefusals) for f in logger.filters):
+            logger.addFilter(_OneLineRefusals())
+
+
 def static_bearer_tokens(tokens: list[str]) -> Any:
     """A fastmcp ``TokenVerifier`` for fixed tokens, compared in constant time.
 
@@ -171,11 +197,17 @@ def jwt_verifier(config: JwtAuthConfig) -> Any:
     class IdentityProviderTokens(JWTVerifier):
         async def verify_token(self, token: str) -> AccessToken | None:
             verified = await super().verify_token(token)
-            if verified is None or verified.expires_at is None or not verified.subject:
+            if verified is None:
+                return None
+            if verified.expires_at is None or not verified.subject:
+                log.debug(
+                    "refused a token of client %s: it has no exp or no sub", verified.client_id
+                )
                 return None
             return verified
 
     return IdentityProviderTokens(
+        http_client=_key_fetcher(config.jwks_uri),
         jwks_uri=config.jwks_uri,
         issuer=config.issuer,
         audience=config.audience,
@@ -183,6 +215,31 @@ def jwt_verifier(config: JwtAuthConfig) -> Any:
         required_scopes=config.required_scopes or None,
         jwks_refresh_interval=config.jwks_refresh_interval,
     )
+
+
+def _key_fetcher(jwks_uri: str) -> Any:
+    """The HTTP client that fetches the provider's keys, saying so when it cannot.
+
+    (The verifier only logs a failed fetch at DEBUG; then every JWT is refused with
+    nothing on stderr to say why.)
+    """
+    import httpx2
+
+    class SayFailures(httpx2.AsyncHTTPTransport):
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            try:
+                response = await super().handle_async_request(request)
+            except httpx2.HTTPError as exc:
+                reason = str(exc)[:300] or type(exc).__name__
+                log.warning("cannot fetch the signing keys from %s: %s", jwks_uri, reason)
+                raise
+            if response.status_code >= 400:
+                log.warning(
+                    "cannot fetch the signing keys from %s: HTTP %d", jwks_uri, response.status_code
+                )
+            return response
+
+    return httpx2.AsyncClient(transport=SayFailures(), timeout=10.0)
 
 
 def caller_tokens(static: Any, by_jwt: Any) -> Any:
