@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import anyio
 import launch_helpers
@@ -32,25 +33,59 @@ SCOPE = "tools"
 STATIC_TOKEN = "static-token-5b1e"
 
 
-# -- an identity provider's key endpoint ------------------------------------------------------
+# -- an identity provider: its keys, and a minimal authorization-code flow ---------------------
 
 
 class KeyServer:
-    """Serves ``/jwks.json`` (the public keys now published) and counts the fetches."""
+    """An identity provider on 127.0.0.1: ``/jwks.json`` (the public keys now published,
+    fetches counted) and, for the sign-in test, OAuth metadata, client registration, an
+    ``/authorize`` that signs the user ``signed-in-user`` in at once, and a ``/token`` that
+    hands out a JWT signed with :attr:`signer` (the requests it got are kept)."""
 
     def __init__(self) -> None:
         self.published: list[dict[str, Any]] = []
         self.fetches = 0
+        self.signer: Any = None
+        self.token_requests: list[dict[str, str]] = []
+        self.authorize_requests: list[dict[str, str]] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                if self.path != "/jwks.json":
+                path, _, query = self.path.partition("?")
+                if path == "/jwks.json":
+                    server.fetches += 1
+                    self.reply(200, {"keys": server.published})
+                elif path == "/.well-known/oauth-authorization-server":
+                    self.reply(200, server.metadata())
+                elif path == "/authorize":
+                    params = dict(parse_qsl(query))
+                    server.authorize_requests.append(params)
+                    target = f"{params['redirect_uri']}?code=the-code&state={params['state']}"
+                    self.send_response(302)
+                    self.send_header("Location", target)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                else:
                     self.send_error(404)
-                    return
-                server.fetches += 1
-                body = json.dumps({"keys": server.published}).encode()
-                self.send_response(200)
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/register":
+                    self.reply(201, {**json.loads(body), "client_id": "registered-client"})
+                elif self.path == "/token":
+                    form = dict(parse_qsl(body.decode()))
+                    server.token_requests.append(form)
+                    token = sign(server.signer, sub="signed-in-user")
+                    self.reply(
+                        200, {"access_token": token, "token_type": "Bearer", "expires_in": 600}
+                    )
+                else:
+                    self.send_error(404)
+
+            def reply(self, status: int, document: dict[str, Any]) -> None:
+                body = json.dumps(document).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -64,6 +99,19 @@ class KeyServer:
         self.issuer = self.base + "/"
         self.jwks_uri = self.base + "/jwks.json"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "issuer": self.issuer,
+            "authorization_endpoint": self.base + "/authorize",
+            "token_endpoint": self.base + "/token",
+            "registration_endpoint": self.base + "/register",
+            "jwks_uri": self.jwks_uri,
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none"],
+        }
 
     def publish(self, *keys: Any) -> None:
         self.published = [key.as_dict(private=False) for key in keys]
@@ -139,6 +187,7 @@ def daemon() -> Iterator[Launched]:
     keys.first = rsa_key("first")
     keys.stranger = rsa_key("first")  # the same kid as the published key, another key
     keys.server.publish(keys.first)
+    keys.server.signer = keys.first
     config = CONFIG.format(
         jwks_uri=keys.server.jwks_uri, issuer=keys.issuer, audience=AUDIENCE, scope=SCOPE
     )
@@ -178,6 +227,60 @@ async def test_fastmcp_client_calls_with_a_jwt(daemon) -> None:
         async with Client(daemon.url, auth=sign(keys.first, sub="carol")) as client:
             result = await client.call_tool("whoami", {})
     assert text_of(result) == "carol"
+
+
+async def test_an_mcp_client_finds_the_provider_signs_in_and_calls(daemon) -> None:
+    """The official mcp client's OAuth: a 401, the metadata, the provider's metadata,
+    registration, the browser step (driven here), the token, then the call."""
+    import httpx2
+    from fastmcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+
+    class Memory:
+        tokens: Any = None
+        client: Any = None
+
+        async def get_tokens(self) -> Any:
+            return self.tokens
+
+        async def set_tokens(self, tokens: Any) -> None:
+            self.tokens = tokens
+
+        async def get_client_info(self) -> Any:
+            return self.client
+
+        async def set_client_info(self, client_info: Any) -> None:
+            self.client = client_info
+
+    redirected: dict[str, str] = {}
+
+    async def browser(url: str) -> None:  # the user's browser, signed in to the provider
+        async with httpx2.AsyncClient() as http:
+            answer = await http.get(url)
+        assert answer.status_code == 302
+        redirected.update(parse_qsl(answer.headers["location"].partition("?")[2]))
+
+    async def callback() -> AuthorizationCodeResult:
+        return AuthorizationCodeResult(code=redirected["code"], state=redirected["state"])
+
+    provider = OAuthClientProvider(
+        server_url=daemon.url,
+        client_metadata=OAuthClientMetadata(
+            client_name="test", redirect_uris=["http://127.0.0.1:9/callback"]
+        ),
+        storage=Memory(),
+        redirect_handler=browser,
+        callback_handler=callback,
+    )
+    with anyio.fail_after(60):
+        async with Client(daemon.url, auth=provider) as client:
+            result = await client.call_tool("whoami", {})
+    assert text_of(result) == "signed-in-user"
+    asked = keys.server.authorize_requests[-1]
+    assert asked["resource"] == daemon.url and asked["scope"] == SCOPE
+    assert asked["code_challenge_method"] == "S256"
+    assert keys.server.token_requests[-1]["resource"] == daemon.url  # RFC 8707
 
 
 def test_the_static_token_still_works_beside_jwt_and_has_no_subject(daemon) -> None:
