@@ -530,3 +530,25 @@ def test_jwt_alone_allows_a_non_loopback_host(write_config, capsys) -> None:
         "issuer: https://idp.example/, audience: dpt}\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
     )
     assert main(["--config", str(path), "--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_caller_is_named_on_one_printable_line_and_the_token_never() -> None:
+    from types import SimpleNamespace
+
+    from doc_processing_std_tools.launcher.transports.identity import (
+        acting_as,
+        caller_name,
+        current_subject,
+    )
+
+    def scope(**token: Any) -> dict[str, Any]:
+        user = SimpleNamespace(access_token=SimpleNamespace(token="secret-token", **token))
+        return {"user": user}
+
+    assert caller_name(scope(subject="alice\nforged line", client_id="x")) == "alice?forged line"
+    assert caller_name(scope(subject=None, client_id="token-2")) == "token-2"
+    assert caller_name({"user": SimpleNamespace()}) is None  # starlette's unauthenticated user
+    assert current_subject() is None
+    with acting_as("bob"):
+        assert current_subject() == "bob"
+    assert current_subject() is None

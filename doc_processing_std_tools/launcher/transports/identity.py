@@ -32,6 +32,9 @@ def current_subject() -> str | None:
     Read from the MCP request being handled when there is one (an HTTP session is
     bound to the credential that opened it, and each message carries its own
     request), else from the value :class:`CallerIdentity` set for this request.
+    Meaningful while serving a call: a task started during a request inherits that
+    request's context, so long-lived background work must not take its answer as
+    the identity of later calls.
     """
     from fastmcp.server.dependencies import get_access_token
 
