@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -449,7 +450,7 @@ def test_the_metadata_resource_follows_the_configured_public_url() -> None:
             "auth": {
                 "jwt": {
                     "jwks_uri": "https://idp.example/jwks",
-                    "issuer": "https://idp.example/",
+                    "issuer": "https://idp.example",
                     "audience": "dpt",
                     "resource": "https://tools.example/team/mcp",
                 }
@@ -463,6 +464,9 @@ def test_the_metadata_resource_follows_the_configured_public_url() -> None:
         "https://tools.example/.well-known/oauth-protected-resource/team/mcp"
     )
     assert "/.well-known/oauth-protected-resource/team/mcp" in [r.path for r in auth.routes()]
+    document = json.loads(anyio.run(auth._metadata, SimpleNamespace(scope=scope)).body)
+    assert document["resource"] == "https://tools.example/team/mcp"
+    assert document["authorization_servers"] == ["https://idp.example"]  # as written: no "/" added
 
 
 # -- the access log --------------------------------------------------------------------------
@@ -533,8 +537,6 @@ def test_jwt_alone_allows_a_non_loopback_host(write_config, capsys) -> None:
 
 
 def test_the_caller_is_named_on_one_printable_line_and_the_token_never() -> None:
-    from types import SimpleNamespace
-
     from doc_processing_std_tools.launcher.transports.identity import (
         acting_as,
         caller_name,

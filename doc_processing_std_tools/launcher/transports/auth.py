@@ -98,18 +98,21 @@ class IncomingAuth:
     async def _metadata(self, request: Any) -> Any:
         from mcp.server.auth.json_response import PydanticJSONResponse
         from mcp.shared.auth import ProtectedResourceMetadata
-        from pydantic import AnyHttpUrl
         from starlette.responses import PlainTextResponse
 
         assert self.jwt is not None  # the route exists only then
         resource = self.resource_url(request.scope)
         if resource is None:
             return PlainTextResponse("Bad Request: unusable Host header", status_code=400)
-        document = ProtectedResourceMetadata(
-            resource=AnyHttpUrl(resource),
-            authorization_servers=[AnyHttpUrl(self.jwt.issuer)],
-            scopes_supported=self.jwt.required_scopes or None,
-            resource_name=self.resource_name,
+        # Strings, not AnyHttpUrl: the model keeps "https://idp.example" as written, and
+        # clients compare the issuer as a string.
+        document = ProtectedResourceMetadata.model_validate(
+            {
+                "resource": resource,
+                "authorization_servers": [self.jwt.issuer],
+                "scopes_supported": self.jwt.required_scopes or None,
+                "resource_name": self.resource_name,
+            }
         )
         return PydanticJSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
 
