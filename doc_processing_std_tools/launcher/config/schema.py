@@ -63,13 +63,84 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+JwtAlgorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]
+DEFAULT_JWKS_REFRESH_INTERVAL = 30.0  # least seconds between two JWKS fetches for unknown keys
+
+
+def _http_url(value: str, *, secure: bool) -> str:
+    """*value* as an http(s) URL with a host; with *secure*, plain http only for a loopback host."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
+    except ValueError as exc:
+        raise ValueError(f"not a usable URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("give an http(s) URL with a host, e.g. https://idp.example.com/")
+    if secure and parts.scheme == "http" and not _loopback_literal(parts.hostname):
+        raise ValueError("use https (plain http is accepted only for a loopback host)")
+    return value
+
+
+def _loopback_literal(host: str) -> bool:
+    """True for ``localhost`` or a loopback address written out (no name lookup)."""
+    import ipaddress
+
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class JwtAuthConfig(_Strict):
+    """Access tokens from the team's identity provider, verified with its published keys."""
+
+    jwks_uri: str
+    issuer: str
+    audience: list[str]
+    required_scopes: list[str] = Field(default_factory=list)
+    algorithm: JwtAlgorithm = "RS256"
+    # The MCP endpoint's public URL, for the protected-resource metadata (RFC 9728);
+    # unset: each request's scheme and Host header with transport.path.
+    resource: str | None = None
+    jwks_refresh_interval: float = Field(DEFAULT_JWKS_REFRESH_INTERVAL, ge=0)
+
+    @field_validator("jwks_uri")
+    @classmethod
+    def _keys_over_https(cls, value: str) -> str:
+        return _http_url(value, secure=True)
+
+    @field_validator("issuer", "resource")
+    @classmethod
+    def _an_http_url(cls, value: str | None) -> str | None:
+        return value if value is None else _http_url(value, secure=False)
+
+    @field_validator("audience", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("audience")
+    @classmethod
+    def _some_audience(cls, value: list[str]) -> list[str]:
+        if not value or not all(item.strip() for item in value):
+            raise ValueError("name the audience your identity provider puts in tokens, e.g. dpt")
+        return value
+
+
 class AuthConfig(_Strict):
-    """Bearer tokens an HTTP client must send (``Authorization: Bearer <token>``).
+    """Who may call over HTTP: static bearer tokens, identity-provider JWTs, or both.
 
     ``auth: none`` (stored as ``token: null``) turns authentication off explicitly.
     """
 
-    token: list[SecretStr] | None
+    token: list[SecretStr] | None = None
+    jwt: JwtAuthConfig | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -89,6 +160,12 @@ class AuthConfig(_Strict):
         if value and any(not token.get_secret_value().strip() for token in value):
             raise ValueError("a token is empty; set the variable it comes from, e.g. DPT_TOKEN")
         return value
+
+    @model_validator(mode="after")
+    def _some_way_in(self) -> AuthConfig:
+        if self.token is None and self.jwt is None and "token" not in self.model_fields_set:
+            raise ValueError("give token: or jwt: (or write auth: none)")
+        return self
 
 
 class TransportConfig(_Strict):
@@ -139,6 +216,11 @@ class TransportConfig(_Strict):
         if self.auth is None or self.auth.token is None:
             return []
         return [token.get_secret_value() for token in self.auth.token]
+
+    @property
+    def jwt(self) -> JwtAuthConfig | None:
+        """How identity-provider tokens are verified; None when they are not accepted."""
+        return None if self.auth is None else self.auth.jwt
 
 
 def is_loopback_host(host: str) -> bool:

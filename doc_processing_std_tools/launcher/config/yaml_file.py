@@ -165,13 +165,25 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
         info = current.model_fields.get(part)
         if info is None:
             return []
-        annotation = info.annotation
+        annotation = _without_none(info.annotation)
         origin = getattr(annotation, "__origin__", None)
         if origin is dict:
-            current = annotation.__args__[1]  # type: ignore[union-attr]
+            current = annotation.__args__[1]
             skip_next = True
         else:
             current = annotation
     if isinstance(current, type) and issubclass(current, BaseModel):
         return list(current.model_fields)
     return []
+
+
+def _without_none(annotation: Any) -> Any:
+    """``X`` for an optional ``X | None`` annotation; any other annotation unchanged."""
+    import types
+    import typing
+
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kept = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(kept) == 1:
+            return kept[0]
+    return annotation

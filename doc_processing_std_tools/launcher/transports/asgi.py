@@ -18,6 +18,8 @@ from typing import Any
 
 import anyio
 
+from .identity import caller_name
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -221,7 +223,8 @@ _NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,100})"')
 
 
 class AccessLog:
-    """One INFO line per request: method, path, MCP method, tool, status, duration, session id.
+    """One INFO line per request: method, path, MCP method, tool, status, duration, session id
+    and the caller (a JWT's subject, ``token-N`` for a static token).
 
     Never arguments, headers or tokens: the MCP method and tool name are read from
     the first bytes of the body, and nothing else of it is kept.
@@ -267,9 +270,10 @@ class AccessLog:
                 "status": fields["status"],
                 "duration_ms": round((time.perf_counter() - start) * 1000, 1),
                 "session": fields["session"],
+                "user": caller_name(scope),  # set in the scope by the auth middleware inside
             }
             access_log.info(
-                "%s %s %s%s %s %.1fms session=%s",
+                "%s %s %s%s %s %.1fms session=%s user=%s",
                 entry["method"],
                 entry["path"],
                 mcp_method or "-",
@@ -277,6 +281,7 @@ class AccessLog:
                 entry["status"] or "-",
                 entry["duration_ms"],
                 entry["session"] or "-",
+                entry["user"] or "-",
                 extra={"access": entry},
             )
 

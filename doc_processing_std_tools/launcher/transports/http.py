@@ -5,7 +5,8 @@ Most pieces come from the libraries (each named where it is used):
 - fastmcp's ``HostOriginGuardMiddleware`` (strict mode) refuses foreign Host (421)
   and Origin (403) headers: DNS-rebinding protection;
 - fastmcp's ``TokenVerifier`` + ``RequireAuthMiddleware`` do bearer tokens (401 with
-  ``WWW-Authenticate: Bearer``); our verifier compares in constant time;
+  ``WWW-Authenticate: Bearer``): static ones compared in constant time, and JWTs from
+  the team's identity provider (fastmcp's ``JWTVerifier``; see :mod:`.auth`);
 - the mcp SDK's ``StreamableHTTPSessionManager`` caps request bodies (413) and open
   sessions (503), and expires idle sessions;
 - uvicorn caps connections (503) and closes idle keep-alive connections.
@@ -22,7 +23,6 @@ traceback).
 from __future__ import annotations
 
 import contextlib
-import hmac
 import logging
 import signal
 import socket
@@ -44,6 +44,7 @@ from .asgi import (
     Send,
     SingleReplyAsJson,
 )
+from .auth import IncomingAuth
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -211,7 +212,6 @@ def build_app(
     requests: InFlight | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready and the MCP endpoint."""
-    from fastmcp.server.auth.middleware import RequireAuthMiddleware
     from fastmcp.server.http import (
         HostOriginGuardMiddleware,
         StreamableHTTPASGIApp,
@@ -236,12 +236,8 @@ def build_app(
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
     if not transport.json_response:
         mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
-    verifier = static_bearer_tokens(transport.tokens) if transport.tokens else None
-
-    def protected(endpoint: ASGIApp) -> ASGIApp:
-        if verifier is None:
-            return endpoint
-        return RequireAuthMiddleware(endpoint, required_scopes=[])
+    auth = IncomingAuth(transport, resource_name=root.name)
+    protected = auth.protected
 
     middleware = [
         Middleware(AccessLog),
@@ -253,7 +249,7 @@ def build_app(
             allowed_origins=transport.allowed_origins,
             mode="strict",
         ),
-        *(verifier.get_middleware() if verifier else []),
+        *auth.middleware(),
     ]
     routes = [
         Route("/health", endpoint=_health, methods=["GET"]),
@@ -263,6 +259,7 @@ def build_app(
             endpoint=protected(mcp_endpoint),
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
+        *auth.routes(),
         *additional_http_routes(root),
     ]
 
@@ -277,27 +274,6 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
-
-
-def static_bearer_tokens(tokens: list[str]) -> Any:
-    """A fastmcp ``TokenVerifier`` for fixed tokens, compared in constant time.
-
-    (fastmcp's ``StaticTokenVerifier`` looks tokens up in a dict: not constant-time.)
-    """
-    from fastmcp.server.auth import AccessToken, TokenVerifier
-
-    expected = [token.encode() for token in tokens]
-
-    class StaticBearerTokens(TokenVerifier):
-        async def verify_token(self, token: str) -> AccessToken | None:
-            given = token.strip().encode()
-            matches = [hmac.compare_digest(given, candidate) for candidate in expected]
-            if not any(matches):
-                return None
-            # The client id names the token by position: a session stays with its token.
-            return AccessToken(token=token, client_id=f"token-{matches.index(True) + 1}", scopes=[])
-
-    return StaticBearerTokens()
 
 
 async def _health(_request: Any) -> Any:
