@@ -171,7 +171,11 @@ class ToolRelay:
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)
         if target is None:
-            return await call_next(ctx)
+            reason = await self._until_started(ctx)
+            if reason:
+                return {"content": [{"type": "text", "text": reason}], "isError": True}
+            if reason is None or (target := self._target(ctx)) is None:
+                return await call_next(ctx)
         from fastmcp.exceptions import ToolError
 
         params: Mapping[str, Any] = ctx.params
@@ -185,6 +189,20 @@ class ToolRelay:
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
             result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}
         return result
+
+    async def _until_started(self, ctx: Any) -> str | None:
+        """A call to a tool nothing exposes while external servers are still starting waits
+        for them, within the call's timeout (``Composition.until_started``): why it cannot go
+        on, "" when it waited and may now find its tool, None when there was nothing to wait for.
+        """
+        starting = getattr(self._composition, "starting", None)
+        params = ctx.params
+        if not starting or ctx.method != "tools/call" or not isinstance(params, Mapping):
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        return await self._composition.until_started(name) or ""  # type: ignore[attr-defined]
 
     async def _forward(
         self, target: RelayTarget, params: Mapping[str, Any], caller: Any, request_id: Any
