@@ -120,13 +120,16 @@ def answer_server_requests(client: Any, *, sampling: Any, elicitation: Any, root
     any error becomes -32603 and an elicitation's content is re-typed; a relay passes the
     client's answer and error on unchanged, so it sets the session's callbacks itself
     (``Client._session_kwargs``, read when the session opens). The SDK session then
-    declares sampling, elicitation and roots (``listChanged``) in ``initialize``.
+    declares sampling (with ``tools``), elicitation and roots (``listChanged``) in
+    ``initialize``.
     """
     import mcp_types
 
     kwargs = client._session_kwargs
     kwargs["sampling_callback"] = sampling
-    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability()
+    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability(
+        tools=mcp_types.SamplingToolsCapability()
+    )
     kwargs["elicitation_callback"] = elicitation
     kwargs["list_roots_callback"] = roots
 

@@ -18,8 +18,10 @@ it, and answers the server's requests by asking that client:
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
 for roots: an empty list (alone, the server would not have asked, and would serve as
-with no roots; an error would fail its tools). The client's answer, or its error, goes
-back to the server unchanged.
+with no roots; an error would fail its tools). Children are told the client samples with
+tools (``sampling.tools``); a sampling request that offers tools to a client that did not
+declare them gets the -32602 the server's own SDK raises alone. The client's answer, or its
+error, goes back to the server unchanged.
 """
 
 from __future__ import annotations
@@ -152,11 +154,16 @@ class FrontLink:
 
     async def sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
         import mcp_types
+        from mcp.shared.exceptions import MCPError
 
+        with_tools = params.tools is not None or params.tool_choice is not None
+        if with_tools and not self._declares_sampling_tools():
+            # what the server's own SDK raises, alone, before asking such a client
+            raise MCPError(
+                mcp_types.INVALID_PARAMS, "Client does not support sampling tools capability"
+            )
         result_type = (
-            mcp_types.CreateMessageResultWithTools
-            if params.tools or params.tool_choice
-            else mcp_types.CreateMessageResult
+            mcp_types.CreateMessageResultWithTools if with_tools else mcp_types.CreateMessageResult
         )
         return await self._ask(
             "sampling/createMessage",
@@ -165,6 +172,18 @@ class FrontLink:
             result_type,
             "Sampling not supported",
         )
+
+    def _declares_sampling_tools(self) -> bool:
+        """Whether the client this server's sampling goes to declared ``sampling.tools``."""
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            session, _ = self._front("sampling/createMessage")
+        except MCPError:
+            return True  # (:meth:`_ask` raises the reason)
+        declared = getattr(session, "client_capabilities", None)
+        sampling = getattr(declared, "sampling", None)
+        return getattr(sampling, "tools", None) is not None
 
     async def elicitation(self, context: Any, params: mcp_types.ElicitRequestParams) -> Any:
         import mcp_types
