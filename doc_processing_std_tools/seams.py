@@ -489,6 +489,16 @@ async def send_raw_request(
     return await session._dispatcher.send_raw_request(method, data["params"], opts)
 
 
+def own_uri(namespace: str | None, uri: str) -> str:
+    """*uri* as a server mounted under *namespace* names it: fastmcp's ``Namespace`` transform
+    exposes ``scheme://path`` as ``scheme://namespace/path`` (``Namespace._reverse_uri``)."""
+    if not namespace:
+        return uri
+    from fastmcp.server.transforms import Namespace
+
+    return Namespace(namespace)._reverse_uri(uri) or uri
+
+
 def requests_in_flight(client: Any) -> int:
     """How many requests sent on a connected fastmcp ``Client``'s SDK session still wait for
     their reply (``JSONRPCDispatcher._pending``: one entry per request, removed when it is

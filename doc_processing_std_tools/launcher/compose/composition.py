@@ -361,6 +361,9 @@ async def compose(
         root, mounts, skipped, loaded, sessions, group, reload_lock=anyio.Lock(), exposure=exposure
     )
     composition.watch_lists()
+    from .subscriptions import Subscriptions
+
+    Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     return composition

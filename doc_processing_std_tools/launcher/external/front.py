@@ -86,6 +86,8 @@ class FrontLink:
         self.client: Any = None  # the server's live fastmcp Client (set by the supervisor)
         self.asked_roots_early = False
         self._calls: dict[int, tuple[Any, Any]] = {}  # call token -> (session, request id)
+        # the server's resource URI -> {client connection: (its session, the URI as exposed)}
+        self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
         self._count = 0
         fronts.links.add(self)
 
@@ -242,6 +244,65 @@ class FrontLink:
             await session.send_notification(note, related_request_id=request_id)
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    async def subscribe(self, session: Any, exposed: str, own: str) -> None:
+        """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):
+        the server is asked once, for its first subscriber; its error reaches the client."""
+        from ...seams import send_raw_request, session_connection
+
+        subscribers = self._subscribers.get(own)
+        if not subscribers:
+            await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
+        self._subscribers.setdefault(own, {})[id(session_connection(session))] = (session, exposed)
+
+    async def unsubscribe(self, session: Any, own: str) -> None:
+        """Client *session* unsubscribes; the server is told when no client is left."""
+        from ...seams import session_connection
+
+        subscribers = self._subscribers.get(own, {})
+        subscribers.pop(id(session_connection(session)), None)
+        if not subscribers:
+            await self._drop(own)
+
+    async def _drop(self, own: str) -> None:
+        from ...seams import send_raw_request
+
+        self._subscribers.pop(own, None)
+        if self.client is not None:
+            with contextlib.suppress(Exception):  # (it is going down: it forgets anyway)
+                await send_raw_request(self.client, "resources/unsubscribe", {"uri": own})
+
+    def _live(self) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INTERNAL_ERROR
+
+        if self.client is None:
+            raise MCPError(INTERNAL_ERROR, f"server {self.name!r} is not connected")
+        return self.client
+
+    async def resource_updated(self, own: str) -> None:
+        """The server says its resource *own* changed: each subscribed client is told, under the
+        URI it subscribed to; a client that cannot be told any more is forgotten."""
+        subscribers = self._subscribers.get(own, {})
+        for key, (session, exposed) in list(subscribers.items()):
+            try:
+                await session.send_resource_updated(exposed)
+            except Exception as exc:  # the client went away
+                log.debug("servers.%s: forgot a subscriber of %s: %s", self.name, own, exc)
+                subscribers.pop(key, None)
+        if own in self._subscribers and not subscribers:
+            await self._drop(own)
+
+    async def resubscribe(self) -> None:
+        """A new session to the server (a restart): it is asked again for every resource a
+        client subscribed to."""
+        from ...seams import send_raw_request
+
+        for own in list(self._subscribers):
+            try:
+                await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
+            except Exception as exc:
+                log.warning("servers.%s: could not subscribe again to %s: %s", self.name, own, exc)
 
     async def tell_roots_changed(self) -> None:
         """``notifications/roots/list_changed`` to this server, when its session is up."""

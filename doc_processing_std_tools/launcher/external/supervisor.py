@@ -284,6 +284,7 @@ class Supervisor:
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
             self._set("up")
+            await front.resubscribe()
             why = await self._watch(client)
             self.last_error = (
                 why or (self.relay.last_line if self.relay else "") or "the session closed"
@@ -300,9 +301,15 @@ class Supervisor:
 
     async def _on_message(self, message: Any) -> None:
         """A server's ``notifications/*/list_changed`` is handed on (the session's reader must
-        not wait: listing again needs it)."""
-        if getattr(message, "method", None) in LIST_CHANGED and self.on_list_changed is not None:
+        not wait: listing again needs it); ``notifications/resources/updated`` reaches the
+        clients subscribed to that resource."""
+        method = getattr(message, "method", None)
+        if method in LIST_CHANGED and self.on_list_changed is not None:
             self.on_list_changed()
+        elif method == "notifications/resources/updated":
+            uri = getattr(getattr(message, "params", None), "uri", None)
+            if uri is not None:
+                await self.front.resource_updated(str(uri))
 
     def calls_in_flight(self, client: Client) -> int:
         """Requests of ours the server has not answered yet: on the SDK session (relayed calls
