@@ -24,10 +24,10 @@ ASKER = Path(__file__).with_name("asking_server.py")
 WAIT = 30  # seconds before a test that waits for a message gives up (never expected)
 
 
-def asker_config(write_config: Any) -> Path:
+def asker_config(write_config: Any, extra: str = "") -> Path:
     return write_config(
         f"servers:\n  ask:\n    command: {sys.executable}\n    args: [{ASKER}]\n"
-        "    namespace: ask\n"
+        f"    namespace: ask\n{extra}"
     )
 
 
@@ -205,6 +205,8 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
     from mcp.client.streamable_http import streamable_http_client
 
     logs: dict[str, list[Any]] = {"first": [], "second": []}
+    held: dict[str, anyio.Event] = {}  # the client's answer to an elicitation waits for it
+    asked: set[str] = set()
 
     def answers(tag: str) -> dict[str, Any]:
         async def sample(context: Any, params: Any) -> Any:
@@ -217,6 +219,9 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
             )
 
         async def elicit(context: Any, params: Any) -> Any:
+            asked.add(tag)
+            if tag in held:
+                await held[tag].wait()
             return mcp_types.ElicitResult(action="accept", content={"value": tag})
 
         async def roots(context: Any) -> Any:
@@ -233,7 +238,9 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
             "logging_callback": log,
         }
 
-    with http_launcher(asker_config(write_config)) as launched, anyio.fail_after(60):
+    # (lock: never: its tools change no state; the process lock would make calls one at a time)
+    config = asker_config(write_config, "    lock: never\n")
+    with http_launcher(config) as launched, anyio.fail_after(60):
         async with AsyncExitStack() as stack:
             sessions = []
             for tag in ("first", "second"):
@@ -259,6 +266,24 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
                 while not logs["second"]:
                     await anyio.sleep(0.05)
             assert logs == {"first": [], "second": [("info", "ask/chat")]}
+
+            # Calls from both sessions at once: the second session's waits for the first's turn
+            # on this child, so what the child asks during each reaches that call's client.
+            held["first"], asked = anyio.Event(), set()
+            results: dict[str, str] = {}
+
+            async def call(tag: str, session: Any, name: str, arguments: dict[str, Any]) -> None:
+                results[tag] = text_of(await session.call_tool(name, arguments))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, "first", sessions[0], "ask_ask_name", {})
+                while "first" not in asked:
+                    await anyio.sleep(0.02)
+                group.start_soon(call, "second", sessions[1], "ask_sample", {"prompt": "p"})
+                await anyio.sleep(0.3)  # (its call reaches the launcher meanwhile)
+                assert not results  # the first's call holds the child: the second waits its turn
+                held["first"].set()
+            assert results == {"first": "accept: first", "second": "second: x"}
             await sessions[0].send_roots_list_changed()
             with anyio.fail_after(WAIT):
                 while True:

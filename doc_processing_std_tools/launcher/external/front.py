@@ -11,9 +11,10 @@ it, and answers the server's requests by asking that client:
   the stream of its latest call);
 * none, over stdio: the one client (:attr:`Fronts.lone`), e.g. a server that asks
   for roots outside a call, and every call of the stdio fast path;
-* none over HTTP, or calls from several sessions at once: an error naming the reason
-  (nothing on the wire says which call a server's request belongs to, and the launcher
-  never guesses).
+* none over HTTP: an error naming the reason (nothing on the wire says which call a
+  server's request belongs to, and the launcher never guesses). Calls from several sessions
+  are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
+  through at a time (a call not relayed by :mod:`.relay` would still get the error).
 
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
@@ -29,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -77,6 +78,65 @@ class Fronts:
             await link.tell_roots_changed()
 
 
+class SessionTurns:
+    """One client session at a time sends calls to a server: another session's calls wait for
+    its turn (sessions take turns in arrival order; a session waiting holds back new calls of
+    the current one, so none starves). Nothing on the wire ties a server's request to one of
+    its calls in flight: with one session's calls in flight, it is that session's.
+    """
+
+    def __init__(self) -> None:
+        self.owner: int | None = None  # the client connection whose turn it is
+        self.running = 0  # its calls in flight
+        self.woken = 0  # its calls let in but not yet running
+        self.waiting: dict[int, list[Any]] = {}  # connection -> [event, calls waiting], in order
+
+    @contextlib.asynccontextmanager
+    async def turn(self, session: Any) -> AsyncIterator[None]:
+        from ...seams import session_connection
+
+        await self._enter(id(session_connection(session)))
+        try:
+            yield
+        finally:
+            self.running -= 1
+            if self.running == 0 and self.woken == 0:
+                self._pass_on()
+
+    async def _enter(self, key: int) -> None:
+        import anyio
+
+        if self.owner is None and not self.waiting:
+            self.owner = key
+        elif self.owner != key or self.waiting:
+            entry = self.waiting.setdefault(key, [anyio.Event(), 0])
+            entry[1] += 1
+            event = entry[0]
+            try:
+                await event.wait()
+            except BaseException:
+                if event.is_set():  # let in meanwhile: the turn passes on if it was the last
+                    self.woken -= 1
+                    if self.woken == 0 and self.running == 0:
+                        self._pass_on()
+                else:
+                    entry[1] -= 1
+                    if entry[1] == 0:
+                        del self.waiting[key]
+                raise
+            self.woken -= 1
+        self.running += 1
+
+    def _pass_on(self) -> None:
+        if not self.waiting:
+            self.owner = None
+            return
+        key = next(iter(self.waiting))
+        event, count = self.waiting.pop(key)
+        self.owner, self.woken = key, count
+        event.set()
+
+
 class FrontLink:
     """One external server's way to the client: its session's callbacks (see the module)."""
 
@@ -86,6 +146,7 @@ class FrontLink:
         self.client: Any = None  # the server's live fastmcp Client (set by the supervisor)
         self.asked_roots_early = False
         self._calls: dict[int, tuple[Any, Any]] = {}  # call token -> (session, request id)
+        self.turns = SessionTurns()  # relayed calls: one client session at a time
         # the server's resource URI -> {client connection: (its session, the URI as exposed)}
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
         self._count = 0

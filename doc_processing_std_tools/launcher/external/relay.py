@@ -210,11 +210,6 @@ class ToolRelay:
         """Send the call on the server's session; its progress, and what the server asks of the
         client meanwhile (sampling, elicitation, roots, logs), go to *caller* (the front session),
         tied to its request *request_id*."""
-        from fastmcp.exceptions import ToolError
-        from mcp.shared.exceptions import MCPError
-
-        from ...seams import send_raw_request
-
         out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
         meta = params.get("_meta") or {}
         # The caller's progress token stays on the front connection: the session asks the
@@ -224,6 +219,26 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
+        front = target.supervisor.front
+        # One client session's calls at a time: what the server asks meanwhile is that session's.
+        async with front.turns.turn(caller):
+            return await self._send(target, out, on_progress, caller, request_id)
+
+    async def _send(
+        self,
+        target: RelayTarget,
+        out: dict[str, Any],
+        on_progress: Any,
+        caller: Any,
+        request_id: Any,
+    ) -> dict[str, Any]:
+        from fastmcp.exceptions import ToolError
+        from mcp.shared.exceptions import MCPError
+
+        from ...seams import send_raw_request
+
+        assert target.supervisor is not None
+        front = target.supervisor.front
         client = await target.supervisor.client()
         # The SDK tells the server of a cancelled call with a shielded write that may take 5 s
         # when the server hangs; that write goes on in the background, so the caller's timeout
@@ -232,7 +247,7 @@ class ToolRelay:
             send_raw_request(client, "tools/call", out, on_progress=on_progress)
         )
         try:
-            with target.supervisor.front.calling(caller, request_id):
+            with front.calling(caller, request_id):
                 return await asyncio.shield(request)
         except asyncio.CancelledError:
             request.cancel()
