@@ -21,6 +21,7 @@ import mcp_types
 from conftest import launched, text_of
 
 ASKER = Path(__file__).with_name("asking_server.py")
+NOTES = Path(__file__).with_name("subscribing_child.py")
 WAIT = 30  # seconds before a test that waits for a message gives up (never expected)
 
 
@@ -112,7 +113,7 @@ async def test_children_are_initialized_declaring_what_the_launcher_forwards(
 ) -> None:
     async with launched(asker_config(write_config)) as session:
         declared = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
-    assert "sampling" in declared
+    assert declared["sampling"] == {"tools": {}}
     assert "elicitation" in declared
     assert declared["roots"] == {"listChanged": True}
 
@@ -196,8 +197,9 @@ async def test_the_clients_roots_list_changed_reaches_the_child(write_config: An
 
 async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
     """Two clients over streamable HTTP, one after the other on the same child: each one's
-    sampling (with tools too), elicitation, roots and log messages come from or go to that
-    client; outside a call nothing is guessed."""
+    sampling (with tools too), elicitation, roots, log messages and resource updates come from
+    or go to that client; calls from both at once take turns; outside a call nothing is
+    guessed."""
     from contextlib import AsyncExitStack
 
     from launch_helpers import http_launcher
@@ -206,6 +208,7 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
 
     logs: dict[str, list[Any]] = {"first": [], "second": []}
     held: dict[str, anyio.Event] = {}  # the client's answer to an elicitation waits for it
+    updated: dict[str, list[str]] = {"first": [], "second": []}  # resources/updated received
     asked: set[str] = set()
 
     def answers(tag: str) -> dict[str, Any]:
@@ -230,16 +233,26 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
         async def log(params: Any) -> None:
             logs[tag].append((params.level, params.logger))
 
+        async def on_message(message: Any) -> None:
+            note = getattr(message, "root", message)
+            if getattr(note, "method", None) == "notifications/resources/updated":
+                updated[tag].append(str(note.params.uri))
+
         return {
             "sampling_callback": sample,
             "sampling_capabilities": SAMPLING_WITH_TOOLS,
             "elicitation_callback": elicit,
             "list_roots_callback": roots,
             "logging_callback": log,
+            "message_handler": on_message,
         }
 
     # (lock: never: its tools change no state; the process lock would make calls one at a time)
-    config = asker_config(write_config, "    lock: never\n")
+    config = asker_config(
+        write_config,
+        f"    lock: never\n  notes:\n    command: {sys.executable}\n    args: [{NOTES}]\n"
+        "    namespace: notes\n",
+    )
     with http_launcher(config) as launched, anyio.fail_after(60):
         async with AsyncExitStack() as stack:
             sessions = []
@@ -284,6 +297,15 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
                 assert not results  # the first's call holds the child: the second waits its turn
                 held["first"].set()
             assert results == {"first": "accept: first", "second": "second: x"}
+
+            # A subscription over HTTP: the update reaches the session that subscribed, only.
+            await sessions[1].subscribe_resource("note://notes/a")
+            touched = await sessions[0].call_tool("notes_touch", {})
+            assert text_of(touched) == "subscribed: note://a"
+            with anyio.fail_after(WAIT):
+                while not updated["second"]:
+                    await anyio.sleep(0.02)
+            assert updated == {"first": [], "second": ["note://notes/a"]}
             await sessions[0].send_roots_list_changed()
             with anyio.fail_after(WAIT):
                 while True:
