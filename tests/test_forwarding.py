@@ -306,6 +306,9 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
                 while not updated["second"]:
                     await anyio.sleep(0.02)
             assert updated == {"first": [], "second": ["note://notes/a"]}
+            await sessions[1].unsubscribe_resource("note://notes/a")
+            touched = await sessions[0].call_tool("notes_touch", {})
+            assert text_of(touched) == "subscribed: "
             await sessions[0].send_roots_list_changed()
             with anyio.fail_after(WAIT):
                 while True:

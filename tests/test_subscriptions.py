@@ -30,6 +30,7 @@ class Updates:
             self.uris.append(str(note.params.uri))  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # a launcher of its own; the HTTP forwarding test covers this in the default run
 async def test_a_subscription_reaches_the_server_and_its_updates_reach_the_client(
     write_config,
 ) -> None:
