@@ -336,7 +336,13 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from .locking import CALL_DEADLINE, LockWaitTimeout, admit_self_locking, hold_async
+    from .locking import (
+        CALL_ARRIVAL,
+        CALL_DEADLINE,
+        LockWaitTimeout,
+        admit_self_locking,
+        hold_async,
+    )
 
     class GuardedTool(Tool):
         _inner: Any = None
@@ -421,9 +427,13 @@ def _guarded_tool_class() -> Any:
             locked = False
             # (a server that locks itself waits for the lock in a worker thread, which the
             # timeout cannot cancel: the deadline bounds that wait instead)
-            deadline = CALL_DEADLINE.set(time.monotonic() + self._timeout)
+            arrived = CALL_ARRIVAL.get()  # (a call that already waited has less time left)
+            budget = self._timeout
+            if arrived is not None:
+                budget = max(0.0, arrived + self._timeout - time.monotonic())
+            deadline = CALL_DEADLINE.set(time.monotonic() + budget)
             try:
-                with anyio.fail_after(self._timeout):
+                with anyio.fail_after(budget):
                     if not self._lock:
                         return await call()
                     async with admit_self_locking() if self._self_locking else hold_async():

@@ -9,11 +9,13 @@ offer a plain call (:data:`.targets.PLAIN_CALL`).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from ...locking import CALL_ARRIVAL
 from ...seams import behaves_as_default
 from .targets import PLAIN_CALL, RelayTarget
 
@@ -171,11 +173,21 @@ class ToolRelay:
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)
         if target is None:
-            reason = await self._until_started(ctx)
-            if reason:
-                return {"content": [{"type": "text", "text": reason}], "isError": True}
-            if reason is None or (target := self._target(ctx)) is None:
+            if not getattr(self._composition, "starting", None):  # (servers still starting)
                 return await call_next(ctx)
+            arrived = CALL_ARRIVAL.set(time.monotonic())  # (its timeout counts from now)
+            try:
+                reason = await self._until_started(ctx)
+                if reason:
+                    return {"content": [{"type": "text", "text": reason}], "isError": True}
+                if reason is None or (target := self._target(ctx)) is None:
+                    return await call_next(ctx)
+                return await self._relay(target, ctx)
+            finally:
+                CALL_ARRIVAL.reset(arrived)
+        return await self._relay(target, ctx)
+
+    async def _relay(self, target: RelayTarget, ctx: Any) -> Any:
         from fastmcp.exceptions import ToolError
 
         params: Mapping[str, Any] = ctx.params
@@ -195,9 +207,8 @@ class ToolRelay:
         for them, within the call's timeout (``Composition.until_started``): why it cannot go
         on, "" when it waited and may now find its tool, None when there was nothing to wait for.
         """
-        starting = getattr(self._composition, "starting", None)
         params = ctx.params
-        if not starting or ctx.method != "tools/call" or not isinstance(params, Mapping):
+        if ctx.method != "tools/call" or not isinstance(params, Mapping):
             return None
         name = params.get("name")
         if not isinstance(name, str):
