@@ -5,7 +5,8 @@ file, with a ``start_timeout`` far beyond any client's patience; memory-tools is
 beside them. The launcher answers ``initialize`` while neither child has answered (their
 gates do not exist yet), memory-tools serves, a call to a tool of a child still starting
 waits within its ``timeout`` (an error when that runs out), and a child that comes up late
-appears through ``notifications/tools/list_changed``.
+appears through ``notifications/tools/list_changed``; one that never answers is given up at
+its ``start_timeout`` with one warning.
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from pathlib import Path
 
 import anyio
 from conftest import launched, text_of
+from test_reload import tool_names
 from test_runtime_lists import CHANGED, Notices, memory
 
 LATE = Path(__file__).with_name("late_child.py")
 
 
-def gated(name: str, gate: Path, timeout: float) -> str:
+def gated(name: str, gate: Path, timeout: float, start_timeout: float = 600) -> str:
     return (
         f"  {name}:\n    command: {sys.executable}\n    args: [{LATE}, {gate}]\n"
-        f"    namespace: {name}\n    start_timeout: 600\n    timeout: {timeout}\n"
+        f"    namespace: {name}\n    start_timeout: {start_timeout}\n    timeout: {timeout}\n"
     )
 
 
@@ -35,10 +37,12 @@ async def test_initialize_is_answered_while_a_child_still_starts(
         "start_grace: 0.1\nservers:\n"
         + gated("slow", slow_gate, 60)
         + gated("stuck", stuck_gate, 0.2)
+        + gated("never", tmp_path / "never-gate", 60, start_timeout=0.5)
         + memory(tmp_path / "m")
     )
     notices = Notices()
-    async with launched(config, message_handler=notices) as session:
+    errlog = tmp_path / "stderr"
+    async with launched(config, message_handler=notices, errlog=errlog) as session:
         # answered: neither child can have answered its initialize (no gate exists)
         assert not slow_gate.exists() and not stuck_gate.exists()
         names = {tool.name for tool in (await session.list_tools()).tools}
@@ -64,3 +68,10 @@ async def test_initialize_is_answered_while_a_child_still_starts(
         names = {tool.name for tool in (await session.list_tools()).tools}
         assert "slow_echo" in names and "stuck_echo" not in names
         assert text_of(await session.call_tool("slow_echo", {"text": "again"})) == "echo again"
+
+        # 'never' is given up at its start_timeout: one warning says so, and nothing of it shows.
+        with anyio.fail_after(30):
+            while "servers.never not mounted" not in errlog.read_text():
+                await anyio.sleep(0.05)
+        assert "no answer to initialize within 0.5 s" in errlog.read_text()
+        assert not any(n.startswith("never_") for n in await tool_names(session))
