@@ -224,6 +224,12 @@ CALL_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "dpt_call_deadline", default=None
 )
 
+# When the call arrived (a ``time.monotonic()`` value), set when something made it wait before
+# the launcher's guard (a server still starting): its timeout counts from then, not from the guard.
+CALL_ARRIVAL: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "dpt_call_arrival", default=None
+)
+
 
 class LockWaitTimeout(Exception):
     """The call's deadline (:data:`CALL_DEADLINE`) passed while it waited for the process lock;

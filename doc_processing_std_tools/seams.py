@@ -120,13 +120,16 @@ def answer_server_requests(client: Any, *, sampling: Any, elicitation: Any, root
     any error becomes -32603 and an elicitation's content is re-typed; a relay passes the
     client's answer and error on unchanged, so it sets the session's callbacks itself
     (``Client._session_kwargs``, read when the session opens). The SDK session then
-    declares sampling, elicitation and roots (``listChanged``) in ``initialize``.
+    declares sampling (with ``tools``), elicitation and roots (``listChanged``) in
+    ``initialize``.
     """
     import mcp_types
 
     kwargs = client._session_kwargs
     kwargs["sampling_callback"] = sampling
-    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability()
+    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability(
+        tools=mcp_types.SamplingToolsCapability()
+    )
     kwargs["elicitation_callback"] = elicitation
     kwargs["list_roots_callback"] = roots
 
@@ -333,7 +336,13 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
-    from .locking import CALL_DEADLINE, LockWaitTimeout, admit_self_locking, hold_async
+    from .locking import (
+        CALL_ARRIVAL,
+        CALL_DEADLINE,
+        LockWaitTimeout,
+        admit_self_locking,
+        hold_async,
+    )
 
     class GuardedTool(Tool):
         _inner: Any = None
@@ -418,9 +427,13 @@ def _guarded_tool_class() -> Any:
             locked = False
             # (a server that locks itself waits for the lock in a worker thread, which the
             # timeout cannot cancel: the deadline bounds that wait instead)
-            deadline = CALL_DEADLINE.set(time.monotonic() + self._timeout)
+            arrived = CALL_ARRIVAL.get()  # (a call that already waited has less time left)
+            budget = self._timeout
+            if arrived is not None:
+                budget = max(0.0, arrived + self._timeout - time.monotonic())
+            deadline = CALL_DEADLINE.set(time.monotonic() + budget)
             try:
-                with anyio.fail_after(self._timeout):
+                with anyio.fail_after(budget):
                     if not self._lock:
                         return await call()
                     async with admit_self_locking() if self._self_locking else hold_async():
@@ -484,6 +497,16 @@ async def send_raw_request(
     if on_progress is not None:
         opts["on_progress"] = on_progress
     return await session._dispatcher.send_raw_request(method, data["params"], opts)
+
+
+def own_uri(namespace: str | None, uri: str) -> str:
+    """*uri* as a server mounted under *namespace* names it: fastmcp's ``Namespace`` transform
+    exposes ``scheme://path`` as ``scheme://namespace/path`` (``Namespace._reverse_uri``)."""
+    if not namespace:
+        return uri
+    from fastmcp.server.transforms import Namespace
+
+    return Namespace(namespace)._reverse_uri(uri) or uri
 
 
 def requests_in_flight(client: Any) -> int:

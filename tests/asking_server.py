@@ -1,4 +1,4 @@
-"""An MCP server that asks its client for things: sampling, elicitation, roots, and logs.
+"""An MCP server that asks its client for things: sampling (with tools too), elicitation, roots, logs.
 
 ``python asking_server.py`` serves stdio. Run alone or mounted by the launcher, its
 tools show what its client answered (or the error it got), so a test compares both.
@@ -56,6 +56,31 @@ async def sample(prompt: str, ctx: Context) -> str:
     except MCPError as exc:
         return f"error {exc.error.code}: {exc.error.message}"
     return f"{result.model}: {getattr(result.content, 'text', '')}"
+
+
+@server.tool
+async def sample_with_tools(prompt: str, ctx: Context) -> str:
+    """Sampling that offers the client's model a tool: which tool it chose, with what input."""
+    message = mcp_types.SamplingMessage(
+        role="user", content=mcp_types.TextContent(type="text", text=prompt)
+    )
+    lookup = mcp_types.Tool(
+        name="lookup",
+        description="Look a word up",
+        input_schema={"type": "object", "properties": {"word": {"type": "string"}}},
+    )
+    try:
+        result = await ctx.session.create_message(
+            messages=[message],
+            max_tokens=20,
+            tools=[lookup],
+            tool_choice=mcp_types.ToolChoice(mode="required"),
+        )
+    except MCPError as exc:
+        return f"error {exc.error.code}: {exc.error.message}"
+    blocks = result.content if isinstance(result.content, list) else [result.content]
+    used = [f"{b.name}({b.input})" for b in blocks if isinstance(b, mcp_types.ToolUseContent)]
+    return f"{result.stop_reason}: {','.join(used)}"
 
 
 @server.tool

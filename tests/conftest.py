@@ -95,6 +95,7 @@ async def launched(
     sampling_callback: object = None,
     elicitation_callback: object = None,
     logging_callback: object = None,
+    sampling_capabilities: object = None,
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
     (declaring MCP roots, sampling or elicitation when their callback is given). Its stderr
@@ -123,6 +124,7 @@ async def launched(
                 sampling_callback=sampling_callback,  # type: ignore[arg-type]
                 elicitation_callback=elicitation_callback,  # type: ignore[arg-type]
                 logging_callback=logging_callback,  # type: ignore[arg-type]
+                sampling_capabilities=sampling_capabilities,  # type: ignore[arg-type]
             ) as session,
         ):
             await session.initialize()

@@ -21,23 +21,47 @@ import mcp_types
 from conftest import launched, text_of
 
 ASKER = Path(__file__).with_name("asking_server.py")
+NOTES = Path(__file__).with_name("subscribing_child.py")
 WAIT = 30  # seconds before a test that waits for a message gives up (never expected)
 
 
-def asker_config(write_config: Any) -> Path:
+def asker_config(write_config: Any, extra: str = "") -> Path:
     return write_config(
         f"servers:\n  ask:\n    command: {sys.executable}\n    args: [{ASKER}]\n"
-        "    namespace: ask\n"
+        f"    namespace: ask\n{extra}"
     )
 
 
 async def sampled(context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
+    """The client's model: echoes the prompt; offered tools, it uses the first one, with an input
+    that shows what it was offered (the tool's description and schema, the tool choice)."""
     prompt = params.messages[0].content.text  # type: ignore[union-attr]
+    if params.tools:
+        tool = params.tools[0]
+        offered = {
+            "word": prompt,
+            "about": tool.description,
+            "schema": sorted(tool.input_schema["properties"]),
+            "choice": params.tool_choice.mode if params.tool_choice else None,
+        }
+        return mcp_types.CreateMessageResultWithTools(
+            role="assistant",
+            model="client-model",
+            content=[mcp_types.ToolUseContent(id="use-1", name=tool.name, input=offered)],
+            stop_reason="toolUse",
+        )
     return mcp_types.CreateMessageResult(
         role="assistant",
         model="client-model",
         content=mcp_types.TextContent(type="text", text=f"echo {prompt}"),
     )
+
+
+SAMPLING_WITH_TOOLS = mcp_types.SamplingCapability(tools=mcp_types.SamplingToolsCapability())
+SAMPLED_WITH_TOOLS = (
+    "toolUse: lookup({'word': 'hi', 'about': 'Look a word up', 'schema': ['word'], "
+    "'choice': 'required'})"
+)
 
 
 async def elicited(context: Any, params: mcp_types.ElicitRequestParams) -> Any:
@@ -70,11 +94,14 @@ async def test_sampling_elicitation_and_roots_reach_the_client_and_its_answers_c
     async with launched(
         asker_config(write_config),
         sampling_callback=sampled,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
         elicitation_callback=elicited,
         list_roots_callback=listed_roots,
     ) as session:
         sample = await session.call_tool("ask_sample", {"prompt": "hi"})
         assert text_of(sample) == "client-model: echo hi"
+        with_tools = await session.call_tool("ask_sample_with_tools", {"prompt": "hi"})
+        assert text_of(with_tools) == SAMPLED_WITH_TOOLS
         name = await session.call_tool("ask_ask_name", {})
         assert text_of(name) == "accept: Ada"
         roots = await session.call_tool("ask_roots", {})
@@ -86,7 +113,7 @@ async def test_children_are_initialized_declaring_what_the_launcher_forwards(
 ) -> None:
     async with launched(asker_config(write_config)) as session:
         declared = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
-    assert "sampling" in declared
+    assert declared["sampling"] == {"tools": {}}
     assert "elicitation" in declared
     assert declared["roots"] == {"listChanged": True}
 
@@ -96,16 +123,14 @@ async def test_a_client_without_a_capability_gives_the_child_the_error_it_gives_
 ) -> None:
     """The client declares roots only: sampling and elicitation fail as they do without the
     launcher, and roots (asked in the same session) still reach it."""
+    calls = (("sample", {"prompt": "hi"}), ("ask_name", {}), ("sample_with_tools", {"prompt": "x"}))
     async with alone(list_roots_callback=listed_roots) as session:
-        expected = [
-            text_of(await session.call_tool(name, arguments))
-            for name, arguments in (("sample", {"prompt": "hi"}), ("ask_name", {}))
-        ]
+        expected = [text_of(await session.call_tool(name, arguments)) for name, arguments in calls]
     assert expected[0] == "error -32600: Sampling not supported"
+    assert expected[2] == "error -32602: Client does not support sampling tools capability"
     async with launched(asker_config(write_config), list_roots_callback=listed_roots) as session:
         got = [
-            text_of(await session.call_tool(name, arguments))
-            for name, arguments in (("ask_sample", {"prompt": "hi"}), ("ask_ask_name", {}))
+            text_of(await session.call_tool(f"ask_{name}", arguments)) for name, arguments in calls
         ]
         roots = text_of(await session.call_tool("ask_roots", {}))
     assert got == expected
@@ -172,27 +197,63 @@ async def test_the_clients_roots_list_changed_reaches_the_child(write_config: An
 
 async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
     """Two clients over streamable HTTP, one after the other on the same child: each one's
-    sampling and roots come from that client; outside a call nothing is guessed."""
+    sampling (with tools too), elicitation, roots, log messages and resource updates come from
+    or go to that client; calls from both at once take turns; outside a call nothing is
+    guessed."""
     from contextlib import AsyncExitStack
 
     from launch_helpers import http_launcher
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
+    logs: dict[str, list[Any]] = {"first": [], "second": []}
+    held: dict[str, anyio.Event] = {}  # the client's answer to an elicitation waits for it
+    updated: dict[str, list[str]] = {"first": [], "second": []}  # resources/updated received
+    asked: set[str] = set()
+
     def answers(tag: str) -> dict[str, Any]:
         async def sample(context: Any, params: Any) -> Any:
+            if params.tools:
+                return await sampled(context, params)
             return mcp_types.CreateMessageResult(
                 role="assistant",
                 model=tag,
                 content=mcp_types.TextContent(type="text", text="x"),
             )
 
+        async def elicit(context: Any, params: Any) -> Any:
+            asked.add(tag)
+            if tag in held:
+                await held[tag].wait()
+            return mcp_types.ElicitResult(action="accept", content={"value": tag})
+
         async def roots(context: Any) -> Any:
             return mcp_types.ListRootsResult(roots=[mcp_types.Root(uri=f"file:///{tag}")])
 
-        return {"sampling_callback": sample, "list_roots_callback": roots}
+        async def log(params: Any) -> None:
+            logs[tag].append((params.level, params.logger))
 
-    with http_launcher(asker_config(write_config)) as launched, anyio.fail_after(60):
+        async def on_message(message: Any) -> None:
+            note = getattr(message, "root", message)
+            if getattr(note, "method", None) == "notifications/resources/updated":
+                updated[tag].append(str(note.params.uri))
+
+        return {
+            "sampling_callback": sample,
+            "sampling_capabilities": SAMPLING_WITH_TOOLS,
+            "elicitation_callback": elicit,
+            "list_roots_callback": roots,
+            "logging_callback": log,
+            "message_handler": on_message,
+        }
+
+    # (lock: never: its tools change no state; the process lock would make calls one at a time)
+    config = asker_config(
+        write_config,
+        f"    lock: never\n  notes:\n    command: {sys.executable}\n    args: [{NOTES}]\n"
+        "    namespace: notes\n",
+    )
+    with http_launcher(config) as launched, anyio.fail_after(60):
         async with AsyncExitStack() as stack:
             sessions = []
             for tag in ("first", "second"):
@@ -209,6 +270,45 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
                     f"{tag}: x"
                 )
                 assert text_of(await session.call_tool("ask_roots", {})) == f"file:///{tag}"
+                assert text_of(await session.call_tool("ask_ask_name", {})) == f"accept: {tag}"
+                with_tools = await session.call_tool("ask_sample_with_tools", {"prompt": "hi"})
+                assert text_of(with_tools) == SAMPLED_WITH_TOOLS
+            await sessions[1].set_logging_level("info")
+            assert text_of(await sessions[1].call_tool("ask_chatter", {"text": "t"})) == "said"
+            with anyio.fail_after(WAIT):
+                while not logs["second"]:
+                    await anyio.sleep(0.05)
+            assert logs == {"first": [], "second": [("info", "ask/chat")]}
+
+            # Calls from both sessions at once: the second session's waits for the first's turn
+            # on this child, so what the child asks during each reaches that call's client.
+            held["first"], asked = anyio.Event(), set()
+            results: dict[str, str] = {}
+
+            async def call(tag: str, session: Any, name: str, arguments: dict[str, Any]) -> None:
+                results[tag] = text_of(await session.call_tool(name, arguments))
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(call, "first", sessions[0], "ask_ask_name", {})
+                while "first" not in asked:
+                    await anyio.sleep(0.02)
+                group.start_soon(call, "second", sessions[1], "ask_sample", {"prompt": "p"})
+                await anyio.sleep(0.3)  # (its call reaches the launcher meanwhile)
+                assert not results  # the first's call holds the child: the second waits its turn
+                held["first"].set()
+            assert results == {"first": "accept: first", "second": "second: x"}
+
+            # A subscription over HTTP: the update reaches the session that subscribed, only.
+            await sessions[1].subscribe_resource("note://notes/a")
+            touched = await sessions[0].call_tool("notes_touch", {})
+            assert text_of(touched) == "subscribed: note://a"
+            with anyio.fail_after(WAIT):
+                while not updated["second"]:
+                    await anyio.sleep(0.02)
+            assert updated == {"first": [], "second": ["note://notes/a"]}
+            await sessions[1].unsubscribe_resource("note://notes/a")
+            touched = await sessions[0].call_tool("notes_touch", {})
+            assert text_of(touched) == "subscribed: "
             await sessions[0].send_roots_list_changed()
             with anyio.fail_after(WAIT):
                 while True:

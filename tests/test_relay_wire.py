@@ -190,3 +190,34 @@ def test_a_childs_own_request_with_a_launcher_like_id_is_answered(tmp_path: Path
         assert reply["result"]["content"][0]["text"] == "asked, got a result for dpt~1"
     finally:
         launcher.close()
+
+
+@pytest.mark.slow  # a second launcher, over HTTP (the stdio test above stays in the default run)
+def test_over_http_params_get_the_answer_the_server_alone_gives(tmp_path: Path) -> None:
+    """The same params POSTed to the launcher over streamable HTTP: a relayed call there goes
+    through ``ToolRelay``, which must refuse what the SDK refuses (the answers of the server
+    alone come from its stdio run: the same SDK checks)."""
+    from launch_helpers import http_launcher
+    from rpc_helpers import open_session, reply_message, request, rpc_headers
+
+    alone = _alone(tmp_path)
+    try:
+        alone.initialize()
+        expected = []
+        for request_id, (arguments, meta) in enumerate(PARAMS, start=1):
+            alone.send(_call(request_id, arguments=arguments, meta=meta))
+            expected.append(_kind(alone.answer_to(request_id)))
+    finally:
+        alone.close()
+    config = tmp_path / "http.yaml"
+    config.write_text(f"servers:\n  ext:\n    command: {sys.executable}\n    args: ['{RESULTS}']\n")
+    got = []
+    with http_launcher(config) as launched:
+        session = open_session(launched.port)
+        for request_id, (arguments, meta) in enumerate(PARAMS, start=1):
+            body = _call(request_id, arguments=arguments, meta=meta)
+            reply = request(launched.port, "POST", "/mcp", headers=rpc_headers(session), body=body)
+            answer = reply_message(reply.headers.get("content-type", ""), reply.body, request_id)
+            got.append(_kind(answer))
+    assert got == expected
+    assert expected[:4] == [-32602] * 4

@@ -395,3 +395,17 @@ async def test_client_log_level_is_what_the_client_set() -> None:
             warnings.simplefilter("ignore")
             await client.set_logging_level("warning")
         assert (await client.call_tool("level", {})).data == "warning"
+
+
+async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> None:
+    child = FastMCP("child")
+
+    @child.resource("note://a/b")
+    def note() -> str:
+        return "n"
+
+    listed = await mounted(child, "ns", lambda tool: False).list_resources()
+    exposed = str(listed[0].uri)
+    assert exposed != "note://a/b"
+    assert seams.own_uri("ns", exposed) == "note://a/b"
+    assert seams.own_uri(None, "note://a/b") == "note://a/b"

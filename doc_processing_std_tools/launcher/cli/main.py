@@ -211,7 +211,8 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.
         with contextlib.redirect_stdout(sys.stderr), _progress(loaded):
-            composition = await compose(loaded, strict=args.strict)
+            grace = None if args.check else loaded.config.start_grace
+            composition = await compose(loaded, strict=args.strict, grace=grace)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except CompositionError as exc:

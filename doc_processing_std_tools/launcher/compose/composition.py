@@ -70,6 +70,7 @@ class Mount:
     prompts: tuple[str, ...] = ()  # prompt names as exposed
     resources: tuple[str, ...] = ()  # resource URIs and URI templates as exposed
     problems: tuple[tuple[str, str], ...] = ()  # its check(settings), run once before building
+    late: bool = False  # an external server still starting when serving began: listed when up
 
     @property
     def state(self) -> str:
@@ -114,6 +115,8 @@ class Composition:
     strict: bool = False  # a server that fails to start refuses the launch, or the reload
     reload_lock: Any = None  # one reload or list refresh at a time (SIGHUP, --watch, list_changed)
     exposure: Exposure = field(default_factory=lambda: Exposure())  # who owns each exposed name
+    # late mounts not listed yet -> set once their server is up and listed (or failed)
+    starting: dict[str, Any] = field(default_factory=dict)
 
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
@@ -134,10 +137,59 @@ class Composition:
         return servers
 
     def watch_lists(self) -> None:
-        """Have each external server's ``list_changed`` applied by :meth:`refresh`."""
+        """Have each external server's ``list_changed`` applied by :meth:`refresh`, and each
+        :attr:`Mount.late` one listed once it is up."""
+        import anyio
+
         for mount in self.mounts:
             if mount.supervisor is not None:
                 mount.supervisor.on_list_changed = functools.partial(self._list_changed, mount.name)
+            if mount.late and mount.supervisor is not None and mount.name not in self.starting:
+                self.starting[mount.name] = event = anyio.Event()
+                self.group.start_soon(self._list_when_up, mount.name, mount.supervisor, event)
+
+    async def _list_when_up(self, name: str, supervisor: Supervisor, event: Any) -> None:
+        """A server still starting when serving began: its lists are applied (and every client
+        told) once it is up, or one warning says why it never came up."""
+        from ..external.supervisor import ExternalStartError
+
+        try:
+            await supervisor.wait_started()
+        except ExternalStartError as exc:
+            log.warning("servers.%s not mounted: %s", name, exc)
+        else:
+            await self.refresh(name)
+        finally:
+            self.starting.pop(name, None)
+            event.set()
+
+    async def until_started(self, tool: str) -> str | None:
+        """A call names *tool*, which nothing exposes, while servers are still starting: wait for
+        those that could own the name (by namespace), each within its ``timeout``. Returns why
+        the call cannot go on (the server is still starting), or None to serve it as usual."""
+        import anyio
+
+        def exposes() -> bool:
+            return any(t.name == tool for m in self.mounts for t in m.tools)
+
+        if exposes():
+            return None
+        candidates = [
+            m
+            for m in self.mounts
+            if m.name in self.starting
+            and (not m.entry.namespace or tool.startswith(f"{m.entry.namespace}_"))
+        ]
+        began = anyio.current_time()
+        for mount in candidates:
+            event = self.starting.get(mount.name)
+            if event is not None:
+                with anyio.move_on_after(began + mount.entry.timeout - anyio.current_time()):
+                    await event.wait()
+        waiting = [m for m in candidates if m.name in self.starting]
+        if waiting and not exposes() and waiting[0].supervisor is not None:
+            return waiting[0].supervisor.unavailable()
+        return None
 
     def _list_changed(self, name: str) -> None:
         self.group.start_soon(self.refresh, name)
@@ -253,7 +305,11 @@ def resolve_sources(
 
 
 async def compose(
-    loaded: LoadedConfig, *, strict: bool = False, only: set[str] | None = None
+    loaded: LoadedConfig,
+    *,
+    strict: bool = False,
+    only: set[str] | None = None,
+    grace: float | None = None,
 ) -> Composition:
     """Build every enabled server (or those named in *only*), mount it, list what it exposes
     and refuse bad names.
@@ -261,7 +317,9 @@ async def compose(
     One step: a :class:`Composition` that exists can be served as it is (call
     :meth:`Composition.aclose` when done with it). External servers are started
     or reached here; one that fails is skipped, unless it is ``required`` or
-    *strict* is set. Raises :class:`ConfigError` for bad settings,
+    *strict* is set. With a *grace* (seconds), an external server that is not ``required`` and
+    still starting then is mounted with nothing listed (:attr:`Mount.late`), so serving
+    begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
     :class:`CompositionError` for tools that cannot be served together and
     :class:`ServerStartError` for a required server that cannot start.
     """
@@ -283,7 +341,7 @@ async def compose(
         # reach: only the served root sees notifications.
         registry = SessionRegistry()
         built, skipped = await build_servers(
-            loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts
+            loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )
         config = loaded.config
         root = FastMCP(
@@ -303,6 +361,9 @@ async def compose(
         root, mounts, skipped, loaded, sessions, group, reload_lock=anyio.Lock(), exposure=exposure
     )
     composition.watch_lists()
+    from .subscriptions import Subscriptions
+
+    Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     return composition
@@ -376,6 +437,7 @@ async def listed_live(mount: Mount) -> Mount:
         locked=locked_names(mount.entry, tools),
         prompts=prompts,
         resources=resources,
+        late=mount.late and mount.state == "starting",
     )
 
 
@@ -520,12 +582,16 @@ async def build_servers(
     strict: bool,
     only: set[str] | None = None,
     fronts: Fronts | None = None,
+    grace: float | None = None,
 ) -> tuple[list[Mount], list[tuple[str, str]]]:
     """Validate settings and build every enabled server (or those named in *only*).
 
     External servers' supervisors run in *group*; they start concurrently. What they
-    ask of the client reaches the sessions of *fronts*.
+    ask of the client reaches the sessions of *fronts*. With a *grace*, those not ``required``
+    (and not *strict*) are waited for that long in all, then mounted ``late`` if still starting.
     """
+    import anyio
+
     from ..external.supervisor import ExternalStartError, Supervisor
 
     found, skipped = resolve_sources(loaded)
@@ -540,15 +606,24 @@ async def build_servers(
             group.start_soon(supervisor.run)
 
     mounts: list[Mount] = []
+    deadline = None if grace is None else anyio.current_time() + grace
     for name, entry, spec in found:
         if entry.external:
             supervisor = supervisors[name]
             try:
-                await supervisor.wait_started()
+                if deadline is None or entry.required or strict:
+                    await supervisor.wait_started()
+                else:
+                    with anyio.move_on_after(deadline - anyio.current_time()):
+                        await supervisor.wait_started()
             except ExternalStartError as exc:
                 skipped.append((name, str(exc)))
                 continue
-            mounts.append(Mount(name, None, entry, None, supervisor.proxy(), supervisor))
+            late = supervisor.state == "starting"
+            if late:
+                log.info("servers.%s is still starting: its tools are listed when it is up", name)
+            mount = Mount(name, None, entry, None, supervisor.proxy(), supervisor, late=late)
+            mounts.append(mount)
             continue
         assert spec is not None
         try:

@@ -260,6 +260,8 @@ DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
 # one stdout line (one message) of a command; as big as the largest reply taken from a URL server
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
+DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answer initialize
+DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
 
 
 class ServerEntry(_Strict):
@@ -280,6 +282,7 @@ class ServerEntry(_Strict):
     lock: Literal["auto", "always", "never"] = "auto"
     ping_timeout: float = Field(DEFAULT_PING_TIMEOUT, gt=0)
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
+    start_timeout: float = Field(DEFAULT_START_TIMEOUT, gt=0)
     tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -293,8 +296,9 @@ class ServerEntry(_Strict):
         for key in ("args", "env", "cwd"):
             if getattr(self, key) and not self.command:
                 raise ValueError(f"{key!r} applies only to a 'command' server")
-        if "ping_timeout" in self.model_fields_set and not (self.command or self.url):
-            raise ValueError("'ping_timeout' applies only to an external server")
+        for key in ("ping_timeout", "start_timeout"):
+            if key in self.model_fields_set and not (self.command or self.url):
+                raise ValueError(f"{key!r} applies only to an external server")
         if self.headers and not self.url:
             raise ValueError("'headers' applies only to a 'url' server")
         if self.settings and (self.command or self.url):
@@ -342,6 +346,7 @@ class LauncherConfig(_Strict):
     name: str = DEFAULT_NAME
     instructions: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    start_grace: float = Field(DEFAULT_START_GRACE, ge=0)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     servers: dict[str, ServerEntry]
 

@@ -11,15 +11,18 @@ it, and answers the server's requests by asking that client:
   the stream of its latest call);
 * none, over stdio: the one client (:attr:`Fronts.lone`), e.g. a server that asks
   for roots outside a call, and every call of the stdio fast path;
-* none over HTTP, or calls from several sessions at once: an error naming the reason
-  (nothing on the wire says which call a server's request belongs to, and the launcher
-  never guesses).
+* none over HTTP: an error naming the reason (nothing on the wire says which call a
+  server's request belongs to, and the launcher never guesses). Calls from several sessions
+  are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
+  through at a time (a call not relayed by :mod:`.relay` would still get the error).
 
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
 for roots: an empty list (alone, the server would not have asked, and would serve as
-with no roots; an error would fail its tools). The client's answer, or its error, goes
-back to the server unchanged.
+with no roots; an error would fail its tools). Children are told the client samples with
+tools (``sampling.tools``); a sampling request that offers tools to a client that did not
+declare them gets the -32602 the server's own SDK raises alone. The client's answer, or its
+error, goes back to the server unchanged.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -75,6 +78,65 @@ class Fronts:
             await link.tell_roots_changed()
 
 
+class SessionTurns:
+    """One client session at a time sends calls to a server: another session's calls wait for
+    its turn (sessions take turns in arrival order; a session waiting holds back new calls of
+    the current one, so none starves). Nothing on the wire ties a server's request to one of
+    its calls in flight: with one session's calls in flight, it is that session's.
+    """
+
+    def __init__(self) -> None:
+        self.owner: int | None = None  # the client connection whose turn it is
+        self.running = 0  # its calls in flight
+        self.woken = 0  # its calls let in but not yet running
+        self.waiting: dict[int, list[Any]] = {}  # connection -> [event, calls waiting], in order
+
+    @contextlib.asynccontextmanager
+    async def turn(self, session: Any) -> AsyncIterator[None]:
+        from ...seams import session_connection
+
+        await self._enter(id(session_connection(session)))
+        try:
+            yield
+        finally:
+            self.running -= 1
+            if self.running == 0 and self.woken == 0:
+                self._pass_on()
+
+    async def _enter(self, key: int) -> None:
+        import anyio
+
+        if self.owner is None and not self.waiting:
+            self.owner = key
+        elif self.owner != key or self.waiting:
+            entry = self.waiting.setdefault(key, [anyio.Event(), 0])
+            entry[1] += 1
+            event = entry[0]
+            try:
+                await event.wait()
+            except BaseException:
+                if event.is_set():  # let in meanwhile: the turn passes on if it was the last
+                    self.woken -= 1
+                    if self.woken == 0 and self.running == 0:
+                        self._pass_on()
+                else:
+                    entry[1] -= 1
+                    if entry[1] == 0:
+                        del self.waiting[key]
+                raise
+            self.woken -= 1
+        self.running += 1
+
+    def _pass_on(self) -> None:
+        if not self.waiting:
+            self.owner = None
+            return
+        key = next(iter(self.waiting))
+        event, count = self.waiting.pop(key)
+        self.owner, self.woken = key, count
+        event.set()
+
+
 class FrontLink:
     """One external server's way to the client: its session's callbacks (see the module)."""
 
@@ -84,6 +146,9 @@ class FrontLink:
         self.client: Any = None  # the server's live fastmcp Client (set by the supervisor)
         self.asked_roots_early = False
         self._calls: dict[int, tuple[Any, Any]] = {}  # call token -> (session, request id)
+        self.turns = SessionTurns()  # relayed calls: one client session at a time
+        # the server's resource URI -> {client connection: (its session, the URI as exposed)}
+        self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
         self._count = 0
         fronts.links.add(self)
 
@@ -152,11 +217,16 @@ class FrontLink:
 
     async def sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
         import mcp_types
+        from mcp.shared.exceptions import MCPError
 
+        with_tools = params.tools is not None or params.tool_choice is not None
+        if with_tools and not self._declares_sampling_tools():
+            # what the server's own SDK raises, alone, before asking such a client
+            raise MCPError(
+                mcp_types.INVALID_PARAMS, "Client does not support sampling tools capability"
+            )
         result_type = (
-            mcp_types.CreateMessageResultWithTools
-            if params.tools or params.tool_choice
-            else mcp_types.CreateMessageResult
+            mcp_types.CreateMessageResultWithTools if with_tools else mcp_types.CreateMessageResult
         )
         return await self._ask(
             "sampling/createMessage",
@@ -165,6 +235,18 @@ class FrontLink:
             result_type,
             "Sampling not supported",
         )
+
+    def _declares_sampling_tools(self) -> bool:
+        """Whether the client this server's sampling goes to declared ``sampling.tools``."""
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            session, _ = self._front("sampling/createMessage")
+        except MCPError:
+            return True  # (:meth:`_ask` raises the reason)
+        declared = getattr(session, "client_capabilities", None)
+        sampling = getattr(declared, "sampling", None)
+        return getattr(sampling, "tools", None) is not None
 
     async def elicitation(self, context: Any, params: mcp_types.ElicitRequestParams) -> Any:
         import mcp_types
@@ -223,6 +305,65 @@ class FrontLink:
             await session.send_notification(note, related_request_id=request_id)
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    async def subscribe(self, session: Any, exposed: str, own: str) -> None:
+        """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):
+        the server is asked once, for its first subscriber; its error reaches the client."""
+        from ...seams import send_raw_request, session_connection
+
+        subscribers = self._subscribers.get(own)
+        if not subscribers:
+            await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
+        self._subscribers.setdefault(own, {})[id(session_connection(session))] = (session, exposed)
+
+    async def unsubscribe(self, session: Any, own: str) -> None:
+        """Client *session* unsubscribes; the server is told when no client is left."""
+        from ...seams import session_connection
+
+        subscribers = self._subscribers.get(own, {})
+        subscribers.pop(id(session_connection(session)), None)
+        if not subscribers:
+            await self._drop(own)
+
+    async def _drop(self, own: str) -> None:
+        from ...seams import send_raw_request
+
+        self._subscribers.pop(own, None)
+        if self.client is not None:
+            with contextlib.suppress(Exception):  # (it is going down: it forgets anyway)
+                await send_raw_request(self.client, "resources/unsubscribe", {"uri": own})
+
+    def _live(self) -> Any:
+        from mcp.shared.exceptions import MCPError
+        from mcp_types import INTERNAL_ERROR
+
+        if self.client is None:
+            raise MCPError(INTERNAL_ERROR, f"server {self.name!r} is not connected")
+        return self.client
+
+    async def resource_updated(self, own: str) -> None:
+        """The server says its resource *own* changed: each subscribed client is told, under the
+        URI it subscribed to; a client that cannot be told any more is forgotten."""
+        subscribers = self._subscribers.get(own, {})
+        for key, (session, exposed) in list(subscribers.items()):
+            try:
+                await session.send_resource_updated(exposed)
+            except Exception as exc:  # the client went away
+                log.debug("servers.%s: forgot a subscriber of %s: %s", self.name, own, exc)
+                subscribers.pop(key, None)
+        if own in self._subscribers and not subscribers:
+            await self._drop(own)
+
+    async def resubscribe(self) -> None:
+        """A new session to the server (a restart): it is asked again for every resource a
+        client subscribed to."""
+        from ...seams import send_raw_request
+
+        for own in list(self._subscribers):
+            try:
+                await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
+            except Exception as exc:
+                log.warning("servers.%s: could not subscribe again to %s: %s", self.name, own, exc)
 
     async def tell_roots_changed(self) -> None:
         """``notifications/roots/list_changed`` to this server, when its session is up."""

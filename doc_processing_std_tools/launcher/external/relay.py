@@ -9,11 +9,13 @@ offer a plain call (:data:`.targets.PLAIN_CALL`).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from ...locking import CALL_ARRIVAL
 from ...seams import behaves_as_default
 from .targets import PLAIN_CALL, RelayTarget
 
@@ -171,7 +173,21 @@ class ToolRelay:
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)
         if target is None:
-            return await call_next(ctx)
+            if not getattr(self._composition, "starting", None):  # (servers still starting)
+                return await call_next(ctx)
+            arrived = CALL_ARRIVAL.set(time.monotonic())  # (its timeout counts from now)
+            try:
+                reason = await self._until_started(ctx)
+                if reason:
+                    return {"content": [{"type": "text", "text": reason}], "isError": True}
+                if reason is None or (target := self._target(ctx)) is None:
+                    return await call_next(ctx)
+                return await self._relay(target, ctx)
+            finally:
+                CALL_ARRIVAL.reset(arrived)
+        return await self._relay(target, ctx)
+
+    async def _relay(self, target: RelayTarget, ctx: Any) -> Any:
         from fastmcp.exceptions import ToolError
 
         params: Mapping[str, Any] = ctx.params
@@ -186,17 +202,25 @@ class ToolRelay:
             result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}
         return result
 
+    async def _until_started(self, ctx: Any) -> str | None:
+        """A call to a tool nothing exposes while external servers are still starting waits
+        for them, within the call's timeout (``Composition.until_started``): why it cannot go
+        on, "" when it waited and may now find its tool, None when there was nothing to wait for.
+        """
+        params = ctx.params
+        if ctx.method != "tools/call" or not isinstance(params, Mapping):
+            return None
+        name = params.get("name")
+        if not isinstance(name, str):
+            return None
+        return await self._composition.until_started(name) or ""  # type: ignore[attr-defined]
+
     async def _forward(
         self, target: RelayTarget, params: Mapping[str, Any], caller: Any, request_id: Any
     ) -> dict[str, Any]:
         """Send the call on the server's session; its progress, and what the server asks of the
         client meanwhile (sampling, elicitation, roots, logs), go to *caller* (the front session),
         tied to its request *request_id*."""
-        from fastmcp.exceptions import ToolError
-        from mcp.shared.exceptions import MCPError
-
-        from ...seams import send_raw_request
-
         out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
         meta = params.get("_meta") or {}
         # The caller's progress token stays on the front connection: the session asks the
@@ -206,6 +230,26 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
+        front = target.supervisor.front
+        # One client session's calls at a time: what the server asks meanwhile is that session's.
+        async with front.turns.turn(caller):
+            return await self._send(target, out, on_progress, caller, request_id)
+
+    async def _send(
+        self,
+        target: RelayTarget,
+        out: dict[str, Any],
+        on_progress: Any,
+        caller: Any,
+        request_id: Any,
+    ) -> dict[str, Any]:
+        from fastmcp.exceptions import ToolError
+        from mcp.shared.exceptions import MCPError
+
+        from ...seams import send_raw_request
+
+        assert target.supervisor is not None
+        front = target.supervisor.front
         client = await target.supervisor.client()
         # The SDK tells the server of a cancelled call with a shielded write that may take 5 s
         # when the server hangs; that write goes on in the background, so the caller's timeout
@@ -214,7 +258,7 @@ class ToolRelay:
             send_raw_request(client, "tools/call", out, on_progress=on_progress)
         )
         try:
-            with target.supervisor.front.calling(caller, request_id):
+            with front.calling(caller, request_id):
                 return await asyncio.shield(request)
         except asyncio.CancelledError:
             request.cancel()

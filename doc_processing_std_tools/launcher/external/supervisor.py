@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("dpt-launch")
 
-START_TIMEOUT = 30.0  # seconds for a child to start and answer, or a URL to answer
 FIRST_BACKOFF, MAX_BACKOFF = 1.0, 30.0
 PING_INTERVAL = 2.0  # a live session is pinged this often (a dead child fails at once)
 MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
@@ -157,7 +156,7 @@ class Supervisor:
         last = self.relay.last_line if self.relay else ""
         if isinstance(exc, TimeoutError):
             said = f"; its last stderr line: {last}" if last else ""
-            return f"no answer to initialize within {START_TIMEOUT:g} s{said}"
+            return f"no answer to initialize within {self.entry.start_timeout:g} s{said}"
         if last:
             return last
         status = self._http_status
@@ -176,6 +175,12 @@ class Supervisor:
         detail = f": {self.last_error}" if self.last_error else ""
         if self.state == "restarting":
             return f"server {self.name!r} is restarting (attempt {self.attempt}){detail}"
+        if self.state == "starting":
+            return (
+                f"server {self.name!r} is still starting (it has up to "
+                f"servers.{self.name}.start_timeout: {self.entry.start_timeout:g} s); its tools "
+                "are listed when it is up"
+            )
         return f"server {self.name!r} is not available ({self.state}){detail}"
 
     def call_failed(self, exc: BaseException) -> str | None:
@@ -270,7 +275,7 @@ class Supervisor:
         answer_server_requests(
             client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
         )
-        with anyio.fail_after(START_TIMEOUT):
+        with anyio.fail_after(self.entry.start_timeout):
             await client.__aenter__()
         try:
             self._client = front.client = client
@@ -279,6 +284,7 @@ class Supervisor:
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
             self._set("up")
+            await front.resubscribe()
             why = await self._watch(client)
             self.last_error = (
                 why or (self.relay.last_line if self.relay else "") or "the session closed"
@@ -295,9 +301,15 @@ class Supervisor:
 
     async def _on_message(self, message: Any) -> None:
         """A server's ``notifications/*/list_changed`` is handed on (the session's reader must
-        not wait: listing again needs it)."""
-        if getattr(message, "method", None) in LIST_CHANGED and self.on_list_changed is not None:
+        not wait: listing again needs it); ``notifications/resources/updated`` reaches the
+        clients subscribed to that resource."""
+        method = getattr(message, "method", None)
+        if method in LIST_CHANGED and self.on_list_changed is not None:
             self.on_list_changed()
+        elif method == "notifications/resources/updated":
+            uri = getattr(getattr(message, "params", None), "uri", None)
+            if uri is not None:
+                await self.front.resource_updated(str(uri))
 
     def calls_in_flight(self, client: Client) -> int:
         """Requests of ours the server has not answered yet: on the SDK session (relayed calls

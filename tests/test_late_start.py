@@ -1,0 +1,77 @@
+"""A child slow to answer ``initialize`` does not hold up the launcher's own (issue 26 §4.6).
+
+Two children (``late_child.py``) answer ``initialize`` only once the test creates their gate
+file, with a ``start_timeout`` far beyond any client's patience; memory-tools is mounted
+beside them. The launcher answers ``initialize`` while neither child has answered (their
+gates do not exist yet), memory-tools serves, a call to a tool of a child still starting
+waits within its ``timeout`` (an error when that runs out), and a child that comes up late
+appears through ``notifications/tools/list_changed``; one that never answers is given up at
+its ``start_timeout`` with one warning.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+from conftest import launched, text_of
+from test_reload import tool_names
+from test_runtime_lists import CHANGED, Notices, memory
+
+LATE = Path(__file__).with_name("late_child.py")
+
+
+def gated(name: str, gate: Path, timeout: float, start_timeout: float = 600) -> str:
+    return (
+        f"  {name}:\n    command: {sys.executable}\n    args: [{LATE}, {gate}]\n"
+        f"    namespace: {name}\n    start_timeout: {start_timeout}\n    timeout: {timeout}\n"
+    )
+
+
+async def test_initialize_is_answered_while_a_child_still_starts(
+    write_config, tmp_path: Path
+) -> None:
+    slow_gate, stuck_gate = tmp_path / "slow-gate", tmp_path / "stuck-gate"
+    config = write_config(
+        "start_grace: 0.1\nservers:\n"
+        + gated("slow", slow_gate, 60)
+        + gated("stuck", stuck_gate, 0.2)
+        + gated("never", tmp_path / "never-gate", 60, start_timeout=0.5)
+        + memory(tmp_path / "m")
+    )
+    notices = Notices()
+    errlog = tmp_path / "stderr"
+    async with launched(config, message_handler=notices, errlog=errlog) as session:
+        # answered: neither child can have answered its initialize (no gate exists)
+        assert not slow_gate.exists() and not stuck_gate.exists()
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "write_memory" in names and not {"slow_echo", "stuck_echo"} & names
+        written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        assert not written.is_error, text_of(written)
+
+        stuck = await session.call_tool("stuck_echo", {"text": "x"})
+        assert stuck.is_error
+        assert text_of(stuck).startswith("server 'stuck' is still starting"), text_of(stuck)
+
+        answers: list[str] = []
+
+        async def call_slow() -> None:
+            answers.append(text_of(await session.call_tool("slow_echo", {"text": "hi"})))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call_slow)  # waits for 'slow' to come up, within its timeout
+            await anyio.sleep(0.2)
+            slow_gate.touch()
+            await notices.wait_for(CHANGED)
+        assert answers == ["echo hi"]
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        assert "slow_echo" in names and "stuck_echo" not in names
+        assert text_of(await session.call_tool("slow_echo", {"text": "again"})) == "echo again"
+
+        # 'never' is given up at its start_timeout: one warning says so, and nothing of it shows.
+        with anyio.fail_after(30):
+            while "servers.never not mounted" not in errlog.read_text():
+                await anyio.sleep(0.05)
+        assert "no answer to initialize within 0.5 s" in errlog.read_text()
+        assert not any(n.startswith("never_") for n in await tool_names(session))
