@@ -97,6 +97,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="stop (exit 1) when any server cannot start, not only those marked required",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="show the tools as client NAME takes them (its limits: docs/clients.md); over "
+        "HTTP every profile is also served at <path>/NAME",
+    )
     parser.add_argument("--version", action="version", version=f"dpt-launch {__version__}")
     return parser.parse_args(argv)
 
@@ -246,6 +252,15 @@ async def _report_or_serve(
         if level == "FAIL":
             return _fail(f"{loaded.path}: servers.{name}: {text}", EXIT_USAGE)
         log.warning("servers.%s: %s", name, text)
+
+    from ..compose.profiles import ProfileError, install_profiles, known_profiles
+
+    served = known_profiles(loaded.config) if transport.type == "http" else []
+    if served or args.profile:
+        try:
+            install_profiles(composition, served, args.profile)
+        except ProfileError as exc:
+            return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
 
     from .serve import bind, serve
 
