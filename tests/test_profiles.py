@@ -215,3 +215,65 @@ async def test_profiles_served_by_path_from_one_http_process_share_the_lock(writ
             }
             assert all(len(t.name) <= 60 - len("dpt") for t in cursor_tools)
             assert await _overlap_of_bumps(small, cursor) == [1, 1]
+
+
+# -- the verbs -----------------------------------------------------------------------------
+
+
+def _run(*args: str, cwd: Path) -> Any:
+    import subprocess
+
+    from conftest import launcher_command
+
+    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    return subprocess.run(
+        [*launcher_command(), *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": pythonpath},
+        timeout=120,
+    )
+
+
+def test_the_budget_names_the_limits_a_profile_meets_and_what_it_does(write_config) -> None:
+    config = write_config(CONFIG.format(many=IN_PROCESS))
+    done = _run("tools", "--config", str(config), "--budget", "small", "--json", cwd=config.parent)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    tokens = [row["tokens"] for row in report["tools"]]
+    assert report["total"] == {"tools": 153, "tokens": sum(tokens)} and min(tokens) > 0
+    assert report["servers"]["many"]["tools"] == 150
+    profile = report["profile"]
+    assert profile["exceeded"][0] == "max_tools 40: 153 tools"
+    assert "max_name_length 40" in profile["exceeded"][1]
+    assert any(line.startswith("search mode: lists 2 pinned tools") for line in profile["does"])
+    assert profile["shown"]["tools"] == 4 and profile["shown"]["tokens"] < sum(tokens) / 10
+    hidden = next(row for row in report["tools"] if row["name"] == HIDDEN)
+    assert hidden["shown_as"] == shown_as(HIDDEN) and not hidden["listed"]
+
+    table = _run("tools", "--config", str(config), cwd=config.parent)
+    assert "server's name" in table.stdout and "export_dependabot_al" in table.stdout
+    unknown = _run("tools", "--config", str(config), "--budget", "nope", cwd=config.parent)
+    assert unknown.returncode == 2 and "no profile 'nope'" in unknown.stderr
+
+
+def test_client_config_runs_the_client_with_its_profile(write_config) -> None:
+    config = write_config(CONFIG.format(many=IN_PROCESS))
+    shown = _run("client-config", "windsurf", "--config", str(config), cwd=config.parent)
+    assert json.loads(shown.stdout)["mcpServers"]["dpt"]["args"][-2:] == ["--profile", "windsurf"]
+    plain = _run(
+        "client-config", "cursor", "--config", str(config), "--profile", "none", cwd=config.parent
+    )
+    assert "--profile" not in plain.stdout
+    url = "http://127.0.0.1:8765/mcp"
+    bridged = _run("client-config", "codex", "--url", url, cwd=config.parent)
+    assert f'args = ["connect", "{url}", "--profile", "codex"]' in bridged.stdout
+
+
+def test_connect_carries_the_profile_as_the_paths_last_segment() -> None:
+    from doc_processing_std_tools.launcher.cli.connect import profile_url
+
+    assert profile_url("http://h:1/mcp", "cursor") == "http://h:1/mcp/cursor"
+    assert profile_url("http://h:1/mcp/?x=1", "cursor") == "http://h:1/mcp/cursor?x=1"
+    assert profile_url("http://h:1/mcp", None) == "http://h:1/mcp"
