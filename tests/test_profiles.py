@@ -111,6 +111,22 @@ def test_a_name_the_profile_cannot_show_refuses_the_profile_with_the_fix() -> No
     assert "set profiles.q.search: auto" in over.problems()[0]
 
 
+def test_the_list_follows_the_compositions_names_as_they_change() -> None:
+    """A server's ``list_changed`` moves the composition's names; the profile follows them."""
+    from types import SimpleNamespace
+
+    from doc_processing_std_tools.launcher.compose.profiles import ProfileGate
+
+    def mounts(*names: str) -> list[Any]:
+        return [SimpleNamespace(tools=[SimpleNamespace(name=n) for n in names])]
+
+    composition = SimpleNamespace(mounts=mounts("a_one", "a_two"))
+    gate = ProfileGate(composition, {"p": Profile(name="p", max_tools=2, pin=("a_one",))}, "p")
+    assert gate.names("p").listed() == ["a_one", "a_two"]
+    composition.mounts = mounts("a_one", "a_two", "a_three")
+    assert gate.names("p").searching() and gate.names("p").listed() == ["a_one"]
+
+
 def test_short_descriptions_keep_the_first_sentence() -> None:
     assert short_description("Read a file. Then more.\n\nDetails.") == "Read a file."
     assert short_description("One paragraph\nwrapped\n\nSecond.") == "One paragraph wrapped"
@@ -232,15 +248,32 @@ def _run(*args: str, cwd: Path) -> Any:
         text=True,
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": pythonpath},
+        stdin=subprocess.DEVNULL,
         timeout=120,
     )
 
 
-def test_the_budget_names_the_limits_a_profile_meets_and_what_it_does(write_config) -> None:
+async def _verb(capsys: Any, verb: str, *argv: str) -> tuple[int, str]:
+    """``dpt-launch VERB ARGV`` run in this process (no launcher to start): status, stdout
+    (stderr is kept in ``_verb.err``)."""
+    from doc_processing_std_tools.launcher.cli import verbs
+
+    args = verbs.parse(verb, list(argv), "tools.yaml")
+    status = verbs.client_config(args) if verb == "client-config" else await verbs.tools(args)
+    captured = capsys.readouterr()
+    _verb.err = captured.err  # type: ignore[attr-defined]
+    return status, captured.out
+
+
+async def test_the_budget_names_the_limits_a_profile_meets_and_what_it_does(
+    write_config, capsys
+) -> None:
     config = write_config(CONFIG.format(many=IN_PROCESS))
-    done = _run("tools", "--config", str(config), "--budget", "small", "--json", cwd=config.parent)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    status, out = await _verb(
+        capsys, "tools", "--config", str(config), "--budget", "small", "--json"
+    )
+    assert status == 0
+    report = json.loads(out)
     tokens = [row["tokens"] for row in report["tools"]]
     assert report["total"] == {"tools": 153, "tokens": sum(tokens)} and min(tokens) > 0
     assert report["servers"]["many"]["tools"] == 150
@@ -252,23 +285,35 @@ def test_the_budget_names_the_limits_a_profile_meets_and_what_it_does(write_conf
     hidden = next(row for row in report["tools"] if row["name"] == HIDDEN)
     assert hidden["shown_as"] == shown_as(HIDDEN) and not hidden["listed"]
 
-    table = _run("tools", "--config", str(config), cwd=config.parent)
-    assert "server's name" in table.stdout and "export_dependabot_al" in table.stdout
-    unknown = _run("tools", "--config", str(config), "--budget", "nope", cwd=config.parent)
-    assert unknown.returncode == 2 and "no profile 'nope'" in unknown.stderr
+    status, table = await _verb(capsys, "tools", "--config", str(config))
+    assert status == 0 and "server's name" in table and "export_dependabot_al" in table
 
 
-def test_client_config_runs_the_client_with_its_profile(write_config) -> None:
-    config = write_config(CONFIG.format(many=IN_PROCESS))
-    shown = _run("client-config", "windsurf", "--config", str(config), cwd=config.parent)
-    assert json.loads(shown.stdout)["mcpServers"]["dpt"]["args"][-2:] == ["--profile", "windsurf"]
-    plain = _run(
-        "client-config", "cursor", "--config", str(config), "--profile", "none", cwd=config.parent
+async def test_client_config_runs_the_client_with_its_profile(write_config, capsys) -> None:
+    config = str(write_config(CONFIG.format(many=IN_PROCESS)))
+    _, shown = await _verb(capsys, "client-config", "windsurf", "--config", config)
+    assert json.loads(shown)["mcpServers"]["dpt"]["args"][-2:] == ["--profile", "windsurf"]
+    _, plain = await _verb(
+        capsys, "client-config", "cursor", "--config", config, "--profile", "none"
     )
-    assert "--profile" not in plain.stdout
+    assert "--profile" not in plain
     url = "http://127.0.0.1:8765/mcp"
-    bridged = _run("client-config", "codex", "--url", url, cwd=config.parent)
-    assert f'args = ["connect", "{url}", "--profile", "codex"]' in bridged.stdout
+    _, bridged = await _verb(capsys, "client-config", "codex", "--url", url)
+    assert f'args = ["connect", "{url}", "--profile", "codex"]' in bridged
+    status, _ = await _verb(capsys, "client-config", "cursor", "--config", config, "--profile", "x")
+    assert status == 2 and "no profile 'x'" in _verb.err  # type: ignore[attr-defined]
+
+
+def test_a_profile_that_cannot_be_served_refuses_the_launch_with_the_fix(write_config) -> None:
+    config = write_config(
+        CONFIG.format(many=IN_PROCESS) + "  strict:\n    max_tools: 5\n    search: off\n"
+    )
+    done = _run("--config", str(config), "--profile", "strict", cwd=config.parent)
+    assert done.returncode == 2
+    assert "profiles.strict: 153 tools, over its max_tools (5), and search is off; set " in (
+        done.stderr
+    )
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
 def test_connect_carries_the_profile_as_the_paths_last_segment() -> None:

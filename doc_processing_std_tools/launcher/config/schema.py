@@ -276,6 +276,12 @@ class ProfileConfig(_Strict):
     max_tool_tokens: int | None = Field(None, ge=1)  # the client's own switch (Claude Code's 10%)
     search_results: int | None = Field(None, ge=1, le=50)
 
+    @field_validator("search", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML reads a bare ``off`` as false (and ``on`` as true)."""
+        return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
+
 
 class LauncherConfig(_Strict):
     """The whole file."""
