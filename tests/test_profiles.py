@@ -306,14 +306,15 @@ async def test_client_config_runs_the_client_with_its_profile(write_config, caps
 
 def test_a_profile_that_cannot_be_served_refuses_the_launch_with_the_fix(write_config) -> None:
     config = write_config(
-        CONFIG.format(many=IN_PROCESS) + "  strict:\n    max_tools: 5\n    search: off\n"
+        "servers:\n  counter:\n    module: sample_servers:make_counter\n"
+        "profiles:\n  strict:\n    max_tools: 2\n    search: off\n"
     )
+    why = "profiles.strict: 3 tools, over its max_tools (2), and search is off; set "
     done = _run("--config", str(config), "--profile", "strict", cwd=config.parent)
-    assert done.returncode == 2
-    assert "profiles.strict: 153 tools, over its max_tools (5), and search is off; set " in (
-        done.stderr
-    )
+    assert done.returncode == 2 and why in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    check = _run("--config", str(config), "--check", cwd=config.parent)
+    assert check.returncode == 1 and f"FAIL {why}" in " ".join(check.stdout.split())
 
 
 def test_connect_carries_the_profile_as_the_paths_last_segment() -> None:

@@ -245,6 +245,13 @@ async def _report_or_serve(
 
         # A server that was skipped (a missing extra) will not serve either.
         findings += [(name, "FAIL", why) for name, why in composition.skipped]
+        from ..compose.profiles import profile_problems
+
+        wanted = [*loaded.config.profiles, *([args.profile] if args.profile else [])]
+        findings += [
+            (f"profiles.{name}", "FAIL", why)
+            for name, why in profile_problems(composition, list(dict.fromkeys(wanted)))
+        ]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 

@@ -315,17 +315,21 @@ class ProfileGate:
         self.composition = composition
         self.profiles = dict(profiles)
         self.default = default
-        self._maps: dict[str, tuple[tuple[str, ...], NameMap]] = {}
+        self._maps: dict[str, tuple[Any, tuple[str, ...], NameMap]] = {}
 
     def composition_names(self) -> tuple[str, ...]:
         return tuple(t.name for m in self.composition.mounts for t in m.tools)
 
     def names(self, profile: str) -> NameMap:
         """The profile's :class:`NameMap` for the composition's current names (cached)."""
-        current = self.composition_names()
+        mounts = self.composition.mounts
         cached = self._maps.get(profile)
-        if cached is not None and cached[0] == current:
-            return cached[1]
+        if cached is not None and cached[0] is mounts:  # (a refresh or reload swaps the list)
+            return cached[2]
+        current = self.composition_names()
+        if cached is not None and cached[1] == current:
+            self._maps[profile] = (mounts, current, cached[2])
+            return cached[2]
         names = NameMap.build(self.profiles[profile], current)
         for kept, left, client in names.collisions:
             log.warning(
@@ -335,7 +339,7 @@ class ProfileGate:
                 kept,
                 client,
             )
-        self._maps[profile] = (current, names)
+        self._maps[profile] = (mounts, current, names)
         return names
 
     def profile_of(self, ctx: Any) -> str | None:
@@ -468,6 +472,20 @@ def gate_of(root: Any) -> ProfileGate | None:
         if isinstance(middleware, ProfileGate):
             return middleware
     return None
+
+
+def profile_problems(composition: Any, names: Sequence[str]) -> list[tuple[str, str]]:
+    """``(profile, why)`` for each of *names* that *composition* cannot serve (``--check``)."""
+    config = composition.loaded.config
+    tools = [t.name for m in composition.mounts for t in m.tools]
+    found = []
+    for name in names:
+        try:
+            problems = NameMap.build(resolve(config, name), tools).problems()
+        except ProfileError as exc:
+            problems = [str(exc)]
+        found += [(name, text) for text in problems]
+    return found
 
 
 def install_profiles(composition: Any, served: Sequence[str], default: str | None) -> ProfileGate:
