@@ -58,3 +58,13 @@ def test_mcp_tools_and_dicts_rank_alike() -> None:
 def test_limit_bounds_the_answer() -> None:
     assert len(search_catalog(CATALOG, "write list create capture", limit=2)) == 2
     assert search_catalog(CATALOG, "write", limit=0) == []
+
+
+def test_a_query_in_other_words_still_finds_the_tool() -> None:
+    catalog = [
+        *CATALOG,
+        {"name": "fs_create_directory", "description": "Create a new directory", "inputSchema": {}},
+    ]
+    assert search_catalog(catalog, "make a folder")[0] == "fs_create_directory"
+    assert search_catalog(catalog, "report a bug")[0] == "github_create_issue"
+    assert search_catalog(catalog, "zzz folder") == ["fs_create_directory", "fs_list_directory"]

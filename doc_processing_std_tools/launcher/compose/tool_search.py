@@ -11,7 +11,9 @@ benchmark ranks plain definitions. Adapted here, before the text reaches the ind
   twice, so a query word that names a tool outweighs one in a long description;
 - English stop words are dropped (in a small catalog, "the" would otherwise rank a tool);
 - every word is reduced by a small suffix stemmer (``files``/``file``, ``listing``/``list``,
-  ``searches``/``search``), so a query need not use the tool's own inflection.
+  ``searches``/``search``), so a query need not use the tool's own inflection;
+- a query word also searches, at half weight, for the words tools use for it
+  (:data:`_RELATED`: ``folder`` -> ``directory``, ``bug`` -> ``issue``, ``make`` -> ``create``).
 """
 
 from __future__ import annotations
@@ -89,6 +91,43 @@ _STOP = frozenset(
         "please",
     ]
 )
+# Words people use for what tool names and descriptions say otherwise; a query word also
+# searches for these (each counted half as much as the words the query has).
+_RELATED = {
+    "folder": "directory",
+    "folders": "directories",
+    "dir": "directory",
+    "make": "create",
+    "new": "create",
+    "add": "create",
+    "remove": "delete",
+    "erase": "delete",
+    "show": "list get",
+    "see": "list get view",
+    "display": "view get",
+    "fetch": "get read",
+    "open": "read create",
+    "find": "search",
+    "look": "search",
+    "lookup": "search",
+    "big": "size",
+    "large": "size",
+    "bug": "issue",
+    "ticket": "issue",
+    "pr": "pull request",
+    "rename": "move",
+    "save": "write store",
+    "store": "write save",
+    "remember": "save write memory",
+    "note": "memory",
+    "notes": "memories",
+    "change": "update edit",
+    "modify": "update edit",
+    "edit": "update",
+    "run": "execute",
+    "contents": "read",
+    "everything": "all",
+}
 _KEEP = {"status", "process", "address", "access", "alias", "class", "canvas", "always", "ss"}
 
 
@@ -115,6 +154,20 @@ def terms(text: str) -> list[str]:
     ``-`` and case changes."""
     words = (w.lower() for w in _WORD.findall(text))
     return [stem(w) for w in words if w not in _STOP]
+
+
+def expanded(query: str) -> list[str]:
+    """*query*'s terms twice each, then once each the terms of the words :data:`_RELATED` gives
+    them (BM25 sums a repeated query term again: the query's own words weigh double)."""
+    own = terms(query)
+    related = [
+        term
+        for word in _WORD.findall(query)
+        if word.lower() in _RELATED
+        for term in terms(_RELATED[word.lower()])
+        if term not in own
+    ]
+    return [*own, *own, *related]
 
 
 def _field(tool: Any, *names: str) -> Any:
@@ -168,7 +221,7 @@ class CatalogIndex:
         """Exposed names of the best matches, best first; none when no word of *query* matches."""
         if limit <= 0 or not self.names:
             return []
-        hits = self._index.query(" ".join(terms(query)), limit)
+        hits = self._index.query(" ".join(expanded(query)), limit)
         return [self.names[i] for i in hits]
 
 
