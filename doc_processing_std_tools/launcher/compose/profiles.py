@@ -512,11 +512,18 @@ class _ProfiledTargets:
 
     def __init__(self, relay: Any, gate: ProfileGate, profile: str) -> None:
         self._relay, self._gate, self._profile = relay, gate, profile
+        self._seen: tuple[Any, Any] = (None, None)
+        self._table: dict[str, Any] = {}
 
     def fast_targets(self) -> dict[str, Any]:
+        """Asked per call: rebuilt only when the relay's table or the profile's names change."""
         base = self._relay.fast_targets()
-        back = self._gate.names(self._profile).back
-        return {shown: base[own] for shown, own in back.items() if own in base}
+        names = self._gate.names(self._profile)
+        if self._seen[0] is not base or self._seen[1] is not names:
+            back = names.back
+            self._table = {shown: base[own] for shown, own in back.items() if own in base}
+            self._seen = (base, names)
+        return self._table
 
 
 def _profile_fast_path(root: Any, gate: ProfileGate, profile: str) -> None:
