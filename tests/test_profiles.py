@@ -323,3 +323,30 @@ def test_connect_carries_the_profile_as_the_paths_last_segment() -> None:
     assert profile_url("http://h:1/mcp", "cursor") == "http://h:1/mcp/cursor"
     assert profile_url("http://h:1/mcp/?x=1", "cursor") == "http://h:1/mcp/cursor?x=1"
     assert profile_url("http://h:1/mcp", None) == "http://h:1/mcp"
+
+
+async def test_a_call_through_call_tool_times_out_as_a_direct_call_does(write_config) -> None:
+    """In-process (the SDK server's middleware runs for an in-memory client too)."""
+    from fastmcp import Client
+
+    from doc_processing_std_tools.launcher.compose.composition import compose
+    from doc_processing_std_tools.launcher.compose.profiles import install_profiles
+    from doc_processing_std_tools.launcher.config.schema import load_config
+
+    config = write_config(
+        "servers:\n  counter:\n    module: sample_servers:make_counter\n    timeout: 0.2\n"
+        "profiles:\n  p:\n    search: always\n"
+    )
+    composition = await compose(load_config(config))
+    try:
+        install_profiles(composition, [], "p")
+        async with Client(composition.root) as client:
+            listed = {t.name for t in await client.list_tools()}
+            assert listed == {SEARCH_TOOL, CALL_TOOL}
+            via = await client.call_tool(
+                CALL_TOOL, {"name": "bump", "arguments": {"delay": 0.6}}, raise_on_error=False
+            )
+            direct = await client.call_tool("bump", {"delay": 0.6}, raise_on_error=False)
+        assert via.is_error and "0.2" in text(via) and text(via) == text(direct)
+    finally:
+        await composition.aclose()
