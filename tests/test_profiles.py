@@ -347,6 +347,11 @@ async def test_a_call_through_call_tool_times_out_as_a_direct_call_does(write_co
                 CALL_TOOL, {"name": "bump", "arguments": {"delay": 0.6}}, raise_on_error=False
             )
             direct = await client.call_tool("bump", {"delay": 0.6}, raise_on_error=False)
+            # The profile's own answers carry the 2026-era envelope this client checks.
+            found = await client.call_tool(SEARCH_TOOL, {"query": "bump"})
+            assert found.structured_content["tools"][0]["name"] == "bump"
+            bad = await client.call_tool(CALL_TOOL, {"arguments": {}}, raise_on_error=False)
+            assert bad.is_error and "call_tool needs 'name'" in text(bad)
         assert via.is_error and "0.2" in text(via) and text(via) == text(direct)
     finally:
         await composition.aclose()

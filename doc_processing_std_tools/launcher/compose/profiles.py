@@ -373,6 +373,7 @@ class ProfileGate:
                     ctx,
                     f"{CALL_TOOL} needs 'name' (a tool's name from {SEARCH_TOOL}) and "
                     "'arguments' (an object)",
+                    self.composition.root,
                 )
             params = {**params, "name": target, "arguments": dict(inner or {})}
             name = target
@@ -406,10 +407,14 @@ class ProfileGate:
 
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
         if not isinstance(query, str) or not query.strip():
-            return _tool_error(ctx, f"{SEARCH_TOOL} needs 'query': what the tool should do")
+            return _tool_error(
+                ctx, f"{SEARCH_TOOL} needs 'query': what the tool should do", self.composition.root
+            )
         limit = arguments.get("limit", names.profile.search_results)
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 50:
-            return _tool_error(ctx, "'limit' must be a whole number from 1 to 50")
+            return _tool_error(
+                ctx, "'limit' must be a whole number from 1 to 50", self.composition.root
+            )
         catalog = [
             shown_tool(t, names)
             for t in await self._catalog(ctx, call_next)
@@ -426,6 +431,7 @@ class ProfileGate:
                 "structuredContent": {"tools": tools},
                 "isError": False,
             },
+            self.composition.root,
         )
 
 
@@ -445,14 +451,24 @@ def _renamed(result: Any, name: str) -> Any:
     return result
 
 
-def _as_sent(ctx: Any, result: dict[str, Any]) -> dict[str, Any]:
+def _as_sent(ctx: Any, result: dict[str, Any], root: Any) -> dict[str, Any]:
     """*result* of ``tools/call`` shaped for the connection's protocol version, as the SDK
-    shapes a handler's (a middleware that answers alone owns the envelope)."""
+    shapes a handler's (a middleware that answers alone owns the envelope): checked against
+    the version's schema and, on a 2026-era connection, ``resultType`` and the ``serverInfo``
+    stamp."""
+    from mcp_types import SERVER_INFO_META_KEY
     from mcp_types.methods import serialize_server_result
 
-    if _modern(ctx.protocol_version):
+    modern = _modern(ctx.protocol_version)
+    if modern:
         result = {"resultType": "complete", **result}
-    return serialize_server_result("tools/call", ctx.protocol_version, result)
+    shaped = serialize_server_result("tools/call", ctx.protocol_version, result)
+    if modern:
+        from ...seams import low_level_server
+
+        stamp = low_level_server(root).server_info_stamp
+        shaped["_meta"] = {**(shaped.get("_meta") or {}), SERVER_INFO_META_KEY: stamp}
+    return shaped
 
 
 def _modern(version: str) -> bool:
@@ -461,8 +477,8 @@ def _modern(version: str) -> bool:
     return version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
-def _tool_error(ctx: Any, text: str) -> dict[str, Any]:
-    return _as_sent(ctx, {"content": [{"type": "text", "text": text}], "isError": True})
+def _tool_error(ctx: Any, text: str, root: Any) -> dict[str, Any]:
+    return _as_sent(ctx, {"content": [{"type": "text", "text": text}], "isError": True}, root)
 
 
 def gate_of(root: Any) -> ProfileGate | None:
