@@ -96,17 +96,19 @@ async def launched(
     elicitation_callback: object = None,
     logging_callback: object = None,
     sampling_capabilities: object = None,
+    args: tuple[str, ...] = (),
 ) -> AsyncIterator[object]:
     """A ClientSession connected over stdio to a spawned ``dpt-launch --config config``
     (declaring MCP roots, sampling or elicitation when their callback is given). Its stderr
-    goes to *errlog*, a file object or a path to write, when given; else it is dropped."""
+    goes to *errlog*, a file object or a path to write, when given; else it is dropped.
+    *args* follow ``--config`` (``--profile NAME``)."""
     import anyio
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     params = StdioServerParameters(
         command=launcher_command()[0],
-        args=[*launcher_command()[1:], "--config", str(config)],
+        args=[*launcher_command()[1:], "--config", str(config), *args],
         env={**os.environ, **(env or {})},
         cwd=str(cwd or config.parent),
     )

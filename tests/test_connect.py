@@ -444,14 +444,23 @@ def test_client_config_with_url_prints_the_connect_form() -> None:
     assert done.returncode == 0, done.stderr
     entry = json.loads(done.stdout)["mcpServers"]["dpt"]
     assert Path(entry["command"]).name == "dpt-launch"
-    assert entry["args"] == ["connect", "http://127.0.0.1:8765/mcp", "--token-env", "DPT_TOKEN"]
+    assert entry["args"] == [
+        "connect",
+        "http://127.0.0.1:8765/mcp",
+        "--token-env",
+        "DPT_TOKEN",
+        "--profile",
+        "claude-desktop",
+    ]
     code = subprocess.run(
         [*launcher_command(), "client-config", "claude-code", "--url", "http://127.0.0.1:8765/mcp"],
         capture_output=True,
         text=True,
         timeout=SPAWN_TIMEOUT,
     )
-    assert code.stdout.strip().endswith("dpt-launch connect http://127.0.0.1:8765/mcp")
+    assert code.stdout.strip().endswith(
+        "dpt-launch connect http://127.0.0.1:8765/mcp --profile claude-code"
+    )
     assert "--config" not in code.stdout
 
 

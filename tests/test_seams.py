@@ -409,3 +409,9 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert exposed != "note://a/b"
     assert seams.own_uri("ns", exposed) == "note://a/b"
     assert seams.own_uri(None, "note://a/b") == "note://a/b"
+
+
+def test_bm25_index_ranks_plain_documents_best_first_and_drops_zero_scores() -> None:
+    index = seams.bm25_index(["read a file", "write a file", "list directory entries"])
+    assert index.query("write file", 3) == [1, 0]
+    assert index.query("nothing", 3) == []

@@ -152,7 +152,7 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
     assert wrote.returncode == 0, wrote.stderr
     data = json.loads(target.read_text())
     assert data["keep"] == 1 and data["mcpServers"]["other"] == {"command": "x"}
-    assert data["mcpServers"]["dpt"]["args"] == ["--config", str(config)]
+    assert data["mcpServers"]["dpt"]["args"] == ["--config", str(config), "--profile", "cursor"]
     assert len(list(target.parent.glob("mcp.json.bak-*"))) == 1
     codex = run(
         "client-config",
@@ -244,7 +244,7 @@ def test_the_claude_code_line_survives_a_path_with_spaces(tmp_path: Path) -> Non
     shown = run("client-config", "claude-code", "--config", str(config), cwd=tmp_path)
     words = shlex.split(shown.stdout)
     assert words[:5] == ["claude", "mcp", "add", "dpt", "--"]
-    assert words[-2:] == ["--config", str(config)]
+    assert words[-4:] == ["--config", str(config), "--profile", "claude-code"]
 
 
 def test_tools_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:

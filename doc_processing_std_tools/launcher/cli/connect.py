@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterable
@@ -200,12 +201,31 @@ def parse(argv: list[str]) -> argparse.Namespace:
         metavar="VAR",
         help="send 'Authorization: Bearer $VAR' (the token is read from this environment variable)",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="the daemon's profile NAME (a client's limits, docs/clients.md): connects to URL/NAME",
+    )
     return parser.parse_args(argv)
+
+
+def profile_url(url: str, profile: str | None) -> str:
+    """*url* with the profile's path segment appended (``/mcp`` -> ``/mcp/cursor``)."""
+    if not profile:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(path=f"{parts.path.rstrip('/')}/{profile}").geturl()
 
 
 def connect(args: argparse.Namespace) -> int:
     """Serve the bridge on stdin/stdout until EOF, SIGINT or SIGTERM."""
     parts = urlsplit(args.url)
+    if args.profile and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$", args.profile):
+        return fail(
+            f"--profile {args.profile[:100]!r}: a profile name is letters, digits, '_' and '-'",
+            EXIT_USAGE,
+            "dpt-launch connect",
+        )
     if parts.scheme not in ("http", "https") or not parts.netloc:
         return fail(
             f"{args.url!r} is not an http(s) URL (e.g. http://127.0.0.1:8765/mcp)",
@@ -230,7 +250,7 @@ def connect(args: argparse.Namespace) -> int:
             )
         headers["authorization"] = f"Bearer {token.strip()}"
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(_serve, args.url, headers)
+        anyio.run(_serve, profile_url(args.url, args.profile), headers)
     return EXIT_OK
 
 

@@ -97,6 +97,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="stop (exit 1) when any server cannot start, not only those marked required",
     )
+    parser.add_argument(
+        "--profile",
+        metavar="NAME",
+        help="show the tools as client NAME takes them (its limits: docs/clients.md); over "
+        "HTTP every profile is also served at <path>/NAME",
+    )
     parser.add_argument("--version", action="version", version=f"dpt-launch {__version__}")
     return parser.parse_args(argv)
 
@@ -240,6 +246,13 @@ async def _report_or_serve(
 
         # A server that was skipped (a missing extra) will not serve either.
         findings += [(name, "FAIL", why) for name, why in composition.skipped]
+        from ..compose.profiles import profile_problems
+
+        wanted = [*loaded.config.profiles, *([args.profile] if args.profile else [])]
+        findings += [
+            (f"profiles.{name}", "FAIL", why)
+            for name, why in profile_problems(composition, list(dict.fromkeys(wanted)))
+        ]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 
@@ -247,6 +260,15 @@ async def _report_or_serve(
         if level == "FAIL":
             return _fail(f"{loaded.path}: servers.{name}: {text}", EXIT_USAGE)
         log.warning("servers.%s: %s", name, text)
+
+    from ..compose.profiles import ProfileError, install_profiles, known_profiles
+
+    served = known_profiles(loaded.config) if transport.type == "http" else []
+    if served or args.profile:
+        try:
+            install_profiles(composition, served, args.profile)
+        except ProfileError as exc:
+            return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
 
     from .serve import bind, serve
 

@@ -90,7 +90,10 @@ def print_check(
     console.print(tools)
     for name, level, text in findings:
         style = "red" if level == "FAIL" else "yellow"
-        console.print(f"[{style}]{level}[/{style}] servers.{escape(name)}: {escape(text)}")
+        where = (
+            "" if name.startswith("profiles.") else f"servers.{escape(name)}: "
+        )  # (text names it)
+        console.print(f"[{style}]{level}[/{style}] {where}{escape(text)}")
     counts = (
         f"{plural(composition.tool_count, 'tool')} from {plural(len(composition.mounts), 'server')}"
     )

@@ -65,7 +65,11 @@ async def serve(
         async with anyio.create_task_group() as group:
             group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
             await serve_http(
-                composition.root, composition.server_states, transport, listener
+                composition.root,
+                composition.server_states,
+                transport,
+                listener,
+                profiles=_profiles(composition),
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
@@ -78,6 +82,14 @@ async def serve(
         # stdin's EOF ends serving too; a call that cannot be cancelled gets the same grace
         await run_stdio(root, on_eof=lambda: exit_after(transport.shutdown_grace))
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
+
+
+def _profiles(composition: Composition) -> list[str]:
+    """The profiles served at ``<path>/NAME`` (``compose/profiles.py``)."""
+    from ..compose.profiles import gate_of
+
+    gate = gate_of(composition.root)
+    return list(gate.profiles) if gate is not None else []
 
 
 def terminal_hint(composition: Composition, tools: str) -> str:

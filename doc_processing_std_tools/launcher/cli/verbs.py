@@ -24,7 +24,7 @@ from .connect import TOKEN_PLACEHOLDER
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
-CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex")
+CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex", "windsurf")
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
@@ -93,6 +93,7 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
                 {
                     "server": mount.name,
                     "name": tool.name,
+                    "own_name": own_name(mount.entry, tool.name),
                     "read_only": bool(hints and hints.read_only_hint),
                     "destructive": bool(hints and hints.destructive_hint),
                     "locked": tool.name in mount.locked,
@@ -107,6 +108,11 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
     return rows
 
 
+def own_name(entry: ServerEntry, name: str) -> str:
+    """The server's own name for the exposed tool *name* (its namespace taken off)."""
+    return name.removeprefix(f"{entry.namespace}_") if entry.namespace else name
+
+
 def _no_such_tool(name: str, known: set[str]) -> int:
     import difflib
 
@@ -117,6 +123,8 @@ def _no_such_tool(name: str, known: set[str]) -> int:
 
 async def tools(args: argparse.Namespace) -> int:
     """The composed tool table, or with NAME one tool's parameters, without serving."""
+    if args.budget is not None:
+        return await _budget(args)
     if args.name:
         composition, known = await _owner_composition(args.config, args.name)
         if composition is None:
@@ -141,13 +149,17 @@ async def tools(args: argparse.Namespace) -> int:
         from rich.markup import escape
         from rich.table import Table
 
+        renamed = any(row["own_name"] != row["name"] for row in rows)
         table = Table(title="Tools", title_justify="left")
-        for column in ("server", "tool", "read-only", "destructive", "description"):
+        columns = ("server", "tool", *(("server's name",) if renamed else ()), "read-only")
+        for column in (*columns, "destructive", "description"):
             table.add_column(column, overflow="fold")
         for row in rows:
+            own = row["own_name"] if row["own_name"] != row["name"] else ""
             table.add_row(
                 escape(row["server"]),
                 escape(row["name"]),
+                *((escape(own),) if renamed else ()),
                 "yes" if row["read_only"] else "",
                 "yes" if row["destructive"] else "",
                 escape(row["description"].split(". ")[0]),
@@ -156,6 +168,29 @@ async def tools(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         await composition.aclose()
+
+
+async def _budget(args: argparse.Namespace) -> int:
+    """``tools --budget [PROFILE]``: estimated tokens per tool and server, the profile's limits."""
+    from ..compose.profiles import ProfileError, resolve
+    from .budget import budget, print_budget
+
+    composition = await _composed(args.config)
+    if isinstance(composition, int):
+        return composition
+    try:
+        if args.budget:
+            resolve(composition.loaded.config, args.budget)
+        report = budget(composition, args.budget or None)
+    except ProfileError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    finally:
+        await composition.aclose()
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_budget(report)
+    return EXIT_OK
 
 
 def _print_tool(row: dict[str, Any], config: Path) -> None:
@@ -167,7 +202,8 @@ def _print_tool(row: dict[str, Any], config: Path) -> None:
     from .tool_help import example_arguments, parameter_rows
 
     console = Console(highlight=False, width=max(100, Console().width))
-    console.print(f"[bold]{escape(row['name'])}[/bold] (server {escape(row['server'])})\n")
+    own = f", its own name {escape(row['own_name'])}" if row["own_name"] != row["name"] else ""
+    console.print(f"[bold]{escape(row['name'])}[/bold] (server {escape(row['server'])}{own})\n")
     console.print(escape(row["description"]) or "(no description)", "\n")
     parameters = parameter_rows(row["inputSchema"])
     if parameters:
@@ -252,6 +288,8 @@ def client_files(client: str) -> Path | None:
         return Path.cwd() / ".vscode/mcp.json"
     if client == "codex":
         return home / ".codex/config.toml"
+    if client == "windsurf":
+        return home / ".codeium/windsurf/mcp_config.json"
     return None
 
 
@@ -261,8 +299,10 @@ def snippet(
     config: Path | None,
     url: str | None = None,
     token_env: str | None = None,
+    profile: str | None = None,
 ) -> str:
-    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form.
+    """The client's entry: ``--config F``, or with *url* the ``connect URL`` form; with
+    *profile*, ``--profile NAME`` (the tools as that client takes them, docs/clients.md).
 
     With *token_env*, clients that do not pass the shell's environment to the servers they
     start (GUI apps; codex passes only a few variables) get an ``env`` block holding the
@@ -272,6 +312,8 @@ def snippet(
     env: dict[str, str] = {}
     if url is not None:
         args = ["connect", url, *(["--token-env", token_env] if token_env else [])]
+    if profile:
+        args += ["--profile", profile]
         if token_env and client != "claude-code":
             env = {token_env: TOKEN_PLACEHOLDER}
     if client == "claude-code":
@@ -299,6 +341,7 @@ def write_client_config(
     config: Path | None,
     url: str | None = None,
     token_env: str | None = None,
+    profile: str | None = None,
 ) -> Path:
     """Merge our entry into the client's file: a backup first, other entries untouched."""
     path = client_files(client)
@@ -321,7 +364,7 @@ def write_client_config(
         if name in servers:
             raise ValueError(f"{path} already has mcp_servers.{name}; remove it first, or --name")
         updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + snippet(
-            client, name, config, url, token_env
+            client, name, config, url, token_env, profile
         )
         tomllib.loads(updated)  # (a last check: what is written parses)
     else:
@@ -331,7 +374,7 @@ def write_client_config(
             raise ValueError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path} does not hold a JSON object")
-        ours = json.loads(snippet(client, name, config, url, token_env))
+        ours = json.loads(snippet(client, name, config, url, token_env, profile))
         key = next(iter(ours))
         servers = data.setdefault(key, {})
         if not isinstance(servers, dict):
@@ -376,7 +419,14 @@ def client_config(args: argparse.Namespace) -> int:
             f"--name {args.name[:100]!r}: use letters, digits, '_' and '-' (clients key on it)",
             EXIT_USAGE,
         )
-    print(snippet(args.client, args.name, config, args.url, args.token_env))
+    profile = None if args.profile == "none" else (args.profile or args.client)
+    if profile and not re.match(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$", profile):
+        return _fail(f"--profile {profile[:100]!r}: letters, digits, '_' and '-'", EXIT_USAGE)
+    if profile and config is not None:
+        problem = _profile_problem(config, profile)
+        if problem:
+            return _fail(problem, EXIT_USAGE)
+    print(snippet(args.client, args.name, config, args.url, args.token_env, profile))
     if args.token_env and args.client != "claude-code":
         print(
             f"dpt-launch: note: {args.client} does not pass {args.token_env} from your shell to "
@@ -386,11 +436,24 @@ def client_config(args: argparse.Namespace) -> int:
         )
     if args.write:
         try:
-            path = write_client_config(args.client, args.name, config, args.url, args.token_env)
+            path = write_client_config(
+                args.client, args.name, config, args.url, args.token_env, profile
+            )
         except (ValueError, OSError) as exc:
             return _fail(str(exc), EXIT_FAILURE)
         print(f"wrote the '{args.name}' entry into {path}", file=sys.stderr)
     return EXIT_OK
+
+
+def _profile_problem(config: Path, profile: str) -> str | None:
+    """Why *config* cannot serve *profile* (an unknown name, a bad config), or None."""
+    from ..compose.profiles import ProfileError, resolve
+
+    try:
+        resolve(load_config(config).config, profile)
+    except (ConfigError, ProfileError) as exc:
+        return str(exc)
+    return None
 
 
 # -- init ------------------------------------------------------------------------------
@@ -453,6 +516,14 @@ def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace
             action="store_true",
             help="print JSON instead of a table (each tool with its inputSchema and outputSchema)",
         )
+        parser.add_argument(
+            "--budget",
+            nargs="?",
+            const="",
+            metavar="PROFILE",
+            help="estimated tokens of each tool's definition, per server and in total; with "
+            "PROFILE (cursor, claude-code, ... or one of the config's) its limits and what it does",
+        )
     elif verb == "call":
         parser.add_argument("tool", help="the tool's name, as `dpt-launch tools` lists it")
         parser.add_argument("arguments", nargs="?", help="its arguments as a JSON object")
@@ -465,6 +536,12 @@ def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace
         )
         parser.add_argument(
             "--token-env", metavar="VAR", help="with --url: the variable holding the daemon's token"
+        )
+        parser.add_argument(
+            "--profile",
+            metavar="NAME",
+            help="the profile the client runs with (default: the client's own, e.g. cursor: at "
+            "most 40 tools; 'none' for the whole list); docs/clients.md",
         )
         parser.add_argument(
             "--write",

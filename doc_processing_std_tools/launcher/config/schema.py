@@ -340,6 +340,35 @@ class ServerEntry(_Strict):
         return bool(self.command or self.url)
 
 
+PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"  # one URL path segment: /mcp/NAME
+
+
+class ProfileConfig(_Strict):
+    """What one client accepts, and what the launcher shows it (``profiles:``; docs/clients.md).
+
+    Every field left out keeps the built-in profile's value of the same name, else no limit.
+    """
+
+    max_tools: int | None = Field(None, ge=1)
+    max_name_length: int | None = Field(None, ge=16, le=128)
+    name_prefix: str | None = Field(None, max_length=40)  # how the client counts: "{server}__"
+    server_name: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,40}$")  # the client's key
+    map_chars: bool | None = None  # characters outside [A-Za-z0-9_-] become '_'
+    include: list[str] | None = None
+    exclude: list[str] | None = None
+    pin: list[str] | None = None
+    search: Literal["off", "auto", "always"] | None = None
+    descriptions: Literal["full", "short"] | None = None
+    max_tool_tokens: int | None = Field(None, ge=1)  # the client's own switch (Claude Code's 10%)
+    search_results: int | None = Field(None, ge=1, le=50)
+
+    @field_validator("search", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML reads a bare ``off`` as false (and ``on`` as true)."""
+        return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -349,6 +378,18 @@ class LauncherConfig(_Strict):
     start_grace: float = Field(DEFAULT_START_GRACE, ge=0)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     servers: dict[str, ServerEntry]
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+
+    @field_validator("profiles")
+    @classmethod
+    def _profile_names(cls, value: dict[str, ProfileConfig]) -> dict[str, ProfileConfig]:
+        for name in value:
+            if not re.match(PROFILE_NAME_PATTERN, name):
+                raise ValueError(
+                    f"profile name {name[:100]!r}: use letters, digits, '_' and '-' (at most 40; "
+                    "it becomes the path /mcp/NAME)"
+                )
+        return value
 
     @field_validator("transport", mode="before")
     @classmethod

@@ -26,7 +26,7 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -64,9 +64,16 @@ FD_RESERVE = 64  # descriptors kept free for files, pipes and children
 
 
 async def serve_http(
-    root: FastMCP, states: ServerStates, transport: TransportConfig, listener: socket.socket
+    root: FastMCP,
+    states: ServerStates,
+    transport: TransportConfig,
+    listener: socket.socket,
+    profiles: Sequence[str] = (),
 ) -> None:
-    """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds."""
+    """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
+
+    Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profiles.py``).
+    """
     import uvicorn
 
     soft_limit = raise_open_file_limit()
@@ -79,7 +86,7 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(root, states, transport, requests)
+    app = build_app(root, states, transport, requests, profiles)
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -210,8 +217,10 @@ def build_app(
     states: ServerStates,
     transport: TransportConfig,
     requests: InFlight | None = None,
+    profiles: Sequence[str] = (),
 ) -> Starlette:
-    """The ASGI app: guards, auth, /health, /ready and the MCP endpoint."""
+    """The ASGI app: guards, auth, /health, /ready and the MCP endpoint (and one per profile,
+    ``<path>/NAME``: the same endpoint, its requests tagged with the profile's name)."""
     from fastmcp.server.http import (
         HostOriginGuardMiddleware,
         StreamableHTTPASGIApp,
@@ -260,6 +269,14 @@ def build_app(
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
         *auth.routes(),
+        *(
+            Route(
+                f"{transport.path.rstrip('/')}/{name}",
+                endpoint=protected(ProfileTag(mcp_endpoint, name)),
+                methods=["POST", "DELETE"] if transport.stateless else None,
+            )
+            for name in profiles
+        ),
         *additional_http_routes(root),
     ]
 
@@ -274,6 +291,20 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
+
+
+PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profiles.py's ProfileGate
+
+
+class ProfileTag:
+    """The MCP endpoint, telling the server which profile the request's path names."""
+
+    def __init__(self, app: ASGIApp, name: str) -> None:
+        self.app, self.name = app, name
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[PROFILE_SCOPE_KEY] = self.name
+        await self.app(scope, receive, send)
 
 
 async def _health(_request: Any) -> Any:
