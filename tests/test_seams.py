@@ -395,3 +395,9 @@ async def test_client_log_level_is_what_the_client_set() -> None:
             warnings.simplefilter("ignore")
             await client.set_logging_level("warning")
         assert (await client.call_tool("level", {})).data == "warning"
+
+
+def test_bm25_index_ranks_plain_documents_best_first_and_drops_zero_scores() -> None:
+    index = seams.bm25_index(["read a file", "write a file", "list directory entries"])
+    assert index.query("write file", 3) == [1, 0]
+    assert index.query("nothing", 3) == []

@@ -1,0 +1,179 @@
+"""Rank a tool catalog against a natural-language query (a profile's search tool uses it).
+
+The ranking is fastmcp's own BM25 Okapi index (``fastmcp.server.transforms.search.bm25``,
+reached through ``seams.bm25_index``), fed the same text fastmcp's search transforms index
+(name, description, parameter names and their descriptions). Its transform cannot be used
+as it is: it ranks the tools of a FastMCP server it wraps, while a profile ranks the
+composition's exposed catalog (after filters, collisions and name shortening) and a
+benchmark ranks plain definitions. Adapted here, before the text reaches the index:
+
+- names are split into words (``read_memory``, ``readMemory``, ``fs-read``) and counted
+  twice, so a query word that names a tool outweighs one in a long description;
+- English stop words are dropped (in a small catalog, "the" would otherwise rank a tool);
+- every word is reduced by a small suffix stemmer (``files``/``file``, ``listing``/``list``,
+  ``searches``/``search``), so a query need not use the tool's own inflection.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+# Longest first; each keeps a stem of at least three letters.
+_SUFFIXES = (
+    ("ations", "ate"),
+    ("ation", "ate"),
+    ("ies", "y"),
+    ("ing", ""),
+    ("ed", ""),
+    ("es", ""),
+    ("s", ""),
+)
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "for",
+        "from",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "should",
+        "so",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "this",
+        "to",
+        "us",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "will",
+        "with",
+        "you",
+        "your",
+        "all",
+        "any",
+        "some",
+        "please",
+    ]
+)
+_KEEP = {"status", "process", "address", "access", "alias", "class", "canvas", "always", "ss"}
+
+
+def stem(word: str) -> str:
+    """A crude English stem: enough to make plural and verb forms meet, no dictionary."""
+    if word in _KEEP or len(word) <= 3:
+        return word
+    base = word
+    for suffix, repl in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            base = word[: -len(suffix)] + repl
+            if suffix == "es" and not base.endswith(("ch", "sh", "x", "ss", "z")):
+                base = word[:-1]  # "files" -> "file", "matches" -> "match"
+            elif suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
+                base = base[:-1]  # "mapped" -> "map"
+            break
+    if base.endswith("e") and len(base) > 3:
+        base = base[:-1]  # "write", "writing" -> "writ"
+    return base
+
+
+def terms(text: str) -> list[str]:
+    """The stemmed, lower-case words of *text* but stop words; identifiers are split at ``_``,
+    ``-`` and case changes."""
+    words = (w.lower() for w in _WORD.findall(text))
+    return [stem(w) for w in words if w not in _STOP]
+
+
+def _field(tool: Any, *names: str) -> Any:
+    for name in names:
+        if isinstance(tool, Mapping):
+            if name in tool:
+                return tool[name]
+        elif getattr(tool, name, None) is not None:
+            return getattr(tool, name)
+    return None
+
+
+def tool_name(tool: Any) -> str:
+    return str(_field(tool, "name") or "")
+
+
+def tool_schema(tool: Any) -> dict[str, Any]:
+    """The input schema of an ``mcp.types.Tool``, a fastmcp ``Tool`` or a ``dict`` definition."""
+    schema = _field(tool, "input_schema", "parameters", "inputSchema")
+    return schema if isinstance(schema, dict) else {}
+
+
+def searchable_text(tool: Any) -> str:
+    """Name, description, parameter names and descriptions, as fastmcp's transforms index them."""
+    parts = [tool_name(tool), str(_field(tool, "description") or "")]
+    properties = tool_schema(tool).get("properties")
+    if isinstance(properties, dict):
+        for param, info in properties.items():
+            parts.append(str(param))
+            if isinstance(info, dict) and isinstance(info.get("description"), str):
+                parts.append(info["description"])
+    return " ".join(parts)
+
+
+def _document(tool: Any) -> str:
+    name_words = terms(tool_name(tool))
+    return " ".join([*name_words, *name_words, *terms(searchable_text(tool))])
+
+
+class CatalogIndex:
+    """A BM25 index over one catalog; build it once, query it as often as needed."""
+
+    def __init__(self, tools: Iterable[Any]) -> None:
+        from ...seams import bm25_index
+
+        listed = list(tools)
+        self.names = [tool_name(t) for t in listed]
+        self._index = bm25_index([_document(t) for t in listed])
+
+    def search(self, query: str, limit: int = 5) -> list[str]:
+        """Exposed names of the best matches, best first; none when no word of *query* matches."""
+        if limit <= 0 or not self.names:
+            return []
+        hits = self._index.query(" ".join(terms(query)), limit)
+        return [self.names[i] for i in hits]
+
+
+def search_catalog(tools: Sequence[Any], query: str, limit: int = 5) -> list[str]:
+    """Exposed names of the best-matching tools, best first (names, descriptions, parameter
+    names). *tools* are ``mcp.types.Tool`` objects, fastmcp ``Tool`` objects or dicts with
+    ``name``, ``description`` and ``inputSchema``."""
+    return CatalogIndex(tools).search(query, limit)

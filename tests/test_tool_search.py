@@ -1,0 +1,60 @@
+"""``search_catalog``: the ranking a profile's search tool (and the retrieval benchmark) uses."""
+
+from __future__ import annotations
+
+import mcp.types
+
+from doc_processing_std_tools.launcher.compose.tool_search import search_catalog, stem, terms
+
+CATALOG = [
+    {
+        "name": "memory_write",
+        "description": "Write a memory file",
+        "inputSchema": {"properties": {"path": {"description": "where to write"}}},
+    },
+    {
+        "name": "fs_list_directory",
+        "description": "List the entries of a directory",
+        "inputSchema": {"properties": {"path": {}}},
+    },
+    {
+        "name": "github_create_issue",
+        "description": "Create a new issue in a GitHub repository",
+        "inputSchema": {"properties": {"owner": {}, "repo": {}, "title": {}}},
+    },
+    {
+        "name": "browser_take_screenshot",
+        "description": "Capture the visible page as an image",
+        "inputSchema": {"properties": {"fullPage": {"description": "the whole scrollable page"}}},
+    },
+]
+
+
+def test_inflections_and_identifiers_meet() -> None:
+    assert stem("files") == stem("file")
+    assert stem("writing") == stem("write") == stem("writes")
+    assert stem("directories") == stem("directory")
+    assert terms("fullPage fs-read_file") == terms("full page fs read file")
+
+
+def test_the_best_match_comes_first_and_no_match_gives_nothing() -> None:
+    assert search_catalog(CATALOG, "open a bug report on the repo")[0] == "github_create_issue"
+    assert search_catalog(CATALOG, "which files are in this folder directory")[0] == (
+        "fs_list_directory"
+    )
+    assert search_catalog(CATALOG, "screenshots of the full page", limit=1) == [
+        "browser_take_screenshot"
+    ]
+    assert search_catalog(CATALOG, "zzz") == []
+    assert search_catalog(CATALOG, "the of a") == []
+
+
+def test_mcp_tools_and_dicts_rank_alike() -> None:
+    tools = [mcp.types.Tool.model_validate(t) for t in CATALOG]
+    for query in ("write memory", "list directory", "capture image"):
+        assert search_catalog(tools, query) == search_catalog(CATALOG, query)
+
+
+def test_limit_bounds_the_answer() -> None:
+    assert len(search_catalog(CATALOG, "write list create capture", limit=2)) == 2
+    assert search_catalog(CATALOG, "write", limit=0) == []
