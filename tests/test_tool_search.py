@@ -34,7 +34,29 @@ def test_inflections_and_identifiers_meet() -> None:
     assert stem("files") == stem("file")
     assert stem("writing") == stem("write") == stem("writes")
     assert stem("directories") == stem("directory")
+    assert stem("replies") == stem("reply") and stem("merged") == stem("merging")
     assert terms("fullPage fs-read_file") == terms("full page fs read file")
+
+
+def test_a_synonym_or_a_phrase_finds_the_tool_that_words_it_differently() -> None:
+    catalog = [
+        *CATALOG,
+        {"name": "memory_delete", "description": "Delete a memory file"},
+        {"name": "github_get_me", "description": "Return the authenticated user's profile"},
+    ]
+    assert search_catalog(catalog, "erase that memory", limit=1) == ["memory_delete"]
+    assert search_catalog(catalog, "forget it", limit=1) == ["memory_delete"]
+    assert search_catalog(catalog, "what is in this folder", limit=1) == ["fs_list_directory"]
+    assert search_catalog(catalog, "who am I", limit=1) == ["github_get_me"]
+    assert search_catalog(catalog, "file a ticket", limit=1) == ["github_create_issue"]
+
+
+def test_a_brand_split_at_its_case_change_is_also_one_word() -> None:
+    catalog = [
+        {"name": "git_log", "description": "Show the commit history of the git repository"},
+        {"name": "repo_log", "description": "Show the commit history of a GitHub repository"},
+    ]
+    assert search_catalog(catalog, "github commit history", limit=1) == ["repo_log"]
 
 
 def test_the_best_match_comes_first_and_no_match_gives_nothing() -> None:

@@ -8,10 +8,13 @@ composition's exposed catalog (after filters, collisions and name shortening) an
 benchmark ranks plain definitions. Adapted here, before the text reaches the index:
 
 - names are split into words (``read_memory``, ``readMemory``, ``fs-read``) and counted
-  twice, so a query word that names a tool outweighs one in a long description;
+  twice, so a query word that names a tool outweighs one in a long description; a word split
+  at a case change is kept whole too (``GitHub`` is ``github``, not only ``git hub``);
 - English stop words are dropped (in a small catalog, "the" would otherwise rank a tool);
-- every word is reduced by a small suffix stemmer (``files``/``file``, ``listing``/``list``,
-  ``searches``/``search``), so a query need not use the tool's own inflection.
+- every word is stemmed with Snowball's English stemmer (``files``/``file``,
+  ``directories``/``directory``), so a query need not use the tool's own inflection;
+- words and phrases also yield the concepts they name (``tool_vocabulary``: "forget" and
+  "delete", "folder" and "directory"), so a query meets a tool that words the need differently.
 """
 
 from __future__ import annotations
@@ -20,17 +23,12 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .tool_vocabulary import concept_tokens, stem
+
+__all__ = ["CatalogIndex", "search_catalog", "searchable_text", "stem", "terms"]
+
+_RUN = re.compile(r"[^\W_]+")
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-# Longest first; each keeps a stem of at least three letters.
-_SUFFIXES = (
-    ("ations", "ate"),
-    ("ation", "ate"),
-    ("ies", "y"),
-    ("ing", ""),
-    ("ed", ""),
-    ("es", ""),
-    ("s", ""),
-)
 _STOP = frozenset(
     [
         "a",
@@ -89,25 +87,6 @@ _STOP = frozenset(
         "please",
     ]
 )
-_KEEP = {"status", "process", "address", "access", "alias", "class", "canvas", "always", "ss"}
-
-
-def stem(word: str) -> str:
-    """A crude English stem: enough to make plural and verb forms meet, no dictionary."""
-    if word in _KEEP or len(word) <= 3:
-        return word
-    base = word
-    for suffix, repl in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)] + repl
-            if suffix == "es" and not base.endswith(("ch", "sh", "x", "ss", "z")):
-                base = word[:-1]  # "files" -> "file", "matches" -> "match"
-            elif suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]  # "mapped" -> "map"
-            break
-    if base.endswith("e") and len(base) > 3:
-        base = base[:-1]  # "write", "writing" -> "writ"
-    return base
 
 
 def terms(text: str) -> list[str]:
@@ -115,6 +94,22 @@ def terms(text: str) -> list[str]:
     ``-`` and case changes."""
     words = (w.lower() for w in _WORD.findall(text))
     return [stem(w) for w in words if w not in _STOP]
+
+
+def _tokens(text: str) -> list[str]:
+    """What the index holds of *text*: its terms, a case-split word also whole (``GitHub``
+    is ``github`` as well as ``git hub``), and the concepts its words and phrases name."""
+    stems: list[str] = []
+    kept: list[str] = []
+    for run in _RUN.findall(text):
+        parts = [w.lower() for w in _WORD.findall(run)]
+        if len(parts) > 1 and run.isalpha():
+            kept.append(stem(run.lower()))
+        for word in parts:
+            stems.append(stem(word))
+            if word not in _STOP:
+                kept.append(stems[-1])
+    return [*kept, *concept_tokens(stems)]
 
 
 def _field(tool: Any, *names: str) -> Any:
@@ -150,8 +145,8 @@ def searchable_text(tool: Any) -> str:
 
 
 def _document(tool: Any) -> str:
-    name_words = terms(tool_name(tool))
-    return " ".join([*name_words, *name_words, *terms(searchable_text(tool))])
+    name_words = _tokens(tool_name(tool))
+    return " ".join([*name_words, *name_words, *_tokens(searchable_text(tool))])
 
 
 class CatalogIndex:
@@ -168,7 +163,7 @@ class CatalogIndex:
         """Exposed names of the best matches, best first; none when no word of *query* matches."""
         if limit <= 0 or not self.names:
             return []
-        hits = self._index.query(" ".join(terms(query)), limit)
+        hits = self._index.query(" ".join(_tokens(query)), limit)
         return [self.names[i] for i in hits]
 
 
