@@ -59,6 +59,26 @@ def test_a_brand_split_at_its_case_change_is_also_one_word() -> None:
     assert search_catalog(catalog, "github commit history", limit=1) == ["repo_log"]
 
 
+def test_an_identifier_in_the_query_says_what_kind_of_thing_it_names() -> None:
+    catalog = [
+        {"name": "browser_read", "description": "Return the text of a page"},
+        {"name": "fs_read", "description": "Return the text of a file on the disk"},
+        {"name": "chat_assign", "description": "Assign a role"},
+        {"name": "tracker_assign", "description": "Assign an issue to someone on the team"},
+    ]
+    assert search_catalog(catalog, "return the text of setup.cfg", limit=1) == ["fs_read"]
+    assert search_catalog(catalog, "assign PAY-12 to Sam", limit=1) == ["tracker_assign"]
+
+
+def test_what_a_query_quotes_weighs_less_than_what_it_asks() -> None:
+    catalog = [
+        {"name": "memory_save", "description": "Save a fact to memory"},
+        {"name": "pg_query", "description": "Run a SQL query on Postgres and return the rows"},
+    ]
+    asked = "save this to memory: run SQL queries on Postgres"
+    assert search_catalog(catalog, asked, limit=1) == ["memory_save"]
+
+
 def test_the_best_match_comes_first_and_no_match_gives_nothing() -> None:
     assert search_catalog(CATALOG, "open a bug report on the repo")[0] == "github_create_issue"
     assert search_catalog(CATALOG, "which files are in this folder directory")[0] == (

@@ -14,7 +14,11 @@ benchmark ranks plain definitions. Adapted here, before the text reaches the ind
 - every word is stemmed with Snowball's English stemmer (``files``/``file``,
   ``directories``/``directory``), so a query need not use the tool's own inflection;
 - words and phrases also yield the concepts they name (``tool_vocabulary``: "forget" and
-  "delete", "folder" and "directory"), so a query meets a tool that words the need differently.
+  "delete", "folder" and "directory"), so a query meets a tool that words the need differently;
+  identifiers say what they name (``main.py`` a file, ``PAY-12`` an issue, ``#general`` a
+  channel);
+- a query's quoted text, and what follows a colon, count half as much as the rest: they are
+  mostly the payload ("remember this: we chose Postgres"), not the need.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .tool_vocabulary import concept_tokens, stem
+from .tool_vocabulary import concept_tokens, entity_tokens, stem
 
 __all__ = ["CatalogIndex", "search_catalog", "searchable_text", "stem", "terms"]
 
 _RUN = re.compile(r"[^\W_]+")
+# What a request quotes, or gives after a colon, is mostly its payload (a message, a value),
+# not its need: "remember this: we chose Postgres" should not rank the Postgres tools first.
+_PAYLOAD = re.compile(r"""(?<!\w)(?:'[^']*'|"[^"]*"|“[^”]*”|‘[^’]*’)(?!\w)|:\s.*$""")
+_NEED_WEIGHT = 2  # a query's other words count this many times a payload word
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _STOP = frozenset(
     [
@@ -109,7 +117,7 @@ def _tokens(text: str) -> list[str]:
             stems.append(stem(word))
             if word not in _STOP:
                 kept.append(stems[-1])
-    return [*kept, *concept_tokens(stems)]
+    return [*kept, *concept_tokens(stems), *entity_tokens(text)]
 
 
 def _field(tool: Any, *names: str) -> Any:
@@ -163,7 +171,9 @@ class CatalogIndex:
         """Exposed names of the best matches, best first; none when no word of *query* matches."""
         if limit <= 0 or not self.names:
             return []
-        hits = self._index.query(" ".join(_tokens(query)), limit)
+        need = _PAYLOAD.sub(" ", query)
+        payload = " ".join(m.group(0) for m in _PAYLOAD.finditer(query))
+        hits = self._index.query(" ".join(_tokens(need) * _NEED_WEIGHT + _tokens(payload)), limit)
         return [self.names[i] for i in hits]
 
 

@@ -203,6 +203,15 @@ LEXICON: dict[str, str] = {
     ),
     "insight": "insight, finding, observation, learned, takeaway, conclusion",
     "team": "team, teams, squad, group",
+    "multiple": "multiple, several, many, batch, bulk, together, at once, both, various, in one go",
+    # -- products and their short names --------------------------------------------------
+    "postgres": "postgres, postgresql, pg, psql",
+    "github": "github, gh",
+    "gdrive": "gdrive, google drive, gdocs, google docs",
+    "kubernetes": "kubernetes, k8s, kubectl",
+    "javascript": "javascript, js, ecmascript",
+    "typescript": "typescript, ts",
+    "python": "python, py",
 }
 
 _SPLIT = re.compile(r"[^\W_]+")
@@ -254,4 +263,34 @@ def concept_tokens(stems: list[str]) -> list[str]:
         found += words.get(word, ())
         for n in range(2, longest + 1):
             found += phrases.get(tuple(stems[i : i + n]), ())
+    return found
+
+
+# What a concrete identifier in a request says about the need: agents name the thing they
+# mean ("fix the typo in main.py", "assign PAY-12", "post in #general") more often than its kind.
+_WEB_SUFFIXES = "com|org|net|io|dev|app|ai|co|edu|gov"
+_ENTITIES: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = (
+    (re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+"), ("email", "synuser")),
+    (re.compile(r"\bhttps?://\S+|\bwww\.\S+"), ("synweb", "synnavigate")),
+    (
+        re.compile(
+            rf"(?<![@/\w.])(?!(?:e\.g|i\.e)\b)[\w./-]*\w\.(?!(?:{_WEB_SUFFIXES})\b)[A-Za-z]\w{{0,4}}\b"
+        ),
+        ("synfile",),
+    ),
+    (re.compile(r"\b[A-Z][A-Z0-9]{1,9}-\d+\b"), ("synissue",)),
+    (re.compile(r"(?<![\w&])#\d+\b"), ("synissue", "synpullrequest")),
+    (re.compile(r"(?<![\w&])#[A-Za-z][\w-]*"), ("synchannel",)),
+    (re.compile(r"(?<![\w.])@[A-Za-z][\w-]*"), ("synuser",)),
+    (re.compile(r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm)\b|\b\d{1,2}:\d\d\b", re.I), ("syntime",)),
+)
+
+
+def entity_tokens(text: str) -> list[str]:
+    """Concept tokens for the identifiers *text* holds: file names, URLs, e-mail addresses,
+    ticket keys (``PAY-12``), ``#123``, ``#channel``, ``@user``, times of day."""
+    found: list[str] = []
+    for pattern, concepts in _ENTITIES:
+        for _ in pattern.finditer(text):
+            found += concepts
     return found
