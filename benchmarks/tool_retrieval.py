@@ -20,8 +20,8 @@ The ranker is the launcher's own:
 ``doc_processing_std_tools.launcher.compose.tool_search.search_catalog``, asked for the whole
 ranking (``limit`` = the catalog's size), so recall@1 and recall@5 are its first 1 and 5
 names and MRR is the mean of 1 / the rank of the first accepted tool (0 when it is missing).
-Latency: indexing the catalog once, and one query against that index (median and slowest over
-every query, best of 5 rounds).
+Latency: indexing the catalog the first time (no word stemmed yet) and again, and one query
+against that index (median and slowest over every query, best of 5 rounds).
 
 Tokens are estimated as characters / 4 of each definition as a client hands it to a model:
 compact JSON of its name, description, ``inputSchema`` and ``outputSchema``. Checked once
@@ -199,10 +199,16 @@ def measure(search: Search) -> tuple[dict[str, float], list[Outcome]]:
 
 
 def latency(catalog: list[dict[str, Any]], queries: list[str]) -> dict[str, float]:
-    """Milliseconds to index the catalog once, and per query against that index (median and
-    the slowest), best of a few rounds to shed the shared machine's noise."""
+    """Milliseconds to index the catalog (first with no word stemmed yet, as in a fresh
+    launcher, then again), and per query against that index (median and the slowest), best
+    of a few rounds to shed the shared machine's noise."""
     from doc_processing_std_tools.launcher.compose.tool_search import CatalogIndex
+    from doc_processing_std_tools.launcher.compose.tool_vocabulary import stem
 
+    stem.cache_clear()
+    start = time.perf_counter()
+    CatalogIndex(catalog)
+    cold = time.perf_counter() - start
     builds, per_query = [], []
     for _ in range(5):
         start = time.perf_counter()
@@ -216,7 +222,8 @@ def latency(catalog: list[dict[str, Any]], queries: list[str]) -> dict[str, floa
         per_query.append(times)
     best = [min(round_[i] for round_ in per_query) for i in range(len(queries))]
     return {
-        f"index the {len(catalog)} tools once (ms)": min(builds) * 1000,
+        f"index the {len(catalog)} tools, first time (ms)": cold * 1000,
+        f"index the {len(catalog)} tools again (ms)": min(builds) * 1000,
         "one query against the index, median (ms)": statistics.median(best) * 1000,
         "one query against the index, slowest (ms)": max(best) * 1000,
     }
