@@ -60,8 +60,7 @@ LEXICON: dict[str, str] = {
     "reopen": "reopen, re open, resurrect, revive",
     "resolve": "resolve, resolved, fixed, done, complete, finish, close, closed, solved, mark as",
     "send": (
-        "send, post, tell, notify, announce, broadcast, let know, ping, dm, message, say, inform, "
-        "share"
+        "send, post, tell, notify, announce, broadcast, let know, ping, dm, message, inform, share"
     ),
     "reply": "reply, respond, answer, follow up, response, thread",
     "comment": "comment, note, remark, reply, feedback, annotation, leave a, chime in",
@@ -93,7 +92,7 @@ LEXICON: dict[str, str] = {
         "resize, enlarge, shrink, bigger, smaller, dimension, viewport, window, width, height, "
         "maximize"
     ),
-    "react": "react, reaction, emoji, thumbs, thumbs up, like, upvote, emoticon",
+    "react": "react, reaction, emoji, thumbs, thumbs up, upvote, emoticon",
     "stage": "stage, staged, git add, index, add to the index",
     "commit": "commit, check in, checkin, snapshot, save changes",
     "checkout": "checkout, check out, switch, switch to",
@@ -184,12 +183,11 @@ LEXICON: dict[str, str] = {
     "drive": "drive, google drive, gdrive, cloud storage, shared drive",
     "web": "web, internet, url, http, https, online, website, webpage, page",
     "markdown": "markdown, md, html, plain text",
-    "time": "time, clock, hour, hours, date, now, today, current, o'clock, what time",
+    "current": "current, currently, now, right now, at the moment, presently, latest",
+    "time": "time, clock, hour, hours, date, o'clock, what time",
     "timezone": "timezone, time zone, tz, zone, utc, local time",
     "environment": "environment, env, variables, vars, env vars, config, configuration, settings",
-    "health": (
-        "health, healthy, status, alive, up, down, working, ok, connection, connected, diagnostics"
-    ),
+    "health": ("health, healthy, status, alive, down, ok, connection, connected, diagnostics"),
     "echo": "echo, ping, test connection, repeat back, round trip",
     "llm": "llm, model, language model, completion, sampling, ai, generate, gpt",
     "progress": "progress, long running, slow task, long task, simulate",
@@ -198,8 +196,7 @@ LEXICON: dict[str, str] = {
         "limited"
     ),
     "confidence": (
-        "confidence, wrong, incorrect, outdated, right, correct, helpful, useful, contradicted, "
-        "trust"
+        "confidence, wrong, incorrect, outdated, correct, helpful, useful, contradicted, trust"
     ),
     "insight": "insight, finding, observation, learned, takeaway, conclusion",
     "team": "team, teams, squad, group",
