@@ -11,7 +11,10 @@ query is a need phrased as an agent would, with the tool that meets it, in two s
 - held-out, ``fixtures/tool_queries_heldout.json`` (61): written and committed before any such
   tuning, phrasings close to a dev query rewritten (word Jaccard >= 0.3), and never tuned against:
   its misses are printed only with ``--held-out-misses``, for reading after the fact. Its figures
-  say how the ranker does on needs it was not fitted to.
+  say how the ranker does on needs it was not fitted to. One caveat: the same author wrote the
+  held-out queries and the ranker's lexicon (``compose/tool_vocabulary.py``), so both draw on
+  one sense of how people word things, and the held-out figures may read somewhat high for
+  phrasings from elsewhere.
 
 The figures are given per set and for both together (the issue's recall@5 target is judged on
 both). ``tests/tool_fixtures.py`` loads and checks the fixtures.

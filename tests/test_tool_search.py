@@ -35,6 +35,7 @@ def test_inflections_and_identifiers_meet() -> None:
     assert stem("writing") == stem("write") == stem("writes")
     assert stem("directories") == stem("directory")
     assert stem("replies") == stem("reply") and stem("merged") == stem("merging")
+    assert stem("deletion") == stem("delete") and stem("configuration") == stem("configure")
     assert terms("fullPage fs-read_file") == terms("full page fs read file")
 
 
