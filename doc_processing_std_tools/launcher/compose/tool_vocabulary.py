@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from typing import Any
 
 # Concept -> the words and phrases that name it, comma-separated. Phrases are matched on
@@ -214,6 +215,9 @@ LEXICON: dict[str, str] = {
 _SPLIT = re.compile(r"[^\W_]+")
 
 
+_STEMMING = threading.Lock()  # a Snowball stemmer keeps the word it works on in itself
+
+
 @functools.cache
 def _english() -> Any:
     import snowballstemmer
@@ -225,7 +229,8 @@ def _english() -> Any:
 def stem(word: str) -> str:
     """The Snowball (Porter 2) English stem of a lower-case word: ``files``/``file``,
     ``directories``/``directory``, ``writing``/``write``."""
-    return str(_english().stemWord(word))
+    with _STEMMING:
+        return str(_english().stemWord(word))
 
 
 def _concepts() -> tuple[dict[str, tuple[str, ...]], dict[tuple[str, ...], tuple[str, ...]]]:
