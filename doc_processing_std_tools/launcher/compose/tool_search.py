@@ -27,9 +27,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from .tool_vocabulary import concept_tokens, entity_tokens, stem
-
-__all__ = ["CatalogIndex", "search_catalog", "searchable_text", "stem", "terms"]
+from .tool_vocabulary import concept_tokens, entity_tokens
+from .tool_vocabulary import stem as stem  # re-exported: the stemmer terms() applies
 
 _RUN = re.compile(r"[^\W_]+")
 # What a request quotes, or gives after a colon, is mostly its payload (a message, a value),
