@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from tool_fixtures import (
     EXTERNAL,
+    HELDOUT,
     QUERIES,
     SHIPPED,
     exposed,
@@ -36,6 +37,16 @@ def test_the_fixtures_are_well_formed_and_large_enough() -> None:
     shipped = {tool["name"] for tool in exposed(read(SHIPPED)["servers"])}
     assert len(expected & shipped) >= 15, "the queries reach the shipped tools too"
     assert len(expected - shipped) >= 40, "... and the external ones"
+
+
+def test_the_held_out_queries_are_well_formed_and_new() -> None:
+    held_out = list(read(HELDOUT)["queries"])
+    assert fixture_problems(servers(), held_out) == []
+    assert len(held_out) >= 40
+    assert not {q["query"] for q in held_out} & {q["query"] for q in queries()}
+    shipped = {tool["name"] for tool in exposed(read(SHIPPED)["servers"])}
+    expected = {q["expected"] for q in held_out}
+    assert expected & shipped and expected - shipped, "shipped and external tools both asked for"
 
 
 def test_the_checker_catches_each_kind_of_flaw() -> None:

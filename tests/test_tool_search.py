@@ -34,7 +34,50 @@ def test_inflections_and_identifiers_meet() -> None:
     assert stem("files") == stem("file")
     assert stem("writing") == stem("write") == stem("writes")
     assert stem("directories") == stem("directory")
+    assert stem("replies") == stem("reply") and stem("merged") == stem("merging")
+    assert stem("deletion") == stem("delete") and stem("configuration") == stem("configure")
     assert terms("fullPage fs-read_file") == terms("full page fs read file")
+
+
+def test_a_synonym_or_a_phrase_finds_the_tool_that_words_it_differently() -> None:
+    catalog = [
+        *CATALOG,
+        {"name": "memory_delete", "description": "Delete a memory file"},
+        {"name": "github_get_me", "description": "Return the authenticated user's profile"},
+    ]
+    assert search_catalog(catalog, "erase that memory", limit=1) == ["memory_delete"]
+    assert search_catalog(catalog, "forget it", limit=1) == ["memory_delete"]
+    assert search_catalog(catalog, "what is in this folder", limit=1) == ["fs_list_directory"]
+    assert search_catalog(catalog, "who am I", limit=1) == ["github_get_me"]
+    assert search_catalog(catalog, "file a ticket", limit=1) == ["github_create_issue"]
+
+
+def test_a_brand_split_at_its_case_change_is_also_one_word() -> None:
+    catalog = [
+        {"name": "git_log", "description": "Show the commit history of the git repository"},
+        {"name": "repo_log", "description": "Show the commit history of a GitHub repository"},
+    ]
+    assert search_catalog(catalog, "github commit history", limit=1) == ["repo_log"]
+
+
+def test_an_identifier_in_the_query_says_what_kind_of_thing_it_names() -> None:
+    catalog = [
+        {"name": "browser_read", "description": "Return the text of a page"},
+        {"name": "fs_read", "description": "Return the text of a file on the disk"},
+        {"name": "chat_assign", "description": "Assign a role"},
+        {"name": "tracker_assign", "description": "Assign an issue to someone on the team"},
+    ]
+    assert search_catalog(catalog, "return the text of setup.cfg", limit=1) == ["fs_read"]
+    assert search_catalog(catalog, "assign PAY-12 to Sam", limit=1) == ["tracker_assign"]
+
+
+def test_what_a_query_quotes_weighs_less_than_what_it_asks() -> None:
+    catalog = [
+        {"name": "memory_save", "description": "Save a fact to memory"},
+        {"name": "pg_query", "description": "Run a SQL query on Postgres and return the rows"},
+    ]
+    asked = "save this to memory: run SQL queries on Postgres"
+    assert search_catalog(catalog, asked, limit=1) == ["memory_save"]
 
 
 def test_the_best_match_comes_first_and_no_match_gives_nothing() -> None:
@@ -67,4 +110,7 @@ def test_a_query_in_other_words_still_finds_the_tool() -> None:
     ]
     assert search_catalog(catalog, "make a folder")[0] == "fs_create_directory"
     assert search_catalog(catalog, "report a bug")[0] == "github_create_issue"
-    assert search_catalog(catalog, "zzz folder") == ["fs_create_directory", "fs_list_directory"]
+    assert set(search_catalog(catalog, "zzz folder")[:2]) == {
+        "fs_create_directory",
+        "fs_list_directory",
+    }

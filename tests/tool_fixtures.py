@@ -2,7 +2,7 @@
 must match. ``benchmarks/tool_retrieval.py`` imports this module with ``tests/`` put on
 ``sys.path``, as it does ``rpc_helpers``.
 
-Three files under ``benchmarks/fixtures/``:
+Four files under ``benchmarks/fixtures/``:
 
 * ``shipped_tools.json``: the tools ``configs/tools.yaml`` lists (``tools/list``, as a client
   gets it, without fastmcp's ``_meta``), one entry per server. Regenerate it with
@@ -10,7 +10,10 @@ Three files under ``benchmarks/fixtures/``:
   fails when it no longer matches.
 * ``external_tools.json``: tool definitions of the kind public MCP servers expose, one entry per
   server with the namespace a config would give it; the tools carry the server's own names.
-* ``tool_queries.json``: needs phrased as an agent would, each with the expected exposed name.
+* ``tool_queries.json``: needs phrased as an agent would, each with the expected exposed name
+  (the dev set: the ranker may be tuned on it).
+* ``tool_queries_heldout.json``: more such needs in the same format, frozen before the ranker was
+  tuned and never tuned against (the held-out set).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ FIXTURES = REPO / "benchmarks" / "fixtures"
 SHIPPED = FIXTURES / "shipped_tools.json"
 EXTERNAL = FIXTURES / "external_tools.json"
 QUERIES = FIXTURES / "tool_queries.json"
+HELDOUT = FIXTURES / "tool_queries_heldout.json"
 SHIPPED_CONFIG = REPO / "configs" / "tools.yaml"
 NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")  # the OpenAI API's rule; MCP allows more
 WORD = re.compile(r"[a-z0-9]+")
@@ -55,8 +59,8 @@ def load_catalog() -> list[dict[str, Any]]:
     return exposed(read(SHIPPED)["servers"]) + exposed(read(EXTERNAL)["servers"])
 
 
-def load_queries() -> list[dict[str, Any]]:
-    return list(read(QUERIES)["queries"])
+def load_queries(path: Path = QUERIES) -> list[dict[str, Any]]:
+    return list(read(path)["queries"])
 
 
 def accepted(query: dict[str, Any]) -> set[str]:

@@ -8,12 +8,17 @@ composition's exposed catalog (after filters, collisions and name shortening) an
 benchmark ranks plain definitions. Adapted here, before the text reaches the index:
 
 - names are split into words (``read_memory``, ``readMemory``, ``fs-read``) and counted
-  twice, so a query word that names a tool outweighs one in a long description;
+  twice, so a query word that names a tool outweighs one in a long description; a word split
+  at a case change is kept whole too (``GitHub`` is ``github``, not only ``git hub``);
 - English stop words are dropped (in a small catalog, "the" would otherwise rank a tool);
-- every word is reduced by a small suffix stemmer (``files``/``file``, ``listing``/``list``,
-  ``searches``/``search``), so a query need not use the tool's own inflection;
-- a query word also searches, at half weight, for the words tools use for it
-  (:data:`_RELATED`: ``folder`` -> ``directory``, ``bug`` -> ``issue``, ``make`` -> ``create``).
+- every word is stemmed with Snowball's English stemmer (``files``/``file``,
+  ``directories``/``directory``), so a query need not use the tool's own inflection;
+- words and phrases also yield the concepts they name (``tool_vocabulary``: "forget" and
+  "delete", "folder" and "directory"), so a query meets a tool that words the need differently;
+  identifiers say what they name (``main.py`` a file, ``PAY-12`` an issue, ``#general`` a
+  channel);
+- a query's quoted text, and what follows a colon, count half as much as the rest: they are
+  mostly the payload ("remember this: we chose Postgres"), not the need.
 """
 
 from __future__ import annotations
@@ -22,17 +27,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .tool_vocabulary import concept_tokens, entity_tokens
+from .tool_vocabulary import stem as stem  # re-exported: the stemmer terms() applies
+
+_RUN = re.compile(r"[^\W_]+")
+# What a request quotes, or gives after a colon, is mostly its payload (a message, a value),
+# not its need: "remember this: we chose Postgres" should not rank the Postgres tools first.
+_PAYLOAD = re.compile(r"""(?<!\w)(?:'[^']*'|"[^"]*"|“[^”]*”|‘[^’]*’)(?!\w)|:\s.*$""")
+_NEED_WEIGHT = 2  # a query's other words count this many times a payload word
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-# Longest first; each keeps a stem of at least three letters.
-_SUFFIXES = (
-    ("ations", "ate"),
-    ("ation", "ate"),
-    ("ies", "y"),
-    ("ing", ""),
-    ("ed", ""),
-    ("es", ""),
-    ("s", ""),
-)
 _STOP = frozenset(
     [
         "a",
@@ -91,62 +94,6 @@ _STOP = frozenset(
         "please",
     ]
 )
-# Words people use for what tool names and descriptions say otherwise; a query word also
-# searches for these (each counted half as much as the words the query has).
-_RELATED = {
-    "folder": "directory",
-    "folders": "directories",
-    "dir": "directory",
-    "make": "create",
-    "new": "create",
-    "add": "create",
-    "remove": "delete",
-    "erase": "delete",
-    "show": "list get",
-    "see": "list get view",
-    "display": "view get",
-    "fetch": "get read",
-    "open": "read create",
-    "find": "search",
-    "look": "search",
-    "lookup": "search",
-    "big": "size",
-    "large": "size",
-    "bug": "issue",
-    "ticket": "issue",
-    "pr": "pull request",
-    "rename": "move",
-    "save": "write store",
-    "store": "write save",
-    "remember": "save write memory",
-    "note": "memory",
-    "notes": "memories",
-    "change": "update edit",
-    "modify": "update edit",
-    "edit": "update",
-    "run": "execute",
-    "contents": "read",
-    "everything": "all",
-}
-_KEEP = {"status", "process", "address", "access", "alias", "class", "canvas", "always", "ss"}
-
-
-def stem(word: str) -> str:
-    """A crude English stem: enough to make plural and verb forms meet, no dictionary."""
-    if word in _KEEP or len(word) <= 3:
-        return word
-    base = word
-    for suffix, repl in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            base = word[: -len(suffix)] + repl
-            if suffix == "es" and not base.endswith(("ch", "sh", "x", "ss", "z")):
-                base = word[:-1]  # "files" -> "file", "matches" -> "match"
-            elif suffix in ("ing", "ed") and len(base) > 3 and base[-1] == base[-2]:
-                base = base[:-1]  # "mapped" -> "map"
-            break
-    if base.endswith("e") and len(base) > 3:
-        base = base[:-1]  # "write", "writing" -> "writ"
-    return base
 
 
 def terms(text: str) -> list[str]:
@@ -156,18 +103,20 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in words if w not in _STOP]
 
 
-def expanded(query: str) -> list[str]:
-    """*query*'s terms twice each, then once each the terms of the words :data:`_RELATED` gives
-    them (BM25 sums a repeated query term again: the query's own words weigh double)."""
-    own = terms(query)
-    related = [
-        term
-        for word in _WORD.findall(query)
-        if word.lower() in _RELATED
-        for term in terms(_RELATED[word.lower()])
-        if term not in own
-    ]
-    return [*own, *own, *related]
+def _tokens(text: str) -> list[str]:
+    """What the index holds of *text*: its terms, a case-split word also whole (``GitHub``
+    is ``github`` as well as ``git hub``), and the concepts its words and phrases name."""
+    stems: list[str] = []
+    kept: list[str] = []
+    for run in _RUN.findall(text):
+        parts = [w.lower() for w in _WORD.findall(run)]
+        if len(parts) > 1 and run.isalpha():
+            kept.append(stem(run.lower()))
+        for word in parts:
+            stems.append(stem(word))
+            if word not in _STOP:
+                kept.append(stems[-1])
+    return [*kept, *concept_tokens(stems), *entity_tokens(text)]
 
 
 def _field(tool: Any, *names: str) -> Any:
@@ -203,8 +152,8 @@ def searchable_text(tool: Any) -> str:
 
 
 def _document(tool: Any) -> str:
-    name_words = terms(tool_name(tool))
-    return " ".join([*name_words, *name_words, *terms(searchable_text(tool))])
+    name_words = _tokens(tool_name(tool))
+    return " ".join([*name_words, *name_words, *_tokens(searchable_text(tool))])
 
 
 class CatalogIndex:
@@ -221,7 +170,9 @@ class CatalogIndex:
         """Exposed names of the best matches, best first; none when no word of *query* matches."""
         if limit <= 0 or not self.names:
             return []
-        hits = self._index.query(" ".join(expanded(query)), limit)
+        need = _PAYLOAD.sub(" ", query)
+        payload = " ".join(m.group(0) for m in _PAYLOAD.finditer(query))
+        hits = self._index.query(" ".join(_tokens(need) * _NEED_WEIGHT + _tokens(payload)), limit)
         return [self.names[i] for i in hits]
 
 
