@@ -73,38 +73,18 @@ SHOWN = 5  # what one search answers with, and the k of recall@k
 PINNED = ("write_memory", "read_memory")  # the pins of issue 28's example profile
 CHARS_PER_TOKEN = 4
 
-# Stand-ins for search mode's two tools, as long as theirs will be, until tool_search
-# exposes its own definitions.
-SEARCH_MODE_TOOLS = [
-    {
-        "name": "search_tools",
-        "description": (
-            "Search every tool this server can call (by name, description and parameter "
-            "names) and return the best matches with their full definitions. Call a match "
-            "with call_tool."
-        ),
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "What the tool should do"},
-                "limit": {"type": "integer", "description": "How many tools to return"},
-            },
-            "required": ["query"],
-        },
-    },
-    {
-        "name": "call_tool",
-        "description": "Call any tool by name with its arguments, as search_tools described it.",
-        "inputSchema": {
-            "type": "object",
-            "properties": {
-                "name": {"type": "string", "description": "The tool's name"},
-                "arguments": {"type": "object", "description": "The tool's arguments"},
-            },
-            "required": ["name"],
-        },
-    },
-]
+
+def search_mode_tools() -> list[dict[str, Any]]:
+    """The two tools search mode lists, as the launcher defines them (compose/profiles.py)."""
+    from doc_processing_std_tools.launcher.compose.profiles import (
+        Profile,
+        call_tool_definition,
+        search_tool_definition,
+    )
+
+    listed = [search_tool_definition(Profile(name="bench")), call_tool_definition()]
+    return [{"outputSchema": None, **tool} for tool in listed]
+
 
 Search = Callable[[Sequence[Any], str, int], list[str]]
 
@@ -161,7 +141,7 @@ def measure(search: Search) -> tuple[dict[str, float], list[Outcome]]:
     outcomes = dev + held_out
     by_name = {tool["name"]: tool for tool in catalog}
     full = tokens(catalog)
-    listed = tokens([by_name[name] for name in PINNED]) + tokens(SEARCH_MODE_TOOLS)
+    listed = tokens([by_name[name] for name in PINNED]) + tokens(search_mode_tools())
     answer = statistics.mean(
         tokens([by_name[name] for name in o.ranking[:SHOWN]]) for o in outcomes
     )
