@@ -239,6 +239,11 @@ async def _report_or_serve(
 
         # A server that was skipped (a missing extra) will not serve either.
         findings += [(name, "FAIL", why) for name, why in composition.skipped]
+        findings += [  # (a server that needs a login serves its cached list; calls say so)
+            (m.name, "WARN", m.supervisor.unavailable() or "")
+            for m in composition.mounts
+            if m.state == "needs-login" and m.supervisor is not None
+        ]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 

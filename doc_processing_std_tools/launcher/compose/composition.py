@@ -337,6 +337,7 @@ async def mount_into(
         unavailable=mount.supervisor.unavailable if mount.supervisor else None,
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,
         self_locking=locks_itself(mount),
+        lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
     )
     shown = (
         exposed_only(provider, functools.partial(exposure.allows, mount.name))
@@ -346,7 +347,8 @@ async def mount_into(
     if add:
         root.add_provider(shown)
     tools = tuple(await provider.list_tools())
-    warn_idle_globs(mount.name, entry, own_names)
+    if mount.state != "needs-login":  # (its cached list may be empty: never logged in)
+        warn_idle_globs(mount.name, entry, own_names)
     listing = False  # (later listings need not record)
     prompts, resources = await _prompts_and_resources(mount.name, provider)
     return replace(
