@@ -8,6 +8,7 @@ the MCP server, whose ``whoami`` tool answers ``hello`` and records the access t
 call carried. Test hooks:
 
 - ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...]}``
+- ``POST /admin/expire``: every access token issued so far has expired (refresh tokens work).
 - ``POST /admin/revoke``: every access and refresh token issued so far stops working.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -32,7 +34,18 @@ def build(base_url: str, token_seconds: int) -> Any:
     from starlette.responses import JSONResponse, Response
 
     in_memory.DEFAULT_ACCESS_TOKEN_EXPIRY_SECONDS = token_seconds
-    provider = in_memory.InMemoryOAuthProvider(
+
+    class Provider(in_memory.InMemoryOAuthProvider):
+        """An expired access token is refused without revoking its refresh token (the in-memory
+        provider would: a real one lets the client refresh)."""
+
+        async def load_access_token(self, token: str) -> Any:
+            found = self.access_tokens.get(token)
+            if found is None or (found.expires_at is not None and found.expires_at < time.time()):
+                return None
+            return found
+
+    provider = Provider(
         base_url=base_url,
         client_registration_options=ClientRegistrationOptions(enabled=True),
     )
@@ -54,6 +67,12 @@ def build(base_url: str, token_seconds: int) -> Any:
         provider.access_tokens.clear()
         provider.refresh_tokens.clear()
         return JSONResponse({"revoked": True})
+
+    @mcp.custom_route("/admin/expire", methods=["POST"])
+    async def admin_expire(_request: Request) -> Response:
+        for token in provider.access_tokens.values():
+            token.expires_at = 1
+        return JSONResponse({"expired": True})
 
     app = mcp.http_app(path="/mcp")
 

@@ -125,6 +125,8 @@ class Composition:
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
+            if mount.state == "needs-login" and mount.supervisor is not None:
+                servers[mount.name]["reason"] = mount.supervisor.unavailable()
         entries = self.loaded.config.servers
         for name, why in self.skipped:
             entry = entries.get(name)

@@ -318,6 +318,17 @@ class Supervisor:
         while await anyio.to_thread.run_sync(store.stamp, self.name) == self._stamp:
             await anyio.sleep(LOGIN_POLL)
 
+    async def _logged_out(self) -> bool:
+        """Whether the login this session uses was removed (``dpt-launch logout``) or refused."""
+        from .oauth import usable
+
+        stamp = await anyio.to_thread.run_sync(self.store.stamp, self.name)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp  # (a refresh of ours changes it too: the login is still there)
+        record = await anyio.to_thread.run_sync(self.store.get, self.name)
+        return not usable(record, self.entry.url or "")
+
     async def _open_listing(self, line: str) -> None:
         from fastmcp import Client
 
@@ -418,6 +429,11 @@ class Supervisor:
             with anyio.move_on_after(PING_INTERVAL):
                 await self._lost.wait()
                 return ""
+            if self.entry.auth is not None and await self._logged_out():
+                from .oauth import needs_login_line
+
+                self._needs_login = True
+                return needs_login_line(self.name)
             try:
                 with anyio.fail_after(limit):
                     await client.ping()
