@@ -199,6 +199,17 @@ async def listed(url: str) -> list[str]:
         return [tool.name for tool in await client.list_tools()]
 
 
+async def wait_for_listed(url: str, name: str) -> list[str]:
+    """The launcher's tool list once it holds *name* (after a list_changed)."""
+    import anyio
+
+    deadline = time.monotonic() + WAIT
+    while name not in (names := await listed(url)):
+        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {name} to be listed"
+        await anyio.sleep(0.1)
+    return names
+
+
 def states(port: int) -> dict[str, Any]:
     return json.loads(request(port, "GET", "/ready").body)["servers"]
 
@@ -217,7 +228,7 @@ def launched(
     config.write_text(
         "servers:\n"
         f"  linear: {{url: {server}/mcp, auth: oauth}}\n"
-        f"  corp: {{url: {server}/mcp, auth: oauth}}\n"
+        f"  corp: {{url: {server}/mcp, auth: oauth, namespace: corp}}\n"
         f"  plain: {{url: {server}/mcp}}\n"
     )
     out, err = login_cli_in_process(config, "linear", oauth_env)
@@ -226,6 +237,7 @@ def launched(
     assert "logged in to 'linear'" in err
     with http_launcher(config, env=oauth_env) as running:
         running.config = config  # type: ignore[attr-defined]
+        running.env = oauth_env  # type: ignore[attr-defined]
         yield running
     logged = running.stderr()
     assert token not in logged and "access_token" not in logged
@@ -302,7 +314,12 @@ async def test_a_server_never_logged_in_answers_each_call_with_the_login_command
         "required": False,
         "reason": line,
     }
-    assert "whoami" not in [n for n in await listed(launched.url) if n.startswith("corp")]
+    assert "corp_whoami" not in await listed(launched.url)  # no tool list kept yet
+
+    await login_in_process(launched.config, "corp", launched.env)
+    wait_for(lambda: states(launched.port)["corp"]["state"] == "up", "corp up")
+    assert "corp_whoami" in await wait_for_listed(launched.url, "corp_whoami")
+    assert await call(launched.url, "corp_whoami") == ("hello", False)
 
 
 def test_a_401_with_www_authenticate_names_the_config_line_to_add(launched: Any) -> None:
