@@ -149,7 +149,9 @@ def login_cli_in_process(config: Path, name: str, env: dict[str, str]) -> tuple[
     return out.getvalue(), err.getvalue()
 
 
-async def login_in_process(config: Path, name: str, env: dict[str, str]) -> None:
+async def login_in_process(
+    config: Path, name: str, env: dict[str, str], user: str | None = None
+) -> None:
     """The login flow of ``dpt-launch login`` in this process (no interpreter to start)."""
     import httpx2
 
@@ -163,7 +165,7 @@ async def login_in_process(config: Path, name: str, env: dict[str, str]) -> None
 
     folder = Path(env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
     entry = load_config(config).config.servers[name]
-    await oauth_login(name, entry, TokenStore(folder, keyring=None), show_url=browser)
+    await oauth_login(name, entry, TokenStore(folder, keyring=None), user, show_url=browser)
 
 
 def stored(env: dict[str, str], name: str) -> dict[str, Any]:
@@ -368,6 +370,73 @@ def test_login_refuses_a_server_without_oauth(
     assert "servers.plain does not use OAuth (add 'auth: oauth' under it first)" in (
         capsys.readouterr().err
     )
+
+
+# -- per-user logins ---------------------------------------------------------------------------
+
+
+async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_session(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call serving a signed-in user (``identity.current_subject()``) uses that user's login
+    and session; a user without one gets the line with ``--user``; the launcher's own state is
+    untouched."""
+    import anyio
+
+    from doc_processing_std_tools.launcher.config.schema import load_config
+    from doc_processing_std_tools.launcher.external.supervisor import Supervisor
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+    from doc_processing_std_tools.launcher.transports.identity import (
+        current_subject,
+        reset_subject,
+        set_subject,
+    )
+
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "DPTTOOLS_TOKEN_STORE": "file"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = _config(tmp_path, server, name="linear")
+    for user in ("alice", "bob"):
+        await login_in_process(config, "linear", env, user=user)
+    store = TokenStore()
+    tokens = {u: store.get("linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}  # type: ignore[index]
+    assert tokens["alice"] != tokens["bob"]
+
+    supervisor = Supervisor("linear", load_config(config).config.servers["linear"], tmp_path)
+    supervisor.subject = current_subject
+
+    async def call_as(user: str | None) -> tuple[str, bool, str]:
+        token = set_subject(user)
+        try:
+            why = supervisor.unavailable()
+            if why is not None:
+                return why, True, ""
+            client = await supervisor.client()
+            result = await client.call_tool_mcp("whoami", {})
+            text = "".join(getattr(b, "text", "") for b in result.content)
+            carried = server_log(server)["calls"][-1] if not result.is_error else ""
+            return text, bool(result.is_error), carried
+        finally:
+            reset_subject(token)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(supervisor.run)
+        await supervisor.wait_started()
+        assert supervisor.state == "needs-login"  # (the launcher's own login: none)
+        assert await call_as("alice") == ("hello", False, tokens["alice"])
+        assert await call_as("bob") == ("hello", False, tokens["bob"])
+        assert await call_as("alice") == ("hello", False, tokens["alice"])
+        first = await supervisor._user_client("alice")
+        assert first is not await supervisor._user_client("bob")  # one session per user
+        carol = await call_as("carol")
+        assert carol[:2] == (
+            "server 'linear' needs a login for user 'carol': run dpt-launch login linear "
+            "--user carol",
+            True,
+        )
+        own = await call_as(None)
+        assert own[:2] == ("server 'linear' needs a login: run dpt-launch login linear", True)
+        supervisor.stop()
 
 
 # -- the token store ----------------------------------------------------------------------

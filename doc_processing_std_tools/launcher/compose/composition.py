@@ -540,6 +540,10 @@ async def build_servers(
     for name, entry, _source in found:
         if entry.external:
             supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir, fronts)
+            if entry.auth is not None:  # (its calls use the signed-in user's own login)
+                from ..transports.identity import current_subject
+
+                supervisor.subject = current_subject
             sessions.callback(supervisor.close)
             group.start_soon(supervisor.run)
 

@@ -127,6 +127,20 @@ def _is_connection_loss(exc: BaseException | None) -> bool:
     return False
 
 
+class UserSession:
+    """One signed-in user's own session to an OAuth server (their login, their tokens); or, while
+    they have no usable login, a listing of the server's cached tools whose calls say so."""
+
+    def __init__(self, user: str, stamp: str) -> None:
+        self.user = user
+        self.stamp = stamp  # the user's login as this session read it
+        self.client: Client | None = None
+        self.listing = False
+        self.error = ""
+        self.ready = anyio.Event()
+        self.done = anyio.Event()
+
+
 class Supervisor:
     """Owns one external server's session for the launcher's lifetime."""
 
@@ -150,6 +164,10 @@ class Supervisor:
         self._stamp = ""  # the token store's stamp when this round read the login
         self._listing: Client | None = None  # the cached tool list, served while needs-login
         self._store: TokenStore | None = None
+        # the signed-in user a call serves (an OAuth server's calls then use that user's login)
+        self.subject: Callable[[], str | None] = lambda: None
+        self._users: dict[str, UserSession] = {}
+        self._user_tasks: Any = None  # the task group the users' sessions live in (run())
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
         self._changed = anyio.Event()
@@ -190,6 +208,8 @@ class Supervisor:
         if self.state == "needs-login":
             from .oauth import needs_login_line
 
+            if self.subject() is not None:
+                return None  # the user's own login decides (client())
             return needs_login_line(self.name)
         detail = f": {self.last_error}" if self.last_error else ""
         if self.state == "restarting":
@@ -198,6 +218,9 @@ class Supervisor:
 
     def call_failed(self, exc: BaseException) -> str | None:
         """A call's error: when it shows the session is gone, start the restart and say so."""
+        user = self.subject()
+        if user is not None:
+            return self._user_call_failed(user, exc)
         if self._needs_login:
             from .oauth import needs_login_line
 
@@ -218,6 +241,9 @@ class Supervisor:
         """The live session's client (the proxy's client factory)."""
         from fastmcp.exceptions import ToolError
 
+        user = self.subject()
+        if user is not None:
+            return await self._user_client(user)
         if self.state == "needs-login" and self._listing is not None:
             return self._listing  # (lists the cached tools; calls are refused before this)
         if self._client is None or self.state != "up":
@@ -252,7 +278,9 @@ class Supervisor:
         its pipe and thread would otherwise stay until the launcher exits, one per reload."""
         try:
             with self._scope:
-                await self._keep()
+                async with anyio.create_task_group() as self._user_tasks:
+                    await self._keep()
+                    self._user_tasks.cancel_scope.cancel()
             if self.state == "starting":
                 self.last_error = "stopped before it started"
                 self._set("failed")
@@ -288,6 +316,85 @@ class Supervisor:
             )
             await anyio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF)
+
+    async def _user_client(self, user: str) -> Client:
+        """*user*'s own session (opened on their first call), or their listing while they have no
+        usable login. Another user's session never serves them."""
+        from fastmcp.exceptions import ToolError
+
+        stamp = await anyio.to_thread.run_sync(self.store.stamp, self.name, user)
+        session = self._users.get(user)
+        if session is not None and session.stamp != stamp and session.ready.is_set():
+            session.done.set()  # a new login (or a logout): open again
+            session = None
+        if session is None:
+            if self._user_tasks is None:
+                raise ToolError(f"server {self.name!r} is not connected")
+            session = self._users[user] = UserSession(user, stamp)
+            self._user_tasks.start_soon(self._serve_user, session)
+        await session.ready.wait()
+        if session.client is None:
+            raise ToolError(session.error or f"server {self.name!r} is not connected")
+        return session.client
+
+    def _user_call_failed(self, user: str, exc: BaseException) -> str | None:
+        """A user's call failed: when their login was refused or their session is gone, close it
+        (the next call opens a new one) and say so."""
+        session = self._users.get(user)
+        if session is None:
+            return None
+        if session.error:  # (set when the refresh was refused: the login's line)
+            session.done.set()
+            return session.error
+        if not _is_connection_loss(exc):
+            return None
+        session.done.set()
+        return (
+            f"server {self.name!r}: the session of user {user!r} closed; the next call reopens it"
+        )
+
+    async def _serve_user(self, session: UserSession) -> None:
+        """Keep *session* open until it is done (a new login, a refused refresh, a lost
+        connection, or the supervisor ends)."""
+        from fastmcp import Client
+
+        from .oauth import cached_listing, needs_login_line, serving_auth, usable
+
+        user = session.user
+        store = self.store
+
+        def refused() -> None:
+            session.error = needs_login_line(self.name, user)
+            session.done.set()
+
+        try:
+            record = await anyio.to_thread.run_sync(store.get, self.name, user)
+            if usable(record, self.entry.url or ""):
+                auth = serving_auth(self.name, self.entry, store, user, on_needs_login=refused)
+                transport = self._transport(auth)
+            else:
+                tools = await anyio.to_thread.run_sync(store.load_tools, self.name)
+                transport = cached_listing(self.name, tools, needs_login_line(self.name, user))
+                session.listing = True
+            client = Client(transport)
+            with anyio.fail_after(START_TIMEOUT):
+                await client.__aenter__()
+            try:
+                session.client = client
+                session.ready.set()
+                await session.done.wait()
+            finally:
+                session.client = None
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await client.__aexit__(None, None, None)
+        except Exception as exc:
+            session.error = session.error or (
+                f"server {self.name!r} (user {user!r}): {self._describe(exc)[:300]}"
+            )
+        finally:
+            session.ready.set()
+            if self._users.get(user) is session:
+                del self._users[user]
 
     @property
     def store(self) -> TokenStore:
@@ -444,7 +551,8 @@ class Supervisor:
             except Exception:
                 return ""
 
-    def _transport(self) -> Any:
+    def _transport(self, auth: Any = None) -> Any:
+        """The session's transport; *auth*: a user's OAuth (else the launcher's own login)."""
         entry = self.entry
         if entry.command:
             from .child import wrapped_command
@@ -465,8 +573,7 @@ class Supervisor:
             )
         assert entry.url
         headers = dict(entry.headers)
-        auth = None
-        if entry.auth is not None:
+        if auth is None and entry.auth is not None:
             from .oauth import serving_auth
 
             auth = serving_auth(self.name, entry, self.store, on_needs_login=self._login_missing)
