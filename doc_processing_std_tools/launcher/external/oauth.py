@@ -322,7 +322,7 @@ async def login(
     listed = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
     await anyio.to_thread.run_sync(store.save_tools, name, listed)
     if (await storage.get_tokens()) is None:
-        raise NeedsLogin(f"the server at {entry.url} asked for no login")
+        raise NeedsLogin("the server asked for no login: remove 'auth' from its entry")
     return listed
 
 
