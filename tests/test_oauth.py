@@ -347,7 +347,8 @@ def test_check_warns_login_list_and_logout(
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     config = _config(tmp_path, server, name="corp")
-    assert main(["--config", str(config), "--check"]) == 0
+    config.write_text(config.read_text() + "    required: true\n")
+    assert main(["--config", str(config), "--check", "--strict"]) == 0  # (a login mends it)
     line = "server 'corp' needs a login: run dpt-launch login corp"
     assert f"WARN servers.corp: {line}" in " ".join(capsys.readouterr().out.split())
 

@@ -16,6 +16,7 @@ No token is ever put in a message.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -50,6 +51,21 @@ def refresh_margin(lifetime: float) -> float:
 
 class NeedsLogin(Exception):
     """No usable login: none stored, for another URL, or its refresh was refused."""
+
+
+class _QuietNeedsLogin(logging.Filter):
+    """The SDK logs every failed OAuth flow as an error; a missing login is said once, by the
+    supervisor (``needs-login``), not again on each attempt."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, NeedsLogin)
+
+
+def _quiet_sdk_log() -> None:
+    sdk = logging.getLogger("mcp.client.auth.oauth2")
+    if not any(isinstance(f, _QuietNeedsLogin) for f in sdk.filters):
+        sdk.addFilter(_QuietNeedsLogin())
 
 
 def _oauth(entry: ServerEntry) -> OAuthSettings:
@@ -216,6 +232,7 @@ def serving_auth(
     from ...seams import oauth_client_provider
 
     assert entry.url
+    _quiet_sdk_log()
     settings = _oauth(entry)
     redirect = (
         f"http://{CALLBACK_HOST}:{settings.callback_port}/callback"
