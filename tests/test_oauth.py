@@ -216,17 +216,23 @@ def states(port: int) -> dict[str, Any]:
     return json.loads(request(port, "GET", "/ready").body)["servers"]
 
 
-# -- one launcher for the module: linear (logged in), corp (never), plain (no auth) -----------
+# -- one launcher: linear (logged in), corp (never), plain (no auth) ---------------------------
 
 
-@pytest.fixture(scope="module")
-def launched(
-    server: str, oauth_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Any]:
-    """``linear`` logged in with ``dpt-launch login --no-browser``; then one launcher serving it,
-    ``corp`` (never logged in) and ``plain`` (the same server, configured without ``auth``)."""
-    folder = tmp_path_factory.mktemp("oauth-launcher")
-    config = folder / "tools.yaml"
+async def test_login_calls_refresh_revocation_and_login_again_on_one_running_launcher(
+    server: str,
+    oauth_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One launcher (one test, so a parallel run starts it once) serving ``linear`` (logged in
+    with ``dpt-launch login --no-browser`` first), ``corp`` (never logged in) and ``plain`` (the
+    same server, configured without ``auth``)."""
+    import anyio
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    config = tmp_path / "tools.yaml"
     config.write_text(
         "servers:\n"
         f"  linear: {{url: {server}/mcp, auth: oauth}}\n"
@@ -237,100 +243,69 @@ def launched(
     token = stored(oauth_env, "linear")["tokens"]["access_token"]
     assert token not in out + err + config.read_text()
     assert "logged in to 'linear'" in err
-    with http_launcher(config, env=oauth_env) as running:
-        running.config = config  # type: ignore[attr-defined]
-        running.env = oauth_env  # type: ignore[attr-defined]
-        yield running
-    logged = running.stderr()
-    assert token not in logged and "access_token" not in logged
-
-
-def test_login_keeps_the_tokens_in_0600_files_with_the_rfc8707_resource(
-    launched: Any, server: str, oauth_env: dict[str, str]
-) -> None:
     folder = Path(oauth_env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
-    files = list(folder.iterdir())
-    assert files and all(f.stat().st_mode & 0o077 == 0 for f in files)
+    assert all(f.stat().st_mode & 0o077 == 0 for f in folder.iterdir())
     grants = server_log(server)["grants"]
     assert {"grant_type": "authorization_code", "resource": f"{server}/mcp"} in grants
 
-
-async def test_a_call_carries_the_stored_token_and_an_expired_one_is_refreshed_silently(
-    launched: Any, server: str, oauth_env: dict[str, str]
-) -> None:
-    assert states(launched.port)["linear"]["state"] == "up"
-    assert await call(launched.url) == ("hello", False)
-    token = stored(oauth_env, "linear")["tokens"]["access_token"]
-    assert server_log(server)["calls"][-1] == token
-
-    _post(server, "/admin/expire")  # the server lets it expire early: one refresh, no error
-    assert await call(launched.url) == ("hello", False)
-    refreshed = server_log(server)["calls"][-1]
-    assert refreshed != token
-    assert stored(oauth_env, "linear")["tokens"]["access_token"] == refreshed
-    grants = server_log(server)["grants"]
-    assert {"grant_type": "refresh_token", "resource": f"{server}/mcp"} in grants
-
-
-async def test_a_revoked_login_needs_a_new_one_which_the_running_launcher_takes_up(
-    launched: Any, server: str, oauth_env: dict[str, str], capsys: pytest.CaptureFixture[str]
-) -> None:
-    import anyio
-
-    from doc_processing_std_tools.launcher.cli.main import main
-
-    assert await call(launched.url) == ("hello", False)
-    _post(server, "/admin/revoke")
-    _post(server, "/admin/expire")
-    line = "server 'linear' needs a login: run dpt-launch login linear"
-    text, is_error = await call(launched.url)
-    assert is_error and line in text, text
-    wait_for(lambda: states(launched.port)["linear"]["state"] == "needs-login", "needs-login")
-    assert states(launched.port)["linear"]["reason"] == line
-    assert await call(launched.url) == (line, True)
-    assert "whoami" in await listed(launched.url)  # its tools stay listed
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in oauth_env.items():
-            patch.setenv(key, value)
+    with http_launcher(config, env=oauth_env) as launched:
+        # plain: a 401 with WWW-Authenticate names the config line to add
+        plain = states(launched.port)["plain"]
+        assert plain["state"] == "failed"
         assert (
-            await anyio.to_thread.run_sync(
-                main, ["login", "--list", "--config", str(launched.config)]
-            )
-            == 0
+            "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.plain "
+            "in the config, then run dpt-launch login plain" in plain["reason"]
         )
-    assert "linear  refused: the server no longer accepts it" in capsys.readouterr().out
 
-    await login_in_process(launched.config, "linear", oauth_env)
-    fresh = stored(oauth_env, "linear")["tokens"]["access_token"]
-    wait_for(lambda: states(launched.port)["linear"]["state"] == "up", "up again")
-    assert await call(launched.url) == ("hello", False)
-    assert server_log(server)["calls"][-1] == fresh
+        # linear: a call carries the stored token; one the server expired early is refreshed
+        assert states(launched.port)["linear"]["state"] == "up"
+        assert await call(launched.url) == ("hello", False)
+        assert server_log(server)["calls"][-1] == token
+        _post(server, "/admin/expire")
+        assert await call(launched.url) == ("hello", False)
+        refreshed = server_log(server)["calls"][-1]
+        assert refreshed != token
+        assert stored(oauth_env, "linear")["tokens"]["access_token"] == refreshed
+        grants = server_log(server)["grants"]
+        assert {"grant_type": "refresh_token", "resource": f"{server}/mcp"} in grants
 
+        # revoked: needs-login, tools still listed, one line per call, then a new login
+        _post(server, "/admin/revoke")
+        _post(server, "/admin/expire")
+        line = "server 'linear' needs a login: run dpt-launch login linear"
+        text, is_error = await call(launched.url)
+        assert is_error and line in text, text
+        wait_for(lambda: states(launched.port)["linear"]["state"] == "needs-login", "needs-login")
+        assert states(launched.port)["linear"]["reason"] == line
+        assert await call(launched.url) == (line, True)
+        assert "whoami" in await listed(launched.url)
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in oauth_env.items():
+                patch.setenv(key, value)
+            listing = ["login", "--list", "--config", str(config)]
+            assert await anyio.to_thread.run_sync(main, listing) == 0
+        assert "linear  refused: the server no longer accepts it" in capsys.readouterr().out
+        await login_in_process(config, "linear", oauth_env)
+        fresh = stored(oauth_env, "linear")["tokens"]["access_token"]
+        wait_for(lambda: states(launched.port)["linear"]["state"] == "up", "up again")
+        assert await call(launched.url) == ("hello", False)
+        assert server_log(server)["calls"][-1] == fresh
 
-async def test_a_server_never_logged_in_answers_each_call_with_the_login_command(
-    launched: Any,
-) -> None:
-    line = "server 'corp' needs a login: run dpt-launch login corp"
-    assert states(launched.port)["corp"] == {
-        "state": "needs-login",
-        "required": False,
-        "reason": line,
-    }
-    assert "corp_whoami" not in await listed(launched.url)  # no tool list kept yet
-
-    await login_in_process(launched.config, "corp", launched.env)
-    wait_for(lambda: states(launched.port)["corp"]["state"] == "up", "corp up")
-    assert "corp_whoami" in await wait_for_listed(launched.url, "corp_whoami")
-    assert await call(launched.url, "corp_whoami") == ("hello", False)
-
-
-def test_a_401_with_www_authenticate_names_the_config_line_to_add(launched: Any) -> None:
-    plain = states(launched.port)["plain"]
-    assert plain["state"] == "failed"
-    assert (
-        "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.plain in "
-        "the config, then run dpt-launch login plain" in plain["reason"]
-    )
+        # corp: never logged in, then logged in: its tools appear in the running launcher
+        corp_line = "server 'corp' needs a login: run dpt-launch login corp"
+        assert states(launched.port)["corp"] == {
+            "state": "needs-login",
+            "required": False,
+            "reason": corp_line,
+        }
+        assert "corp_whoami" not in await listed(launched.url)  # no tool list kept yet
+        await login_in_process(config, "corp", oauth_env)
+        wait_for(lambda: states(launched.port)["corp"]["state"] == "up", "corp up")
+        assert "corp_whoami" in await wait_for_listed(launched.url, "corp_whoami")
+        assert await call(launched.url, "corp_whoami") == ("hello", False)
+    logged = launched.stderr()
+    for secret in (token, refreshed, fresh):
+        assert secret not in logged
 
 
 def test_check_warns_login_list_and_logout(
