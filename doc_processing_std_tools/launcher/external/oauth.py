@@ -276,9 +276,11 @@ async def login(
     """Log in to *entry*'s server for *user*: the browser flow, then one session that lists the
     tools (kept for when the login is missing later). *show_url* opens or prints the
     authorization URL. Returns the tools as MCP JSON."""
+    from urllib.parse import urlsplit
+
     from fastmcp import Client
     from fastmcp.client.oauth_callback import OAuthCallbackResult, create_oauth_callback_server
-    from fastmcp.client.transports import StreamableHttpTransport
+    from fastmcp.client.transports import SSETransport, StreamableHttpTransport
     from fastmcp.utilities.http import find_available_port
     from mcp.shared.auth import AuthorizationCodeResult
 
@@ -331,7 +333,11 @@ async def login(
     async with anyio.create_task_group() as group:
         group.start_soon(serve)
         try:
-            client = Client(StreamableHttpTransport(entry.url, headers=headers, auth=auth))
+            client = Client(
+                SSETransport(entry.url, headers=headers, auth=auth)
+                if urlsplit(entry.url).path.rstrip("/").endswith("/sse")  # (as is_sse_url)
+                else StreamableHttpTransport(entry.url, headers=headers, auth=auth)
+            )
             async with client:
                 tools = await client.list_tools()
         finally:

@@ -205,7 +205,7 @@ class Supervisor:
         """Why a call cannot go through now, or None when the server is up."""
         if self.state == "up":
             return None
-        if self.state == "needs-login":
+        if self.state == "needs-login" or self._needs_login:  # (or about to be: restarting)
             from .oauth import needs_login_line
 
             if self.subject() is not None:
