@@ -189,6 +189,7 @@ def mounted_provider(
     unavailable: Callable[[], str | None] | None = None,
     call_failed: Callable[[BaseException], str | None] | None = None,
     self_locking: bool = False,
+    lists_while_down: Callable[[], bool] | None = None,
 ) -> Provider:
     """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
@@ -200,7 +201,8 @@ def mounted_provider(
     The rules wrap the tool objects, so a tool the server adds after start
     follows them too; no table of names can go stale. While *unavailable* gives a
     reason (an external server restarting), the last tools seen stay listed and
-    calls to them fail with that reason. A *self_locking* server's tools take the lock
+    calls to them fail with that reason (unless *lists_while_down* says the server lists its
+    tools anyway: a server that needs a login serves its cached list). A *self_locking* server's tools take the lock
     themselves around their disk work: the launcher only admits them
     (:func:`locking.admit_self_locking`) instead of holding it for the whole call.
     """
@@ -209,7 +211,7 @@ def mounted_provider(
     from fastmcp.server.transforms import Namespace
 
     rules = _rules_transform(
-        label, admits, needs_lock, timeout, unavailable, call_failed, self_locking
+        label, admits, needs_lock, timeout, unavailable, call_failed, self_locking, lists_while_down
     )
     # A server with every setting at fastmcp's defaults behaves the same when its providers
     # are grafted onto the root: one dispatch layer fewer (per-call cost, benchmarks/run.py).
@@ -273,6 +275,7 @@ def _rules_transform(
     unavailable: Callable[[], str | None] | None,
     call_failed: Callable[[BaseException], str | None] | None,
     self_locking: bool = False,
+    lists_while_down: Callable[[], bool] | None = None,
 ) -> Any:
     from fastmcp.server.transforms import Transform
 
@@ -300,6 +303,8 @@ def _rules_transform(
         return guarded
 
     def down() -> bool:
+        if lists_while_down is not None and lists_while_down():
+            return False
         return unavailable is not None and unavailable() is not None
 
     class LauncherRules(Transform):
@@ -578,3 +583,111 @@ def bm25_index(documents: list[str]) -> Any:
     index = _BM25Index()
     index.build(documents)
     return index
+
+
+def oauth_client_provider(
+    server_url: str,
+    client_metadata: Any,
+    storage: Any,
+    *,
+    redirect_handler: Callable[[str], Awaitable[None]],
+    callback_handler: Callable[[], Awaitable[Any]],
+    refused: Callable[[], Awaitable[None]],
+    margin: Callable[[float], float],
+) -> Any:
+    """The mcp SDK's ``OAuthClientProvider`` (an ``httpx2.Auth``), changed where a long-lived
+    session needs it. Its private steps used: ``_initialize``, ``_perform_authorization``,
+    ``_refresh_token``, ``_handle_token_response``, ``_handle_refresh_response`` and the
+    ``context`` (``OAuthContext``) fields ``current_tokens``, ``client_info``,
+    ``token_expiry_time``, ``oauth_metadata``, ``protected_resource_metadata``,
+    ``auth_server_url``.
+
+    - A token loaded from *storage* keeps its expiry (``storage.refresh_at()``; the SDK
+      would take it for valid until a 401), and the discovered metadata
+      (``storage.discovered()``), so a refresh goes to the authorization server's token
+      endpoint with the RFC 8707 ``resource``, not to the MCP server's origin.
+    - A token counts as expired *margin(lifetime)* seconds early: it is refreshed before the
+      server could refuse it.
+    - A 401 while a refresh token is held refreshes once (the SDK would start a browser
+      login); a refused refresh awaits *refused()*, which raises.
+    - *storage* learns the discovered metadata with each new token
+      (``storage.discovery = ...``: a callable giving a JSON-able dict).
+    """
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
+
+    class _Provider(OAuthClientProvider):
+        _refreshing = False
+        _tried: str | None = None
+
+        async def _initialize(self) -> None:
+            await super()._initialize()
+            context = self.context
+            found = await storage.discovered()
+            if found and context.oauth_metadata is None:
+                if found.get("as"):
+                    context.oauth_metadata = OAuthMetadata.model_validate(found["as"])
+                if found.get("prm"):
+                    context.protected_resource_metadata = ProtectedResourceMetadata.model_validate(
+                        found["prm"]
+                    )
+                context.auth_server_url = found.get("as_url")
+            if context.current_tokens is not None:
+                context.token_expiry_time = await storage.refresh_at()
+
+        def _early(self) -> None:
+            context = self.context
+            tokens = context.current_tokens
+            if context.token_expiry_time is not None and tokens and tokens.expires_in:
+                context.token_expiry_time -= margin(float(tokens.expires_in))
+
+        async def _perform_authorization(self) -> Any:
+            tokens = self.context.current_tokens
+            if (
+                tokens is not None
+                and tokens.refresh_token
+                and self.context.client_info is not None
+                and self._tried != tokens.refresh_token
+            ):
+                self._tried = tokens.refresh_token
+                self._refreshing = True
+                return await self._refresh_token()
+            return await super()._perform_authorization()
+
+        async def _handle_token_response(self, response: Any) -> None:
+            if self._refreshing:
+                self._refreshing = False
+                if not await self._handle_refresh_response(response):
+                    await refused()
+                return
+            await super()._handle_token_response(response)
+            self._early()
+
+        async def _handle_refresh_response(self, response: Any) -> bool:
+            done = await super()._handle_refresh_response(response)
+            if done:
+                self._early()
+            return done
+
+    provider = _Provider(
+        server_url=server_url,
+        client_metadata=client_metadata,
+        storage=storage,
+        redirect_handler=redirect_handler,
+        callback_handler=callback_handler,
+    )
+
+    def discovery() -> dict[str, Any]:
+        context = provider.context
+        return {
+            "as": context.oauth_metadata.model_dump(mode="json", exclude_none=True)
+            if context.oauth_metadata
+            else None,
+            "prm": context.protected_resource_metadata.model_dump(mode="json", exclude_none=True)
+            if context.protected_resource_metadata
+            else None,
+            "as_url": context.auth_server_url,
+        }
+
+    storage.discovery = discovery
+    return provider

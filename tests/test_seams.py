@@ -415,3 +415,160 @@ def test_bm25_index_ranks_plain_documents_best_first_and_drops_zero_scores() -> 
     index = seams.bm25_index(["read a file", "write a file", "list directory entries"])
     assert index.query("write file", 3) == [1, 0]
     assert index.query("nothing", 3) == []
+
+
+class _Stored:
+    """The storage ``seams.oauth_client_provider`` reads: a login loaded at start."""
+
+    def __init__(self, refresh_at: float, discovered: dict | None) -> None:
+        from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+        self.tokens = OAuthToken(access_token="old", refresh_token="r1", expires_in=3600)
+        self.client = OAuthClientInformationFull(
+            client_id="c", redirect_uris=["http://127.0.0.1/callback"]
+        )
+        self._refresh_at, self._discovered = refresh_at, discovered
+        self.kept: list[dict] = []
+        self.discovery: object = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens) -> None:
+        self.tokens = tokens
+        self.kept.append(self.discovery())  # type: ignore[operator]
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info) -> None:
+        self.client = client_info
+
+    async def refresh_at(self) -> float:
+        return self._refresh_at
+
+    async def discovered(self) -> dict | None:
+        return self._discovered
+
+
+def _oauth_provider(storage: _Stored, refused: list[str]) -> object:
+    from mcp.shared.auth import OAuthClientMetadata
+
+    async def on_refused(*_: object) -> None:
+        refused.append("refused")
+        raise RuntimeError("needs a login")
+
+    return seams.oauth_client_provider(
+        "https://mcp.example/mcp",
+        OAuthClientMetadata(redirect_uris=["http://127.0.0.1/callback"]),
+        storage,
+        redirect_handler=on_refused,
+        callback_handler=on_refused,  # type: ignore[arg-type]
+        refused=on_refused,
+        margin=lambda lifetime: lifetime / 5,
+    )
+
+
+async def test_an_oauth_login_loaded_due_for_refresh_is_refreshed_at_the_stored_token_endpoint() -> (
+    None
+):
+    """``OAuthClientProvider._initialize`` + ``context`` fields: a stored token past its refresh
+    time is refreshed before the request, at the stored authorization server's token endpoint,
+    with the RFC 8707 resource; the new token's expiry is moved a fifth of its life early."""
+    import time
+    from urllib.parse import parse_qs
+
+    import httpx2
+
+    seen: list[tuple[str, str, dict]] = []
+
+    def answer(request: httpx2.Request) -> httpx2.Response:
+        form = parse_qs(request.content.decode()) if request.method == "POST" else {}
+        seen.append((str(request.url), request.headers.get("authorization", ""), form))
+        if str(request.url) == "https://as.example/token":
+            body = {"access_token": "new", "token_type": "Bearer", "expires_in": 100}
+            return httpx2.Response(200, json=body)
+        return httpx2.Response(200, json={"ok": True})
+
+    discovered = {
+        "as": {
+            "issuer": "https://as.example/",
+            "authorization_endpoint": "https://as.example/authorize",
+            "token_endpoint": "https://as.example/token",
+        },
+        "prm": {
+            "resource": "https://mcp.example/mcp",
+            "authorization_servers": ["https://as.example/"],
+        },
+        "as_url": "https://as.example/",
+    }
+    storage = _Stored(refresh_at=time.time() - 1, discovered=discovered)
+    refused: list[str] = []
+    provider = _oauth_provider(storage, refused)
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+        reply = await client.post("https://mcp.example/mcp", json={}, auth=provider)  # type: ignore[arg-type]
+    assert reply.status_code == 200 and not refused
+    token_url, _, form = seen[0]
+    assert token_url == "https://as.example/token"
+    assert form["grant_type"] == ["refresh_token"] and form["refresh_token"] == ["r1"]
+    assert form["resource"] == ["https://mcp.example/mcp"]
+    assert seen[1][:2] == ("https://mcp.example/mcp", "Bearer new")
+    assert storage.tokens.refresh_token == "r1"  # (kept: the server did not rotate it)
+    assert storage.kept[0]["as"]["token_endpoint"] == "https://as.example/token"
+    expiry = provider.context.token_expiry_time  # type: ignore[attr-defined]
+    assert time.time() + 70 < expiry < time.time() + 81  # 100 s, a fifth early
+
+
+async def test_an_oauth_401_refreshes_once_and_a_refused_refresh_calls_refused() -> None:
+    """``_perform_authorization`` and ``_handle_token_response``: a 401 with a refresh token held
+    refreshes (no browser); when the authorization server refuses, *refused* is awaited."""
+    import time
+
+    import httpx2
+
+    for token_answer, expect_refused in ((200, False), (400, True)):
+        calls: list[str] = []
+
+        def answer(
+            request: httpx2.Request, token_answer: int = token_answer, calls: list[str] = calls
+        ) -> httpx2.Response:
+            url = str(request.url)
+            calls.append(url)
+            if url == "https://mcp.example/mcp":
+                if request.headers.get("authorization") == "Bearer new":
+                    return httpx2.Response(200, json={"ok": True})
+                return httpx2.Response(401, headers={"WWW-Authenticate": "Bearer"})
+            if "oauth-protected-resource" in url:
+                return httpx2.Response(
+                    200,
+                    json={
+                        "resource": "https://mcp.example/mcp",
+                        "authorization_servers": ["https://as.example/"],
+                    },
+                )
+            if "oauth-authorization-server" in url:
+                return httpx2.Response(
+                    200,
+                    json={
+                        "issuer": "https://as.example/",
+                        "authorization_endpoint": "https://as.example/authorize",
+                        "token_endpoint": "https://as.example/token",
+                    },
+                )
+            if url == "https://as.example/token" and token_answer == 200:
+                body = {"access_token": "new", "token_type": "Bearer", "expires_in": 100}
+                return httpx2.Response(200, json=body)
+            return httpx2.Response(token_answer, json={"error": "invalid_grant"})
+
+        storage = _Stored(refresh_at=time.time() + 3000, discovered=None)
+        refused: list[str] = []
+        provider = _oauth_provider(storage, refused)
+        async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+            try:
+                reply = await client.post("https://mcp.example/mcp", json={}, auth=provider)  # type: ignore[arg-type]
+            except RuntimeError:
+                reply = None
+        assert "https://as.example/token" in calls
+        assert not any("authorize" in url for url in calls)  # never a browser step
+        assert bool(refused) is expect_refused
+        assert (reply is None) is expect_refused

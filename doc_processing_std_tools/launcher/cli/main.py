@@ -46,6 +46,10 @@ Other verbs (each has --help):
                                                 cursor, vscode or codex (--write merges it)
   dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
                                                 (client-config CLIENT --url URL prints it)
+  dpt-launch login NAME --config F [--no-browser]
+                                                OAuth login to a url server with auth: oauth
+  dpt-launch login --list --config F            each OAuth server's login state and expiry
+  dpt-launch logout NAME --config F             forget that login
 """
 
 EPILOG = """\
@@ -107,7 +111,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-VERBS = ("tools", "call", "client-config", "init", "connect")
+VERBS = ("tools", "call", "client-config", "init", "connect", "login", "logout")
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
@@ -120,6 +124,12 @@ def run_verb(verb: str, argv: list[str]) -> int:
         args = connect.parse(argv)
         _setup_logging("WARNING")
         return connect.connect(args)
+    if verb in ("login", "logout"):
+        from . import login
+
+        args = login.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
+        _setup_logging("WARNING")
+        return login.login(args) if verb == "login" else login.logout(args)
     args = verbs.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
     _setup_logging("WARNING")
     try:
@@ -252,6 +262,11 @@ async def _report_or_serve(
         findings += [
             (f"profiles.{name}", "FAIL", why)
             for name, why in profile_problems(composition, list(dict.fromkeys(wanted)))
+        ]
+        findings += [  # (a server that needs a login serves its cached list; calls say so)
+            (m.name, "WARN", m.supervisor.unavailable() or "")
+            for m in composition.mounts
+            if m.state == "needs-login" and m.supervisor is not None
         ]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK

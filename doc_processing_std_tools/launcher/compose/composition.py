@@ -128,6 +128,8 @@ class Composition:
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
+            if mount.state == "needs-login" and mount.supervisor is not None:
+                servers[mount.name]["reason"] = mount.supervisor.unavailable()
         entries = self.loaded.config.servers
         for name, why in self.skipped:
             entry = entries.get(name)
@@ -398,6 +400,7 @@ async def mount_into(
         unavailable=mount.supervisor.unavailable if mount.supervisor else None,
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,
         self_locking=locks_itself(mount),
+        lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
     )
     shown = (
         exposed_only(provider, functools.partial(exposure.allows, mount.name))
@@ -407,7 +410,8 @@ async def mount_into(
     if add:
         root.add_provider(shown)
     tools = tuple(await provider.list_tools())
-    warn_idle_globs(mount.name, entry, own_names)
+    if mount.state != "needs-login":  # (its cached list may be empty: never logged in)
+        warn_idle_globs(mount.name, entry, own_names)
     listing = False  # (later listings need not record)
     prompts, resources = await _prompts_and_resources(mount.name, provider)
     return replace(
@@ -602,6 +606,10 @@ async def build_servers(
     for name, entry, _source in found:
         if entry.external:
             supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir, fronts)
+            if entry.auth is not None:  # (its calls use the signed-in user's own login)
+                from ..transports.identity import current_subject
+
+                supervisor.subject = current_subject
             sessions.callback(supervisor.close)
             group.start_soon(supervisor.run)
 

@@ -264,6 +264,47 @@ DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answ
 DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
 
 
+class OAuthSettings(_Strict):
+    """A ``url:`` server's OAuth login (``auth: oauth``): tokens come from ``dpt-launch login``.
+
+    Without ``client_id`` the launcher registers itself with the authorization server
+    (dynamic client registration); with one, that client is used (register the redirect URI
+    ``http://127.0.0.1:PORT/callback`` with it and set ``callback_port``)."""
+
+    client_id: str | None = Field(None, min_length=1)
+    client_secret: SecretStr | None = None
+    scopes: list[str] = Field(default_factory=list)
+    callback_port: int | None = Field(None, ge=1, le=65535)
+
+    @field_validator("scopes", mode="before")
+    @classmethod
+    def _space_separated(cls, value: Any) -> Any:
+        return value.split() if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _secret_needs_id(self) -> OAuthSettings:
+        if self.client_secret is not None and self.client_id is None:
+            raise ValueError("'client_secret' needs the 'client_id' it belongs to")
+        return self
+
+
+class UpstreamAuth(_Strict):
+    """How the launcher signs in to a ``url:`` server: ``auth: oauth`` or ``auth: {oauth: {...}}``."""
+
+    oauth: OAuthSettings
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.strip().lower() == "oauth":
+                return {"oauth": {}}
+            raise ValueError(f"{value[:40]!r} is not a known auth; write auth: oauth")
+        if isinstance(value, dict) and value.get("oauth") is None and "oauth" in value:
+            return {**value, "oauth": {}}
+        return value
+
+
 class ServerEntry(_Strict):
     """One mounted server: in-process (``server`` / ``module``) or external (``command`` / ``url``)."""
 
@@ -275,6 +316,7 @@ class ServerEntry(_Strict):
     cwd: str | None = None
     url: str | None = Field(None, pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
+    auth: UpstreamAuth | None = None  # url servers: OAuth (docs/auth.md)
     namespace: str | None = Field(None, pattern=NAMESPACE_PATTERN, max_length=30)
     enabled: bool = True
     required: bool = False
@@ -301,6 +343,12 @@ class ServerEntry(_Strict):
                 raise ValueError(f"{key!r} applies only to an external server")
         if self.headers and not self.url:
             raise ValueError("'headers' applies only to a 'url' server")
+        if self.auth is not None and not self.url:
+            raise ValueError("'auth' applies only to a 'url' server")
+        if self.auth is not None and any(h.lower() == "authorization" for h in self.headers):
+            raise ValueError(
+                "give either 'auth' or an Authorization header, not both (the login sets it)"
+            )
         if self.settings and (self.command or self.url):
             raise ValueError("an external server ('command' or 'url') takes no 'settings'")
         return self

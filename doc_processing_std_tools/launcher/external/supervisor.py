@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from fastmcp import Client, FastMCP
 
     from .child_pipe import ChildPipe
+    from .tokens import TokenStore
 
 log = logging.getLogger("dpt-launch")
 
@@ -44,7 +45,13 @@ HTTP_HINTS = {
     404: "no MCP endpoint at this URL; check its path (often /mcp, or /sse for an SSE server)",
 }
 
-State = Literal["starting", "up", "restarting", "failed"]
+LOGIN_POLL = 1.0  # seconds between looks for a new login while a server needs one
+WANTS_OAUTH = (
+    "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.{name} in the "
+    "config, then run dpt-launch login {name}"
+)
+
+State = Literal["starting", "up", "restarting", "failed", "needs-login"]
 LIST_CHANGED = frozenset(
     {
         "notifications/tools/list_changed",
@@ -119,6 +126,20 @@ def _is_connection_loss(exc: BaseException | None) -> bool:
     return False
 
 
+class UserSession:
+    """One signed-in user's own session to an OAuth server (their login, their tokens); or, while
+    they have no usable login, a listing of the server's cached tools whose calls say so."""
+
+    def __init__(self, user: str, stamp: str) -> None:
+        self.user = user
+        self.stamp = stamp  # the user's login as this session read it
+        self.client: Client | None = None
+        self.listing = False
+        self.error = ""
+        self.ready = anyio.Event()
+        self.done = anyio.Event()
+
+
 class Supervisor:
     """Owns one external server's session for the launcher's lifetime."""
 
@@ -137,6 +158,15 @@ class Supervisor:
         self._client: Client | None = None
         self._counted = False
         self._http_status = 0  # the last HTTP error status a URL server answered (0: none)
+        self._wants_oauth = False  # a 401 came with WWW-Authenticate
+        self._needs_login = False  # this round found no usable login (entry.auth)
+        self._stamp = ""  # the token store's stamp when this round read the login
+        self._listing: Client | None = None  # the cached tool list, served while needs-login
+        self._store: TokenStore | None = None
+        # the signed-in user a call serves (an OAuth server's calls then use that user's login)
+        self.subject: Callable[[], str | None] = lambda: None
+        self._users: dict[str, UserSession] = {}
+        self._user_tasks: Any = None  # the task group the users' sessions live in (run())
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
         self._changed = anyio.Event()
@@ -160,6 +190,8 @@ class Supervisor:
         if last:
             return last
         status = self._http_status
+        if status == 401 and self._wants_oauth and self.entry.auth is None:
+            return WANTS_OAUTH.format(name=self.name)
         if status:
             hint = HTTP_HINTS.get(status, "")
             return f"HTTP {status}" + (f": {hint}" if hint else "")
@@ -172,6 +204,12 @@ class Supervisor:
         """Why a call cannot go through now, or None when the server is up."""
         if self.state == "up":
             return None
+        if self.state == "needs-login" or self._needs_login:  # (or about to be: restarting)
+            from .oauth import needs_login_line
+
+            if self.subject() is not None:
+                return None  # the user's own login decides (client())
+            return needs_login_line(self.name)
         detail = f": {self.last_error}" if self.last_error else ""
         if self.state == "restarting":
             return f"server {self.name!r} is restarting (attempt {self.attempt}){detail}"
@@ -185,6 +223,13 @@ class Supervisor:
 
     def call_failed(self, exc: BaseException) -> str | None:
         """A call's error: when it shows the session is gone, start the restart and say so."""
+        user = self.subject()
+        if user is not None:
+            return self._user_call_failed(user, exc)
+        if self._needs_login:
+            from .oauth import needs_login_line
+
+            return needs_login_line(self.name)
         if not _is_connection_loss(exc):
             return None
         if self.state != "up":  # another call saw it first
@@ -193,10 +238,19 @@ class Supervisor:
         detail = (self.relay.last_line if self.relay else "") or "the connection closed"
         return f"server {self.name!r} is restarting (attempt {self.attempt + 1}): {detail}"
 
+    def lists_cached(self) -> bool:
+        """Whether the server's tools are listed from the cache (it needs a login)."""
+        return self.state == "needs-login" and self._listing is not None
+
     async def client(self) -> Client:
         """The live session's client (the proxy's client factory)."""
         from fastmcp.exceptions import ToolError
 
+        user = self.subject()
+        if user is not None:
+            return await self._user_client(user)
+        if self.state == "needs-login" and self._listing is not None:
+            return self._listing  # (lists the cached tools; calls are refused before this)
         if self._client is None or self.state != "up":
             raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
         return self._client
@@ -210,7 +264,7 @@ class Supervisor:
         """Until the first session is up; raises :class:`ExternalStartError` if it failed."""
         while self.state == "starting":
             await self._changed.wait()
-        if self.state != "up":
+        if self.state not in ("up", "needs-login"):
             raise ExternalStartError(f"{self.what} failed to start: {self.last_error}")
 
     def _set(self, state: State) -> None:
@@ -229,11 +283,14 @@ class Supervisor:
         its pipe and thread would otherwise stay until the launcher exits, one per reload."""
         try:
             with self._scope:
-                await self._keep()
+                async with anyio.create_task_group() as self._user_tasks:
+                    await self._keep()
+                    self._user_tasks.cancel_scope.cancel()
             if self.state == "starting":
                 self.last_error = "stopped before it started"
                 self._set("failed")
         finally:
+            await self._close_listing()
             self.close()
 
     async def _keep(self) -> None:
@@ -245,6 +302,10 @@ class Supervisor:
                 delay = FIRST_BACKOFF  # it was up: the next failure starts a fresh backoff
             except Exception as exc:
                 self.last_error = self._describe(exc)[:300]
+            if self._needs_login:
+                await self._await_login()
+                delay = FIRST_BACKOFF
+                continue
             if self.state == "starting":
                 self._set("failed")
                 return  # a server that never started is skipped, not retried
@@ -261,11 +322,157 @@ class Supervisor:
             await anyio.sleep(delay)
             delay = min(delay * 2, MAX_BACKOFF)
 
+    async def _user_client(self, user: str) -> Client:
+        """*user*'s own session (opened on their first call), or their listing while they have no
+        usable login. Another user's session never serves them."""
+        from fastmcp.exceptions import ToolError
+
+        stamp = await anyio.to_thread.run_sync(self.store.stamp, self.name, user)
+        session = self._users.get(user)
+        if session is not None and session.stamp != stamp and session.ready.is_set():
+            session.done.set()  # a new login (or a logout): open again
+            session = None
+        if session is None:
+            if self._user_tasks is None:
+                raise ToolError(f"server {self.name!r} is not connected")
+            session = self._users[user] = UserSession(user, stamp)
+            self._user_tasks.start_soon(self._serve_user, session)
+        await session.ready.wait()
+        if session.client is None:
+            raise ToolError(session.error or f"server {self.name!r} is not connected")
+        return session.client
+
+    def _user_call_failed(self, user: str, exc: BaseException) -> str | None:
+        """A user's call failed: when their login was refused or their session is gone, close it
+        (the next call opens a new one) and say so."""
+        session = self._users.get(user)
+        if session is None:
+            return None
+        if session.error:  # (set when the refresh was refused: the login's line)
+            session.done.set()
+            return session.error
+        if not _is_connection_loss(exc):
+            return None
+        session.done.set()
+        return (
+            f"server {self.name!r}: the session of user {user!r} closed; the next call reopens it"
+        )
+
+    async def _serve_user(self, session: UserSession) -> None:
+        """Keep *session* open until it is done (a new login, a refused refresh, a lost
+        connection, or the supervisor ends)."""
+        from fastmcp import Client
+
+        from .oauth import cached_listing, needs_login_line, serving_auth, usable
+
+        user = session.user
+        store = self.store
+
+        def refused() -> None:
+            session.error = needs_login_line(self.name, user)
+            session.done.set()
+
+        try:
+            record = await anyio.to_thread.run_sync(store.get, self.name, user)
+            if usable(record, self.entry.url or ""):
+                auth = serving_auth(self.name, self.entry, store, user, on_needs_login=refused)
+                transport = self._transport(auth)
+            else:
+                tools = await anyio.to_thread.run_sync(store.load_tools, self.name)
+                transport = cached_listing(self.name, tools, needs_login_line(self.name, user))
+                session.listing = True
+            client = Client(transport)
+            with anyio.fail_after(self.entry.start_timeout):
+                await client.__aenter__()
+            try:
+                session.client = client
+                session.ready.set()
+                await session.done.wait()
+            finally:
+                session.client = None
+                with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                    await client.__aexit__(None, None, None)
+        except Exception as exc:
+            session.error = session.error or (
+                f"server {self.name!r} (user {user!r}): {self._describe(exc)[:300]}"
+            )
+        finally:
+            session.ready.set()
+            if self._users.get(user) is session:
+                del self._users[user]
+
+    @property
+    def store(self) -> TokenStore:
+        if self._store is None:
+            from .tokens import TokenStore
+
+            self._store = TokenStore()
+        return self._store
+
+    def _login_missing(self) -> None:
+        self._needs_login = True
+
+    async def _await_login(self) -> None:
+        """Until the token store holds a new login: meanwhile calls answer that one is needed,
+        and the tools listed last stay listed. (Returns at once when the login changed since
+        this round read it: another launcher refreshed it, or a login just finished.)"""
+        from .oauth import needs_login_line
+
+        line = needs_login_line(self.name)
+        store = self.store
+        if await anyio.to_thread.run_sync(store.stamp, self.name) != self._stamp:
+            return
+        self.last_error = line
+        if self.state != "needs-login":
+            log.warning("servers.%s: %s", self.name, line)
+            await self._open_listing(line)
+            self._set("needs-login")
+        while await anyio.to_thread.run_sync(store.stamp, self.name) == self._stamp:
+            await anyio.sleep(LOGIN_POLL)
+
+    async def _logged_out(self) -> bool:
+        """Whether the login this session uses was removed (``dpt-launch logout``) or refused."""
+        from .oauth import usable
+
+        stamp = await anyio.to_thread.run_sync(self.store.stamp, self.name)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp  # (a refresh of ours changes it too: the login is still there)
+        record = await anyio.to_thread.run_sync(self.store.get, self.name)
+        return not usable(record, self.entry.url or "")
+
+    async def _open_listing(self, line: str) -> None:
+        from fastmcp import Client
+
+        from .oauth import cached_listing
+
+        tools = await anyio.to_thread.run_sync(self.store.load_tools, self.name)
+        listing = Client(cached_listing(self.name, tools, line))
+        await listing.__aenter__()
+        self._listing = listing
+
+    async def _close_listing(self) -> None:
+        listing, self._listing = self._listing, None
+        if listing is not None:
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await listing.__aexit__(None, None, None)
+
     async def _serve_one_session(self) -> None:
         from fastmcp import Client
 
+        self._needs_login = False
+        if self.entry.auth is not None:
+            from .oauth import needs_login_line, usable
+
+            store = self.store
+            self._stamp = await anyio.to_thread.run_sync(store.stamp, self.name)
+            record = await anyio.to_thread.run_sync(store.get, self.name)
+            if not usable(record, self.entry.url or ""):
+                self._needs_login = True
+                raise ExternalStartError(needs_login_line(self.name))
         transport = self._transport()
         self._http_status = 0
+        self._wants_oauth = False
         from ...seams import answer_server_requests
 
         front = self.front
@@ -278,6 +485,14 @@ class Supervisor:
         with anyio.fail_after(self.entry.start_timeout):
             await client.__aenter__()
         try:
+            came_back = self.state == "needs-login"
+            if self.entry.auth is not None:
+                tools = [
+                    t.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for t in await client.list_tools()
+                ]
+                await anyio.to_thread.run_sync(self.store.save_tools, self.name, tools)
+            await self._close_listing()
             self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
             self.last_error = ""
@@ -285,6 +500,8 @@ class Supervisor:
             self._lost = anyio.Event()
             self._set("up")
             await front.resubscribe()
+            if came_back and self.on_list_changed is not None:
+                self.on_list_changed()  # (its tools may differ from the cached list)
             why = await self._watch(client)
             self.last_error = (
                 why or (self.relay.last_line if self.relay else "") or "the session closed"
@@ -331,6 +548,11 @@ class Supervisor:
             with anyio.move_on_after(PING_INTERVAL):
                 await self._lost.wait()
                 return ""
+            if self.entry.auth is not None and await self._logged_out():
+                from .oauth import needs_login_line
+
+                self._needs_login = True
+                return needs_login_line(self.name)
             try:
                 with anyio.fail_after(limit):
                     await client.ping()
@@ -341,7 +563,8 @@ class Supervisor:
             except Exception:
                 return ""
 
-    def _transport(self) -> Any:
+    def _transport(self, auth: Any = None) -> Any:
+        """The session's transport; *auth*: a user's OAuth (else the launcher's own login)."""
         entry = self.entry
         if entry.command:
             from .child import wrapped_command
@@ -362,15 +585,22 @@ class Supervisor:
             )
         assert entry.url
         headers = dict(entry.headers)
+        if auth is None and entry.auth is not None:
+            from .oauth import serving_auth
+
+            auth = serving_auth(self.name, entry, self.store, on_needs_login=self._login_missing)
         if is_sse_url(entry.url):
             from fastmcp.client.transports import SSETransport
 
-            return SSETransport(entry.url, headers=headers, httpx_client_factory=self._http_client)
+            return SSETransport(
+                entry.url, headers=headers, auth=auth, httpx_client_factory=self._http_client
+            )
         from fastmcp.client.transports import StreamableHttpTransport
 
         return StreamableHttpTransport(
             entry.url,
             headers=headers,
+            auth=auth,
             httpx_client_factory=self._http_client,
             max_sse_event_size=MAX_EVENT_BYTES,
         )
@@ -386,6 +616,7 @@ class Supervisor:
         async def note_status(response: Any) -> None:
             if response.status_code >= 400:
                 self._http_status = response.status_code
+                self._wants_oauth = "www-authenticate" in response.headers
 
         client = mcp_http_client(headers, timeout, auth)
         client.event_hooks.setdefault("response", []).append(note_status)

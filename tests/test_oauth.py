@@ -1,0 +1,539 @@
+"""Upstream OAuth (``auth: oauth`` on a ``url:`` server): login, calls, refresh, revocation.
+
+One real authorization server + protected MCP server per module (``tests/oauth_server.py``,
+fastmcp's in-memory OAuth provider on 127.0.0.1). The browser step is driven by a plain
+HTTP GET of the authorization URL that follows the redirects to the loopback callback of
+``dpt-launch login --no-browser``. The server records the access token each call carried.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import launcher_command
+from launch_helpers import http_launcher
+from rpc_helpers import request
+
+TESTS = Path(__file__).resolve().parent
+WAIT = 30.0  # seconds a condition may take before the test fails (no timing is asserted)
+
+
+def _start_server(folder: Path, token_seconds: int) -> tuple[subprocess.Popen[bytes], str]:
+    port_file = folder / f"oauth-{token_seconds}.port"
+    proc = subprocess.Popen(
+        [sys.executable, str(TESTS / "oauth_server.py"), str(port_file), str(token_seconds)],
+        stdout=subprocess.DEVNULL,
+        stderr=(folder / "oauth-server.log").open("wb"),
+    )
+    deadline = time.monotonic() + WAIT
+    while True:
+        assert proc.poll() is None, (folder / "oauth-server.log").read_text()
+        assert time.monotonic() < deadline, "the OAuth test server did not start"
+        if port_file.exists() and port_file.read_text():
+            port = json.loads(port_file.read_text())["port"]
+            try:
+                if request(port, "GET", "/admin/log").status == 200:
+                    return proc, f"http://127.0.0.1:{port}"
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def oauth_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The token store of this module's launchers: 0600 files in a folder of its own."""
+    folder = tmp_path_factory.mktemp("oauth-data")
+    return {"XDG_DATA_HOME": str(folder), "DPTTOOLS_TOKEN_STORE": "file"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The authorization server and protected MCP server (1-hour tokens): its base URL."""
+    proc, base = _start_server(tmp_path_factory.mktemp("oauth-server"), 3600)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _post(base: str, path: str) -> None:
+    urllib.request.urlopen(urllib.request.Request(base + path, method="POST"), timeout=10).read()
+
+
+def server_log(base: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base + "/admin/log", timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def _config(folder: Path, base: str, name: str = "linear", auth: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tools.yaml"
+    lines = ["servers:", f"  {name}:", f"    url: {base}/mcp"]
+    if auth:
+        lines.append("    auth: oauth")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def dpt(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*launcher_command(), *args],
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env={**os.environ, **env},
+    )
+
+
+def login(config: Path, name: str, env: dict[str, str]) -> tuple[str, str]:
+    """``dpt-launch login NAME --no-browser``, the browser being a GET that follows the
+    redirects to the callback. Its (stdout, stderr)."""
+    proc = subprocess.Popen(
+        [*launcher_command(), "login", name, "--config", str(config), "--no-browser"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
+    assert proc.stdout is not None
+    url = proc.stdout.readline().strip()
+    assert url.startswith("http://127.0.0.1:"), proc.communicate(timeout=WAIT)
+    with urllib.request.urlopen(url, timeout=WAIT) as page:  # the "browser": lands on the callback
+        assert page.status == 200
+    out, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 0, err
+    return url + "\n" + out, err
+
+
+def login_cli_in_process(config: Path, name: str, env: dict[str, str]) -> tuple[str, str]:
+    """``dpt-launch login NAME --no-browser`` run by ``main()`` in a thread of this process,
+    the browser being a GET of the URL it prints, following the redirects to the callback.
+    Its (stdout, stderr)."""
+    import contextlib
+    import io
+    import threading
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    status: list[int] = []
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            worker = threading.Thread(
+                target=lambda: status.append(
+                    main(["login", name, "--config", str(config), "--no-browser"])
+                )
+            )
+            worker.start()
+            url = wait_for(lambda: out.getvalue().partition("\n")[0].strip(), "the URL")
+            assert url.startswith("http://127.0.0.1:"), url
+            with urllib.request.urlopen(url, timeout=WAIT) as page:  # lands on the callback
+                assert page.status == 200
+            worker.join(WAIT)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    assert status == [0], err.getvalue()
+    return out.getvalue(), err.getvalue()
+
+
+async def login_in_process(
+    config: Path, name: str, env: dict[str, str], user: str | None = None
+) -> None:
+    """The login flow of ``dpt-launch login`` in this process (no interpreter to start)."""
+    import httpx2
+
+    from doc_processing_std_tools.launcher.config.schema import load_config
+    from doc_processing_std_tools.launcher.external.oauth import login as oauth_login
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+
+    async def browser(url: str) -> None:
+        async with httpx2.AsyncClient(follow_redirects=True) as client:
+            assert (await client.get(url)).status_code == 200
+
+    folder = Path(env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
+    entry = load_config(config).config.servers[name]
+    await oauth_login(name, entry, TokenStore(folder, keyring=None), user, show_url=browser)
+
+
+def stored(env: dict[str, str], name: str) -> dict[str, Any]:
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+
+    folder = Path(env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
+    record = TokenStore(folder, keyring=None).get(name)
+    assert record is not None
+    return record
+
+
+def wait_for(condition: Any, what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while not (found := condition()):
+        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {what}"
+        time.sleep(0.1)
+    return found
+
+
+async def call(url: str, tool: str = "whoami") -> tuple[str, bool]:
+    """One call through the launcher at *url*: (text, is_error)."""
+    from fastmcp import Client
+
+    async with Client(url) as client:
+        result = await client.call_tool_mcp(tool, {})
+    return "".join(getattr(block, "text", "") for block in result.content), bool(result.is_error)
+
+
+async def listed(url: str) -> list[str]:
+    from fastmcp import Client
+
+    async with Client(url) as client:
+        return [tool.name for tool in await client.list_tools()]
+
+
+async def wait_for_listed(url: str, name: str) -> list[str]:
+    """The launcher's tool list once it holds *name* (after a list_changed)."""
+    import anyio
+
+    deadline = time.monotonic() + WAIT
+    while name not in (names := await listed(url)):
+        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {name} to be listed"
+        await anyio.sleep(0.1)
+    return names
+
+
+def states(port: int) -> dict[str, Any]:
+    return json.loads(request(port, "GET", "/ready").body)["servers"]
+
+
+# -- one launcher: linear (logged in), corp (never), plain (no auth) ---------------------------
+
+
+async def test_login_calls_refresh_revocation_and_login_again_on_one_running_launcher(
+    server: str,
+    oauth_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One launcher (one test, so a parallel run starts it once) serving ``linear`` (logged in
+    with ``dpt-launch login --no-browser`` first), ``corp`` (never logged in) and ``plain`` (the
+    same server, configured without ``auth``)."""
+    import anyio
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "servers:\n"
+        f"  linear: {{url: {server}/mcp, auth: oauth}}\n"
+        f"  corp: {{url: {server}/mcp, auth: oauth, namespace: corp}}\n"
+        f"  plain: {{url: {server}/mcp}}\n"
+    )
+    out, err = login_cli_in_process(config, "linear", oauth_env)
+    token = stored(oauth_env, "linear")["tokens"]["access_token"]
+    assert token not in out + err + config.read_text()
+    assert "logged in to 'linear'" in err
+    folder = Path(oauth_env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
+    assert all(f.stat().st_mode & 0o077 == 0 for f in folder.iterdir())
+    grants = server_log(server)["grants"]
+    assert {"grant_type": "authorization_code", "resource": f"{server}/mcp"} in grants
+
+    with http_launcher(config, env=oauth_env) as launched:
+        # plain: a 401 with WWW-Authenticate names the config line to add
+        plain = states(launched.port)["plain"]
+        assert plain["state"] == "failed"
+        assert (
+            "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.plain "
+            "in the config, then run dpt-launch login plain" in plain["reason"]
+        )
+
+        # linear: a call carries the stored token; one the server expired early is refreshed
+        assert states(launched.port)["linear"]["state"] == "up"
+        assert await call(launched.url) == ("hello", False)
+        assert server_log(server)["calls"][-1] == token
+        _post(server, "/admin/expire")
+        assert await call(launched.url) == ("hello", False)
+        refreshed = server_log(server)["calls"][-1]
+        assert refreshed != token
+        assert stored(oauth_env, "linear")["tokens"]["access_token"] == refreshed
+        grants = server_log(server)["grants"]
+        assert {"grant_type": "refresh_token", "resource": f"{server}/mcp"} in grants
+
+        # revoked: needs-login, tools still listed, one line per call, then a new login
+        _post(server, "/admin/revoke")
+        _post(server, "/admin/expire")
+        line = "server 'linear' needs a login: run dpt-launch login linear"
+        text, is_error = await call(launched.url)
+        assert is_error and line in text, text
+        wait_for(lambda: states(launched.port)["linear"]["state"] == "needs-login", "needs-login")
+        assert states(launched.port)["linear"]["reason"] == line
+        assert await call(launched.url) == (line, True)
+        assert "whoami" in await listed(launched.url)
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in oauth_env.items():
+                patch.setenv(key, value)
+            listing = ["login", "--list", "--config", str(config)]
+            assert await anyio.to_thread.run_sync(main, listing) == 0
+        assert "linear  refused: the server no longer accepts it" in capsys.readouterr().out
+        await login_in_process(config, "linear", oauth_env)
+        fresh = stored(oauth_env, "linear")["tokens"]["access_token"]
+        wait_for(lambda: states(launched.port)["linear"]["state"] == "up", "up again")
+        assert await call(launched.url) == ("hello", False)
+        assert server_log(server)["calls"][-1] == fresh
+
+        # corp: never logged in, then logged in: its tools appear in the running launcher
+        corp_line = "server 'corp' needs a login: run dpt-launch login corp"
+        assert states(launched.port)["corp"] == {
+            "state": "needs-login",
+            "required": False,
+            "reason": corp_line,
+        }
+        assert "corp_whoami" not in await listed(launched.url)  # no tool list kept yet
+        await login_in_process(config, "corp", oauth_env)
+        wait_for(lambda: states(launched.port)["corp"]["state"] == "up", "corp up")
+        assert "corp_whoami" in await wait_for_listed(launched.url, "corp_whoami")
+        assert await call(launched.url, "corp_whoami") == ("hello", False)
+    logged = launched.stderr()
+    for secret in (token, refreshed, fresh):
+        assert secret not in logged
+
+
+def test_check_warns_login_list_and_logout(
+    server: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import anyio
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "DPTTOOLS_TOKEN_STORE": "file"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = _config(tmp_path, server, name="corp")
+    config.write_text(config.read_text() + "    required: true\n")
+    assert main(["--config", str(config), "--check", "--strict"]) == 0  # (a login mends it)
+    line = "server 'corp' needs a login: run dpt-launch login corp"
+    assert f"WARN servers.corp: {line}" in " ".join(capsys.readouterr().out.split())
+
+    anyio.run(login_in_process, config, "corp", env)
+    assert main(["login", "--list", "--config", str(config)]) == 0
+    assert "corp  logged in, access token expires" in capsys.readouterr().out
+    assert main(["logout", "corp", "--config", str(config)]) == 0
+    assert "corp: forgot the login" in capsys.readouterr().err
+    assert main(["login", "--list", "--config", str(config)]) == 0
+    assert "corp  no login" in capsys.readouterr().out
+
+
+def test_login_refuses_a_server_without_oauth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    config = _config(tmp_path, "http://127.0.0.1:9", name="plain", auth=False)
+    assert main(["login", "plain", "--config", str(config)]) == 2
+    assert "servers.plain does not use OAuth (add 'auth: oauth' under it first)" in (
+        capsys.readouterr().err
+    )
+
+
+# -- per-user logins ---------------------------------------------------------------------------
+
+
+async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_session(
+    server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call serving a signed-in user (``identity.current_subject()``) uses that user's login
+    and session; a user without one gets the line with ``--user``; the launcher's own state is
+    untouched."""
+    import anyio
+
+    from doc_processing_std_tools.launcher.config.schema import load_config
+    from doc_processing_std_tools.launcher.external.supervisor import Supervisor
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+    from doc_processing_std_tools.launcher.transports.identity import (
+        acting_as,
+        current_subject,
+    )
+
+    env = {"XDG_DATA_HOME": str(tmp_path / "data"), "DPTTOOLS_TOKEN_STORE": "file"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = _config(tmp_path, server, name="linear")
+    for user in ("alice", "bob"):
+        await login_in_process(config, "linear", env, user=user)
+    store = TokenStore()
+    tokens = {u: store.get("linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}  # type: ignore[index]
+    assert tokens["alice"] != tokens["bob"]
+
+    supervisor = Supervisor("linear", load_config(config).config.servers["linear"], tmp_path)
+    supervisor.subject = current_subject
+
+    async def call_as(user: str | None) -> tuple[str, bool, str]:
+        with acting_as(user):
+            why = supervisor.unavailable()
+            if why is not None:
+                return why, True, ""
+            client = await supervisor.client()
+            result = await client.call_tool_mcp("whoami", {})
+            text = "".join(getattr(b, "text", "") for b in result.content)
+            carried = server_log(server)["calls"][-1] if not result.is_error else ""
+            return text, bool(result.is_error), carried
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(supervisor.run)
+        await supervisor.wait_started()
+        assert supervisor.state == "needs-login"  # (the launcher's own login: none)
+        assert await call_as("alice") == ("hello", False, tokens["alice"])
+        assert await call_as("bob") == ("hello", False, tokens["bob"])
+        assert await call_as("alice") == ("hello", False, tokens["alice"])
+        first = await supervisor._user_client("alice")
+        assert first is not await supervisor._user_client("bob")  # one session per user
+        carol = await call_as("carol")
+        assert carol[:2] == (
+            "server 'linear' needs a login for user 'carol': run dpt-launch login linear "
+            "--user carol",
+            True,
+        )
+        own = await call_as(None)
+        assert own[:2] == ("server 'linear' needs a login: run dpt-launch login linear", True)
+        supervisor.stop()
+
+
+# -- the token store ----------------------------------------------------------------------
+
+
+def test_the_token_store_keeps_one_login_per_server_and_user_in_0600_files(
+    tmp_path: Path,
+) -> None:
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+
+    store = TokenStore(tmp_path / "oauth", keyring=None)
+    assert store.get("linear") is None
+    before = store.stamp("linear")
+    store.put("linear", {"tokens": {"access_token": "mine"}})
+    store.put("linear", {"tokens": {"access_token": "alice's"}}, user="alice")
+    assert store.stamp("linear") != before
+    assert store.get("linear") == {"tokens": {"access_token": "mine"}}
+    assert store.get("linear", user="alice") == {"tokens": {"access_token": "alice's"}}
+    assert store.get("linear", user="bob") is None
+    assert (tmp_path / "oauth").stat().st_mode & 0o777 == 0o700
+    assert all(f.stat().st_mode & 0o077 == 0 for f in (tmp_path / "oauth").iterdir())
+    assert store.delete("linear", user="alice") and not store.delete("linear", user="alice")
+    assert store.get("linear", user="alice") is None and store.get("linear") is not None
+
+
+def test_the_keyring_is_used_when_it_has_a_backend(tmp_path: Path) -> None:
+    from doc_processing_std_tools.launcher.external.tokens import TokenStore
+
+    class FakeKeyring:
+        def __init__(self) -> None:
+            self.kept: dict[tuple[str, str], str] = {}
+
+        def get_keyring(self) -> object:
+            return self
+
+        def get_password(self, service: str, key: str) -> str | None:
+            return self.kept.get((service, key))
+
+        def set_password(self, service: str, key: str, value: str) -> None:
+            self.kept[(service, key)] = value
+
+        def delete_password(self, service: str, key: str) -> None:
+            del self.kept[(service, key)]
+
+    ring = FakeKeyring()
+    store = TokenStore(tmp_path / "oauth", keyring=ring)
+    store.put("linear", {"tokens": {"access_token": "x"}}, user="alice")
+    assert ring.kept == {("dpt-launch", "linear user=alice"): '{"tokens":{"access_token":"x"}}'}
+    assert not list((tmp_path / "oauth").glob("*.json"))  # only the stamp, no secret, on disk
+    assert store.get("linear", user="alice") == {"tokens": {"access_token": "x"}}
+    assert store.delete("linear", user="alice") and store.get("linear", user="alice") is None
+
+
+# -- the config -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("auth", "expected"),
+    [
+        ("oauth", {"client_id": None, "scopes": []}),
+        ({"oauth": None}, {"client_id": None, "scopes": []}),
+        (
+            {"oauth": {"client_id": "dpt", "client_secret": "s", "scopes": ["read", "write"]}},
+            {"client_id": "dpt", "scopes": ["read", "write"]},
+        ),
+        ({"oauth": {"scopes": "read write"}}, {"client_id": None, "scopes": ["read", "write"]}),
+    ],
+)
+def test_auth_oauth_forms(auth: Any, expected: dict[str, Any]) -> None:
+    from doc_processing_std_tools.launcher.config.schema import ServerEntry
+
+    entry = ServerEntry.model_validate({"url": "https://mcp.example.com/mcp", "auth": auth})
+    assert entry.auth is not None
+    got = entry.auth.oauth
+    assert {"client_id": got.client_id, "scopes": got.scopes} == expected
+    assert "'s'" not in repr(entry)  # the secret stays hidden
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"command": "x", "auth": "oauth"}, "'auth' applies only to a 'url' server"),
+        ({"url": "https://a.example/mcp", "auth": "basic"}, "write auth: oauth"),
+        (
+            {"url": "https://a.example/mcp", "auth": "oauth", "headers": {"Authorization": "x"}},
+            "give either 'auth' or an Authorization header",
+        ),
+        (
+            {"url": "https://a.example/mcp", "auth": {"oauth": {"client_secret": "s"}}},
+            "'client_secret' needs the 'client_id'",
+        ),
+    ],
+)
+def test_auth_mistakes_are_config_errors(entry: dict[str, Any], message: str) -> None:
+    from pydantic import ValidationError
+
+    from doc_processing_std_tools.launcher.config.schema import ServerEntry
+
+    with pytest.raises(ValidationError, match=message):
+        ServerEntry.model_validate(entry)
+
+
+# -- slow: tokens that expire while the launcher runs ------------------------------------------
+
+
+@pytest.mark.slow
+async def test_short_lived_tokens_are_refreshed_before_they_expire(
+    tmp_path: Path, oauth_env: dict[str, str]
+) -> None:
+    """Tokens of 3 s: the launcher's pings refresh each one before the server would refuse it;
+    every call succeeds and the server never had to refuse an expired one."""
+    import anyio
+
+    proc, base = _start_server(tmp_path, 3)
+    try:
+        config = _config(tmp_path / "c", base, name="short")
+        login(config, "short", oauth_env)
+        with http_launcher(config, env=oauth_env) as launched:
+            for _ in range(4):
+                assert await call(launched.url) == ("hello", False)
+                await anyio.sleep(2)
+            log = server_log(base)
+            refreshes = [g for g in log["grants"] if g["grant_type"] == "refresh_token"]
+            assert refreshes and all(g["resource"] == f"{base}/mcp" for g in refreshes)
+            assert len(set(log["calls"])) > 1
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
