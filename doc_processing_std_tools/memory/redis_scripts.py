@@ -265,3 +265,9 @@ for i = 3, #ARGV do
 end
 return out
 """
+
+SNAPSHOT = """#!lua flags=no-writes
+-- ARGV[1] path: {bytes or false, version or false, 1 when a folder}
+return {redis.call('HGET', KEYS[1], ARGV[1]), redis.call('HGET', KEYS[2], ARGV[1]),
+        redis.call('HEXISTS', KEYS[3], ARGV[1])}
+"""

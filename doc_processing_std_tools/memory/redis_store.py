@@ -124,6 +124,8 @@ class RedisMemory:
         with self._lock:
             if self._client is None:
                 import redis
+                from redis.backoff import NoBackoff
+                from redis.retry import Retry
 
                 url = self._connect_url() if self._connect_url else self.url
                 assert url is not None
@@ -131,9 +133,9 @@ class RedisMemory:
                     split_store_url(url)[0],
                     socket_connect_timeout=CONNECT_TIMEOUT,
                     socket_timeout=SOCKET_TIMEOUT,
-                    retry_on_timeout=False,
-                    retry=None,  # a lost reply is an error, never a change sent twice
-                    health_check_interval=0,
+                    retry=Retry(
+                        NoBackoff(), 0
+                    ),  # a lost reply is an error, never a change sent twice
                 )
                 self._scripts = {}
             return self._client
@@ -171,7 +173,9 @@ class RedisMemory:
                 "user and password in memory-tools' url setting (redis://USER:PASSWORD@host:port/db); "
                 "nothing was changed"
             )
-        if isinstance(exc, redis.ResponseError) and reason.startswith("OOM"):
+        if isinstance(exc, redis.ResponseError) and (
+            reason.startswith("OOM") or "used memory > 'maxmemory'" in reason
+        ):
             return RedisStoreError(
                 f"Redis at {self.label} is out of memory (maxmemory reached, noeviction); nothing "
                 "was changed: raise its maxmemory or delete memories you no longer need"
@@ -301,11 +305,7 @@ class RedisMemoryStore:
 
     def _snapshot(self, path: str) -> tuple[bytes | None, bytes | None, bool]:
         """(bytes, version, is a folder) of *path*, read together."""
-        pipe = self.db.client().pipeline(transaction=True)
-        pipe.hget(self.db.k_files, path)
-        pipe.hget(self.db.k_versions, path)
-        pipe.hexists(self.db.k_dirs, path)
-        data, version, is_dir = pipe.execute()
+        data, version, is_dir = self.db.read_script(lua.SNAPSHOT, path)
         return data, version, bool(is_dir)
 
     # -- key-value tools -----------------------------------------------------------

@@ -46,6 +46,8 @@ Other verbs (each has --help):
                                                 cursor, vscode or codex (--write merges it)
   dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
                                                 (client-config CLIENT --url URL prints it)
+  dpt-launch memory copy FROM TO [--merge]     copy a memory-tools store (folder path or
+                                                redis://HOST:PORT/DB?namespace=NS), verified
 """
 
 EPILOG = """\
@@ -101,13 +103,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-VERBS = ("tools", "call", "client-config", "init", "connect")
+VERBS = ("tools", "call", "client-config", "init", "connect", "memory")
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
     """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form)."""
     from . import verbs
 
+    if verb == "memory":
+        from . import memory_copy
+
+        _setup_logging("WARNING")
+        return memory_copy.main(argv)
     if verb == "connect":
         from . import connect
 
