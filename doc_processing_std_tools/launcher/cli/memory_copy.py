@@ -15,7 +15,7 @@ import hashlib
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +130,7 @@ def open_side(spec: str) -> Any:
     return FolderSide(spec)
 
 
-def _progress(total: int) -> Iterator[Any]:
+def _progress(total: int) -> Generator[Any, None, None]:
     """A rich progress bar on a terminal (stderr), else nothing shown."""
     if not sys.stderr.isatty():
         while True:
