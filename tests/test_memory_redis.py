@@ -348,3 +348,42 @@ def test_memory_copy_folder_to_redis_to_folder(redis_url: str, tmp_path: Path):
     assert MemoryStore(tmp_path / "b").read("color") == "blue ☃"
     bad = dpt("memory", "copy", "http://x/0", str(tmp_path / "c"))
     assert bad.returncode == 2 and "not a store" in bad.stderr
+
+
+# -- backend: embedded --------------------------------------------------------------------
+
+EMBEDDED_USER = textwrap.dedent(
+    """
+    import sys
+    from doc_processing_std_tools.memory import Settings
+    from doc_processing_std_tools.memory.stores import open_store
+
+    store = open_store(Settings(backend="embedded", namespace="emb"))
+    if sys.argv[1] == "write":
+        print(store.write("k", "kept by the embedded redis-server"))
+    else:
+        print(store.read("k"))
+    """
+)
+
+
+def test_embedded_backend_uses_the_per_user_redis_server_and_keeps_the_data(tmp_path: Path):
+    """Two processes in turn: the first starts the user's redis-server (popoto-memory's, under
+    XDG_DATA_HOME) and writes; it stops with its last user; the second starts it again and reads."""
+    env = {
+        **os.environ,
+        "XDG_DATA_HOME": str(tmp_path / "data"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    for action, expected in [("write", "Memory 'k' saved."), ("read", "kept by the embedded")]:
+        out = subprocess.run(
+            [sys.executable, "-c", EMBEDDED_USER, action],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.startswith(expected), out.stdout
+    data_dir = tmp_path / "data" / "doc-processing-std-tools" / "popoto-redis"
+    assert (data_dir / "password").exists()

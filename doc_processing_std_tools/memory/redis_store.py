@@ -46,6 +46,7 @@ R = TypeVar("R")
 KEY_PREFIX = "dpt-memory"
 DEFAULT_NAMESPACE = "default"
 SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
+NAME_MAX = 255  # bytes of one path component, as on the folder store's file systems
 FOLDER_SIZE = 4096  # what memory_view shows for a folder (Redis keeps none; ext4's size)
 EDIT_ATTEMPTS = 100  # compare-and-set rounds before an edit gives up (each lost to a newer write)
 FETCH_BATCH = 1000  # entries fetched per script call when the index catches up
@@ -252,8 +253,9 @@ class RedisMemoryStore:
 
     # -- paths ---------------------------------------------------------------------
 
-    def _parse_path(self, path: str) -> tuple[str, str]:
-        """(store path, display form): the folder store's checks, then ``..`` applied."""
+    def _parse_path(self, path: str, action: str = "edit") -> tuple[str, str]:
+        """(store path, display form): the folder store's checks (a name over NAME_MAX bytes
+        is refused as the file system refuses it), then ``..`` applied."""
         if not isinstance(path, str):
             raise MemoryStoreError(f"The path must be a string, got {type(path).__name__}")
         if "\x00" in path:
@@ -277,7 +279,11 @@ class RedisMemoryStore:
         try:
             resolved.encode("utf-8")
         except UnicodeEncodeError:
-            raise MemoryStoreError(f"Cannot use {display}: the text is not valid Unicode") from None
+            raise MemoryStoreError(
+                f"Cannot {action} {display}: the text is not valid Unicode"
+            ) from None
+        if any(len(part.encode("utf-8")) > NAME_MAX for part in parts):
+            raise MemoryStoreError(f"Cannot {action} {display}: File name too long")
         return resolved, display
 
     @staticmethod
@@ -448,7 +454,7 @@ class RedisMemoryStore:
     # -- file tools ----------------------------------------------------------------
 
     def view(self, path: str, view_range: list[int] | None = None) -> str:
-        target, display = self._parse_path(path)
+        target, display = self._parse_path(path, "view")
         with self.db.guard():
             if target == "":
                 is_dir, data = True, None
@@ -523,7 +529,7 @@ class RedisMemoryStore:
         return header + "\n" + "\n".join(rows)
 
     def create(self, path: str, file_text: str) -> str:
-        target, display = self._parse_path(path)
+        target, display = self._parse_path(path, "create")
         if not target:
             if not [p for p in path.split("/") if p not in ("", ".")]:
                 raise MemoryStoreError("The path / is the memory directory; give a file path")
@@ -590,7 +596,7 @@ class RedisMemoryStore:
         return FileCommands.insert(self, path, insert_line, insert_text)  # type: ignore[arg-type]
 
     def delete_path(self, path: str) -> str:
-        target, display = self._parse_path(path)
+        target, display = self._parse_path(path, "delete")
         if not target:
             raise MemoryStoreError("Cannot delete the memory directory itself")
         with self.db.guard():
@@ -602,8 +608,8 @@ class RedisMemoryStore:
         return f"Successfully deleted {display}"
 
     def rename(self, old_path: str, new_path: str) -> str:
-        old, old_display = self._parse_path(old_path)
-        new, new_display = self._parse_path(new_path)
+        old, old_display = self._parse_path(old_path, "rename")
+        new, new_display = self._parse_path(new_path, "rename to")
         if not old:
             raise MemoryStoreError("Cannot rename the memory directory itself")
         if not new:

@@ -212,8 +212,19 @@ def _fix() -> str:
     return f"set ${ENV_MEMORY_DIR} or the memory_dir setting to a writable folder"
 
 
+MISSING_REDIS = (
+    "memory-tools: backend redis and embedded need the optional dependency 'redis': "
+    "pip install 'doc-processing-std-tools[redis]'"
+)
+
+
 def _redis_check(settings: Settings) -> list[tuple[str, str]]:
     from ..servers import FAIL, UNAVAILABLE
+
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return [(UNAVAILABLE, MISSING_REDIS)]
 
     if settings.backend == "embedded":
         from ..embedded_redis import INSTALL_HINT, find_executable
