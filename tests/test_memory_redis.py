@@ -387,3 +387,64 @@ def test_embedded_backend_uses_the_per_user_redis_server_and_keeps_the_data(tmp_
         assert out.stdout.startswith(expected), out.stdout
     data_dir = tmp_path / "data" / "doc-processing-std-tools" / "popoto-redis"
     assert (data_dir / "password").exists()
+
+
+# -- the search index follows Redis ---------------------------------------------------------
+
+
+def search(store: object, query: str) -> dict[str, str | None]:
+    return {item["key"]: item["value"] for item in json.loads(store.search(query))}  # type: ignore[attr-defined]
+
+
+def test_the_index_sees_every_change_made_by_other_stores(redis_url: str):
+    import redis
+
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
+
+    namespace = f"index-{os.getpid()}"
+    mine = RedisMemoryStore(RedisMemory(redis_url, namespace))
+    other = RedisMemoryStore(RedisMemory(redis_url, namespace))  # another launcher
+    other.write("a", "apple")
+    other.write("b", "banana")
+    assert search(mine, "") == {"a": "apple", "b": "banana"}
+    other.write("a", "avocado")
+    other.delete("b")
+    other.create("c.json", "raw text")
+    assert search(mine, "") == {"a": "avocado", "c": "raw text"}
+    other.rename("c.json", "sub/c.json")  # no longer a key
+    other.str_replace("a.json", "avocado", "apricot")
+    assert search(mine, "") == {"a": "apricot"}
+    redis.Redis.from_url(redis_url).delete(*mine.db.keys)  # emptied behind every store's back
+    assert search(mine, "") == {}
+    other.write("a", "again")  # the counter starts over, under a new epoch
+    assert search(mine, "") == {"a": "again"}
+
+
+def test_values_over_the_memory_budget_are_read_when_searched(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+):
+    from doc_processing_std_tools.memory import redis_store
+
+    monkeypatch.setattr(redis_store, "INDEX_BUDGET_CHARS", 60)
+    store = redis_store.RedisMemoryStore(RedisMemory(redis_url, f"budget-{os.getpid()}"))
+    for i in range(10):
+        store.write(f"k{i}", f"value number {i}")
+    assert search(store, "NUMBER 7") == {"k7": "value number 7"}
+    kept = [e for e in store._entries.values() if e.value is not None]
+    assert 1 <= len(kept) < 10
+    assert len(search(store, "number")) == 10
+
+
+def test_memory_copy_verifies_what_it_wrote(redis_url: str, tmp_path: Path):
+    """A target that stores other bytes than it was given (as a writer racing the copy would)
+    fails the verification: exit status 1, the path named."""
+    from doc_processing_std_tools.launcher.cli import memory_copy
+    from doc_processing_std_tools.memory import MemoryStore
+
+    MemoryStore(tmp_path / "a").write("k", "value")
+    source = memory_copy.open_side(str(tmp_path / "a"))
+    target = memory_copy.open_side(f"{redis_url}?namespace=verify-{os.getpid()}")
+    real_put = target.put
+    target.put = lambda rel, data: real_put(rel, data + b" changed")
+    with pytest.raises(memory_copy.VerifyError, match=r"k\.json differs"):
+        memory_copy.copy(source, target, merge=False)

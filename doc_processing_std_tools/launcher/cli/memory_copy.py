@@ -26,7 +26,11 @@ REDIS_SCHEMES = ("redis://", "rediss://", "valkey://", "valkeys://")
 
 
 class CopyError(Exception):
-    """The copy cannot go on; the message says why and what to do."""
+    """The copy is refused; the message says why and what to do."""
+
+
+class VerifyError(CopyError):
+    """The copy was made but does not match its source."""
 
 
 def _hidden(rel: str) -> bool:
@@ -99,7 +103,7 @@ class RedisSide:
         with self.db.guard():
             data = self.db.client().hget(self.db.k_files, rel)
         if data is None:
-            raise CopyError(f"{rel} vanished from {self.label} during the copy")
+            raise VerifyError(f"{rel} vanished from {self.label} during the copy")
         return bytes(data)
 
     def put(self, rel: str, data: bytes) -> None:
@@ -171,15 +175,15 @@ def copy(source: Any, target: Any, merge: bool) -> tuple[int, int]:
     copied, copied_folders = target.walk()
     missing = set(files) - set(copied)
     if missing:
-        raise CopyError(f"verification failed: {len(missing):,} files missing in {target.label}")
+        raise VerifyError(f"verification failed: {len(missing):,} files missing in {target.label}")
     if not merge and (len(copied) != len(files) or len(copied_folders) != len(folders)):
-        raise CopyError(
+        raise VerifyError(
             f"verification failed: {target.label} holds {len(copied):,} files and "
             f"{len(copied_folders):,} folders, the source {len(files):,} and {len(folders):,}"
         )
     for rel, digest in digests.items():
         if hashlib.sha256(target.read(rel)).hexdigest() != digest:
-            raise CopyError(
+            raise VerifyError(
                 f"verification failed: {rel} differs in {target.label} (changed meanwhile?)"
             )
     return len(files), len(folders)
@@ -206,9 +210,8 @@ def main(argv: list[str]) -> int:
         source, target = open_side(args.source), open_side(args.target)
         files, folders = copy(source, target, args.merge)
     except (CopyError, MemoryStoreError) as exc:
-        return _fail(
-            f"memory copy: {exc}", EXIT_USAGE if isinstance(exc, CopyError) else EXIT_FAILURE
-        )
+        refused = isinstance(exc, CopyError) and not isinstance(exc, VerifyError)
+        return _fail(f"memory copy: {exc}", EXIT_USAGE if refused else EXIT_FAILURE)
     except OSError as exc:
         return _fail(f"memory copy: {exc.strerror or exc}: {exc.filename or ''}", EXIT_FAILURE)
     print(
