@@ -323,7 +323,9 @@ def dpt(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_memory_copy_folder_to_redis_to_folder(redis_url: str, tmp_path: Path):
+def test_memory_copy_folder_to_redis_to_folder(
+    redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
     from memory_helpers import FolderFiles, RedisFiles
 
     from doc_processing_std_tools.memory import MemoryStore
@@ -338,16 +340,22 @@ def test_memory_copy_folder_to_redis_to_folder(redis_url: str, tmp_path: Path):
     assert out.returncode == 0, out.stderr
     assert "Copied 2 files and 2 folders" in out.stdout and "verified" in out.stdout
     assert RedisFiles(redis_url, namespace).files() == FolderFiles(tmp_path / "a").files()
-    again = dpt("memory", "copy", str(tmp_path / "a"), target)
-    assert again.returncode == 2 and "is not empty" in again.stderr and "--merge" in again.stderr
-    assert dpt("memory", "copy", "--merge", str(tmp_path / "a"), target).returncode == 0
-    back = dpt("memory", "copy", target, str(tmp_path / "b"))
-    assert back.returncode == 0, back.stderr
+    # the rest in-process (the verb's own function), to keep the default run quick
+    from doc_processing_std_tools.launcher.cli.memory_copy import main
+
+    assert main(["copy", str(tmp_path / "a"), target]) == 2
+    assert "is not empty" in capsys.readouterr().err
+    assert main(["copy", "--merge", str(tmp_path / "a"), target]) == 0
+    assert main(["copy", target, str(tmp_path / "b")]) == 0
     assert FolderFiles(tmp_path / "b").files() == FolderFiles(tmp_path / "a").files()
     assert (tmp_path / "b" / "empty").is_dir()
     assert MemoryStore(tmp_path / "b").read("color") == "blue ☃"
-    bad = dpt("memory", "copy", "http://x/0", str(tmp_path / "c"))
-    assert bad.returncode == 2 and "not a store" in bad.stderr
+    other = f"{redis_url}?namespace={namespace}-2"
+    assert main(["copy", target, other]) == 0
+    assert RedisFiles(redis_url, f"{namespace}-2").files() == FolderFiles(tmp_path / "a").files()
+    capsys.readouterr()
+    assert main(["copy", "http://x/0", str(tmp_path / "c")]) == 2
+    assert "not a store" in capsys.readouterr().err
 
 
 # -- backend: embedded --------------------------------------------------------------------

@@ -50,6 +50,7 @@ NAME_MAX = 255  # bytes of one path component, as on the folder store's file sys
 FOLDER_SIZE = 4096  # what memory_view shows for a folder (Redis keeps none; ext4's size)
 EDIT_ATTEMPTS = 100  # compare-and-set rounds before an edit gives up (each lost to a newer write)
 FETCH_BATCH = 1000  # entries fetched per script call when the index catches up
+FETCH_PIPELINE = 10  # script calls per round trip
 CONNECT_TIMEOUT = 2.0  # seconds
 SOCKET_TIMEOUT = 10.0  # seconds for a reply
 
@@ -383,14 +384,7 @@ class RedisMemoryStore:
             for name in [n for n in entries if n not in wanted]:
                 self._kept -= entries.pop(name).cost
             stale = [n for n, v in wanted.items() if n not in entries or entries[n].sig != v]
-            for start in range(0, len(stale), FETCH_BATCH):
-                batch = stale[start : start + FETCH_BATCH]
-                reply = self.db.read_script(
-                    lua.FETCH,
-                    MAX_INDEXED_BYTES,
-                    HEAD_BYTES,
-                    *(n.encode("utf-8", "surrogateescape") for n in batch),
-                )
+            for batch, reply in self._fetch(stale):
                 for i, name in enumerate(batch):
                     size, data = int(reply[2 * i]), reply[2 * i + 1]
                     old = entries.pop(name, None)
@@ -403,6 +397,22 @@ class RedisMemoryStore:
                     entries[name] = entry
             self._gen = gen
             return list(entries.values())
+
+    def _fetch(self, names: list[str]) -> Iterator[tuple[list[str], list[Any]]]:
+        """(names, FETCH reply) per batch; up to FETCH_PIPELINE batches per round trip, so
+        Redis works on the next batches while the reply of the first is read."""
+        script = self.db.script(lua.FETCH)
+        step = FETCH_BATCH * FETCH_PIPELINE
+        for start in range(0, len(names), step):
+            batches = [
+                names[i : i + FETCH_BATCH]
+                for i in range(start, min(start + step, len(names)), FETCH_BATCH)
+            ]
+            pipe = self.db.client().pipeline(transaction=False)
+            for batch in batches:
+                args = [n.encode("utf-8", "surrogateescape") for n in batch]
+                script(keys=self.db.keys, args=[MAX_INDEXED_BYTES, HEAD_BYTES, *args], client=pipe)
+            yield from zip(batches, pipe.execute(), strict=True)
 
     def _entry(self, name: str, version: bytes, size: int, data: bytes) -> IndexedEntry:
         stem = name[:-5]
