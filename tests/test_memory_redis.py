@@ -114,7 +114,7 @@ async def test_out_of_memory_changes_nothing_and_recovers(
     import redis
 
     port, _procs = own_redis
-    url = f"redis://127.0.0.1:{port}/0"
+    url = f"valkey://127.0.0.1:{port}/0"  # the valkey:// spelling of the same server
     admin = redis.Redis(port=port)
     async with Client(create_server(Settings(url=url, namespace="oom"))) as client:
         await call(client, "memory_create", path="d/a.txt", file_text="one\n")
