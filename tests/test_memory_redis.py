@@ -42,7 +42,10 @@ def redis_server(workdir: Path, port: int, *extra: str) -> subprocess.Popen[byte
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    client = redis.Redis(port=port, socket_connect_timeout=1)
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    client = redis.Redis(port=port, socket_connect_timeout=1, retry=Retry(NoBackoff(), 0))
     for _ in range(500):
         try:
             client.ping()
