@@ -459,3 +459,45 @@ def test_memory_copy_verifies_what_it_wrote(redis_url: str, tmp_path: Path):
     target.put = lambda rel, data: real_put(rel, data + b" changed")
     with pytest.raises(memory_copy.VerifyError, match=r"k\.json differs"):
         memory_copy.copy(source, target, merge=False)
+
+
+def test_a_new_store_starts_from_the_saved_index_and_fetches_only_what_changed(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """As the folder store's saved index: a launcher's first search reads the index the last
+    one saved (per user cache) and fetches only the entries whose version moved since."""
+    import redis
+
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    namespace = f"saved-{os.getpid()}"
+    first = RedisMemoryStore(RedisMemory(redis_url, namespace))
+    for i in range(20):
+        first.write(f"k{i}", f"value {i}")
+    assert len(search(first, "value")) == 20
+    first.save_index()  # as at exit
+    first.write("k3", "changed")
+    fetched: list[str] = []
+
+    def counting(store: RedisMemoryStore) -> RedisMemoryStore:
+        real = store._fetch
+
+        def spy(names: list[str]):
+            fetched.extend(names)
+            return real(names)
+
+        store._fetch = spy  # type: ignore[method-assign]
+        return store
+
+    second = counting(RedisMemoryStore(RedisMemory(redis_url, namespace)))
+    assert search(second, "CHANGED") == {"k3": "changed"}
+    assert len(search(second, "value")) == 19
+    assert fetched == ["k3.json"]
+    redis.Redis.from_url(redis_url).delete(*first.db.keys)  # a new epoch: the saved copy is stale
+    first.write("k0", "new data 0")
+    first.write("k1", "new data 1")  # the version k1 had in the saved copy
+    fetched.clear()
+    third = counting(RedisMemoryStore(RedisMemory(redis_url, namespace)))
+    assert search(third, "") == {"k0": "new data 0", "k1": "new data 1"}
+    assert sorted(fetched) == ["k0.json", "k1.json"]

@@ -6,18 +6,24 @@ keep in the file, so ``memory copy`` moves stores byte for byte. Edits (str_repl
 the file and its version, compute outside Redis and write only if the version is unchanged
 (compare-and-set), else compute again. search_memory keeps the key-value entries in memory like the
 folder's index: each call reads the namespace's change counter (one round trip when nothing changed),
-else the versions hash, and fetches only the entries whose version moved.
+else the versions hash, and fetches only the entries whose version moved. The entries are saved in
+the per-user cache as the folder's index is (:mod:`.index_file`), under the store's identity and
+the data's epoch, so a new launcher's first search fetches only what changed since.
 """
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import json
+import os
 import random
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
@@ -38,7 +44,7 @@ from .formats import (
     _numbered,
     _split_lines,
 )
-from .index import INDEX_BUDGET_CHARS, MAX_INDEXED_BYTES, _entry
+from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
 from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry
 
 R = TypeVar("R")
@@ -251,6 +257,8 @@ class RedisMemoryStore:
         self._gen: tuple[Any, Any] | None = None
         self._entries: dict[str, IndexedEntry] = {}
         self._kept = 0
+        self._tried_saved = False
+        self._save_pending = False
 
     # -- paths ---------------------------------------------------------------------
 
@@ -374,16 +382,24 @@ class RedisMemoryStore:
             gen = tuple(client.hmget(self.db.k_meta, ["epoch", "seq"]))
             if gen == self._gen:
                 return list(self._entries.values())
+            if not self._entries and gen[0] is not None and not self._tried_saved:
+                self._tried_saved = True
+                self._entries = self._load_saved(gen[0])
+                self._kept = sum(e.cost for e in self._entries.values())
             versions = client.hgetall(self.db.k_versions)
-            wanted: dict[str, bytes] = {}
+            wanted: dict[str, int] = {}
             for raw, version in versions.items():
                 name = raw.decode("utf-8", "surrogateescape")
                 if self._is_entry(name):
-                    wanted[name] = version
+                    wanted[name] = int(version)
             entries = self._entries
             for name in [n for n in entries if n not in wanted]:
                 self._kept -= entries.pop(name).cost
-            stale = [n for n, v in wanted.items() if n not in entries or entries[n].sig != v]
+            stale = [
+                n
+                for n, v in wanted.items()
+                if n not in entries or entries[n].sig is None or entries[n].sig[0] != v  # type: ignore[index]
+            ]
             for batch, reply in self._fetch(stale):
                 for i, name in enumerate(batch):
                     size, data = int(reply[2 * i]), reply[2 * i + 1]
@@ -396,7 +412,62 @@ class RedisMemoryStore:
                     self._kept += entry.cost
                     entries[name] = entry
             self._gen = gen
+            if stale or len(entries) != len(wanted):
+                self._schedule_save()
             return list(entries.values())
+
+    # -- the saved copy of the index (as the folder store's: memory/index_file.py) -------
+
+    def _identity(self, epoch: bytes | None) -> tuple[tuple[int, int], Path]:
+        """(the id written into the saved index, its file): the store (url without password,
+        namespace) and the data's epoch, so another store's or an emptied Redis's never loads."""
+        from .index import _index_dir
+
+        store = hashlib.sha256(f"{self.db.label}\0{self.db.namespace}".encode()).digest()
+        data = hashlib.sha256(epoch or b"").digest()
+        ids = (int.from_bytes(store[:8], "little") >> 1, int.from_bytes(data[:8], "little") >> 1)
+        return ids, _index_dir() / f"redis-{store.hex()[:32]}.idx"
+
+    def _load_saved(self, epoch: bytes) -> dict[str, IndexedEntry]:
+        from .index_file import decode_index
+
+        ids, path = self._identity(epoch)
+        try:
+            entries, _listing = decode_index(path.read_bytes(), ids)
+        except (OSError, ValueError, IndexError, OverflowError):
+            return {}
+        return {e.name: e for e in entries}
+
+    def _schedule_save(self) -> None:
+        """Save a few seconds from now, or at exit. Caller holds _index_lock."""
+        if self._save_pending:
+            return
+        self._save_pending = True
+        _UNSAVED.add(self)
+        timer = threading.Timer(INDEX_SAVE_DELAY, self.save_index)
+        timer.daemon = True
+        timer.start()
+
+    def save_index(self) -> None:
+        """Write the saved copy now (atomically; a failure only costs the next process time)."""
+        from .index_file import encode_index
+
+        with self._index_lock:
+            self._save_pending = False
+            _UNSAVED.discard(self)
+            entries = list(self._entries.values())
+            epoch = self._gen[0] if self._gen else None
+        if not entries or epoch is None:
+            return
+        ids, path = self._identity(epoch)
+        try:
+            data = encode_index(entries, ids)
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            temp.write_bytes(data)
+            os.replace(temp, path)
+        except OSError:
+            pass
 
     def _fetch(self, names: list[str]) -> Iterator[tuple[list[str], list[Any]]]:
         """(names, FETCH reply) per batch; up to FETCH_PIPELINE batches per round trip, so
@@ -414,15 +485,17 @@ class RedisMemoryStore:
                 script(keys=self.db.keys, args=[MAX_INDEXED_BYTES, HEAD_BYTES, *args], client=pipe)
             yield from zip(batches, pipe.execute(), strict=True)
 
-    def _entry(self, name: str, version: bytes, size: int, data: bytes) -> IndexedEntry:
-        stem = name[:-5]
+    def _entry(self, name: str, version: int, size: int, data: bytes) -> IndexedEntry:
+        """The entry of *name* at *version* (its sig: (version, size, 0, 0), saved as the
+        folder index's (inode, size, mtime, ctime))."""
+        stem, sig = name[:-5], (version, size, 0, 0)
         if size > MAX_INDEXED_BYTES:
-            return _entry(name, version, LARGE, _key_in_head(stem, data), size)  # type: ignore[arg-type]
+            return _entry(name, sig, LARGE, _key_in_head(stem, data), size)
         key, value = _decode_entry(stem, data)
         if value is None:
-            return _entry(name, version, NOT_UTF8, key, size)  # type: ignore[arg-type]
+            return _entry(name, sig, NOT_UTF8, key, size)
         keep = self._kept + 2 * len(value) <= INDEX_BUDGET_CHARS
-        return _entry(name, version, TEXT, key, size, value if keep else None)  # type: ignore[arg-type]
+        return _entry(name, sig, TEXT, key, size, value if keep else None)
 
     def search(self, query: str) -> str:
         if not isinstance(query, str):
@@ -637,6 +710,15 @@ class RedisMemoryStore:
         if status == "notdir":
             raise self._not_a_folder(new_display)
         return f"Successfully renamed {old_display} to {new_display}"
+
+
+_UNSAVED: set[RedisMemoryStore] = set()  # stores with a save of their index pending
+
+
+@atexit.register
+def _save_at_exit() -> None:
+    for store in list(_UNSAVED):
+        store.save_index()
 
 
 __all__ = [
