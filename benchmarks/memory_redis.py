@@ -1,8 +1,10 @@
 """memory-tools on Redis vs on a folder, side by side through ``dpt-launch`` over stdio (issue 27).
 
 1. write_memory + read_memory pairs, sequential: calls/s on redis / on a folder (target >= 0.80).
-2. search_memory over 10,000 and 100,000 keys (``--quick``: 10,000 only): the launcher's first
-   search (cold: it fetches every entry) and later ones (warm), redis / folder (target <= 2.0).
+2. search_memory over 10,000 and 100,000 keys (``--quick``: 10,000 only), redis / folder (target
+   <= 2.0): a launcher's first search with no saved index (it reads every entry), a launcher's
+   first search over the index an earlier launcher saved (both stores save one in the user
+   cache folder), and later searches.
    The same entries on both: the folder's ``<key>.json`` files, byte for byte, in the namespace.
 
 Uses a throw-away local redis-server (no persistence). Run: ``python benchmarks/memory_redis.py
@@ -32,8 +34,9 @@ def config(workdir: Path, name: str, settings: str) -> Path:
     return path
 
 
-def env(workdir: Path) -> dict[str, str]:
-    return {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache"), "FASTMCP_LOG_LEVEL": "WARNING"}
+def env(workdir: Path, cache: str = "cache") -> dict[str, str]:
+    """The launcher's environment; *cache* is the user cache folder its index is saved in."""
+    return {**os.environ, "XDG_CACHE_HOME": str(workdir / cache), "FASTMCP_LOG_LEVEL": "WARNING"}
 
 
 def pair_rate(config_path: Path, workdir: Path, pairs: int) -> float:
@@ -65,14 +68,14 @@ def fill_namespace(url: str, namespace: str, folder: Path) -> None:
     pipe.execute()
 
 
-def search_times(config_path: Path, workdir: Path, expected: int) -> tuple[float, float]:
-    """(cold, warm) seconds: a fresh launcher's first search, then the median of three more."""
+def search_times(config_path: Path, workdir: Path, expected: int, cache: str) -> list[float]:
+    """Seconds of a fresh launcher's four searches (the first one cold), with the user cache
+    folder *cache* (a new one: no saved index; else the index the last launcher saved)."""
     search = ("search_memory", {"query": "needle"})
-    done = anyio.run(session_calls, launch_command(config_path), env(workdir), [search] * 4)
+    done = anyio.run(session_calls, launch_command(config_path), env(workdir, cache), [search] * 4)
     for _elapsed, text in done:
         assert len(json.loads(text)) == expected, text[:200]
-    times = [elapsed for elapsed, _text in done]
-    return times[0], statistics.median(times[1:])
+    return [elapsed for elapsed, _text in done]
 
 
 def figures(quick: bool = False) -> dict[str, float]:
@@ -105,23 +108,34 @@ def figures(quick: bool = False) -> dict[str, float]:
                 time.sleep(SETTLE_SECONDS)
                 f_cfg = config(workdir, f"f{keys}", f"{{memory_dir: {folder}}}")
                 r_cfg = config(workdir, f"r{keys}", f"{{url: '{url}', namespace: {namespace}}}")
-                f_cold, f_warm, r_cold, r_warm = [], [], [], []
-                for _ in range(rounds):
-                    cold, warm = search_times(f_cfg, workdir, expected)
-                    f_cold.append(cold)
-                    f_warm.append(warm)
-                    cold, warm = search_times(r_cfg, workdir, expected)
-                    r_cold.append(cold)
-                    r_warm.append(warm)
+                runs: dict[str, dict[str, list[float]]] = {
+                    side: {"cold": [], "saved": [], "warm": []} for side in ("folder", "redis")
+                }
+                for round_ in range(rounds):  # interleaved: the machine's noise hits both
+                    for side, cfg in (("folder", f_cfg), ("redis", r_cfg)):
+                        cache = f"cache-{side}-{keys}-{round_}"  # new: no saved index
+                        times = search_times(cfg, workdir, expected, cache)
+                        runs[side]["cold"].append(times[0])
+                        runs[side]["warm"].append(statistics.median(times[1:]))
+                        runs[side]["saved"].append(search_times(cfg, workdir, expected, cache)[0])
                 label = f"{keys // 1000}k keys"
-                fc, fw = statistics.median(f_cold) * 1000, statistics.median(f_warm) * 1000
-                rc, rw = statistics.median(r_cold) * 1000, statistics.median(r_warm) * 1000
-                out[f"search_memory {label} on a folder, cold (ms)"] = fc
-                out[f"search_memory {label} on a folder, warm (ms)"] = fw
-                out[f"search_memory {label} on redis, cold (ms)"] = rc
-                out[f"search_memory {label} on redis, warm (ms)"] = rw
-                out[f"search_memory {label} redis / folder ratio, cold (target <= 2.0)"] = rc / fc
-                out[f"search_memory {label} redis / folder ratio, warm (target <= 2.0)"] = rw / fw
+                ms = {
+                    (side, kind): statistics.median(values) * 1000
+                    for side, kinds in runs.items()
+                    for kind, values in kinds.items()
+                }
+                names = {
+                    "cold": "first search, no saved index",
+                    "saved": "first search, index saved by an earlier launcher",
+                    "warm": "later searches",
+                }
+                for kind, name in names.items():
+                    out[f"search_memory {label} on a folder, {name} (ms)"] = ms["folder", kind]
+                    out[f"search_memory {label} on redis, {name} (ms)"] = ms["redis", kind]
+                for kind, name in names.items():
+                    out[f"search_memory {label} redis / folder ratio, {name} (target <= 2.0)"] = (
+                        ms["redis", kind] / ms["folder", kind]
+                    )
     return out
 
 
