@@ -283,7 +283,7 @@ MOVER = textwrap.dedent(
 
 
 def test_sigkill_mid_rename_leaves_the_folder_whole(redis_url: str):
-    """A folder of 2,000 files renamed back and forth, SIGKILLed at several moments: it is
+    """A folder of 2,000 files renamed back and forth, SIGKILLed at two moments: it is
     always wholly at one name (a Lua script runs to its end or not at all)."""
     import redis
 
@@ -299,7 +299,7 @@ def test_sigkill_mid_rename_leaves_the_folder_whole(redis_url: str):
     pipe.hset(store.db.k_dirs, "a", "1")
     pipe.execute()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    for delay in (0.05, 0.13, 0.29):
+    for delay in (0.05, 0.21):
         proc = subprocess.Popen(
             [sys.executable, "-c", MOVER, redis_url, namespace], stdout=subprocess.PIPE, env=env
         )
