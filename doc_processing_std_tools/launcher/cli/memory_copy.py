@@ -3,7 +3,7 @@
 Each side is a folder path or a Redis url whose namespace is a query parameter
 (``redis://host:6379/2?namespace=team-a``; none: the default namespace). Every visible file is
 copied byte for byte (a key's ``<key>.json`` is the same bytes on both backends), with the empty
-folders; hidden items (a folder store's lock, temp and .gitignore files) stay behind. The target
+folders; hidden items (a folder store's lock, temp and .gitignore files) and symlinks stay behind. The target
 must be empty unless ``--merge`` (then a file of the same path is replaced by the source's). The
 copy is verified: the target holds every source path with the same SHA-256.
 """
