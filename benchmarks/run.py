@@ -56,6 +56,7 @@ from side_by_side import Measured, open_sessions, side_by_side  # noqa: E402
 EXTRA_SECTIONS = [
     "external",
     "memory_scale",
+    "memory_redis",
     "filesystem_bounds",
     "startup",
     "resources",

@@ -208,3 +208,37 @@ def clean_deep(tmp_path: Path) -> Iterator[None]:
 
     yield
     remove_subfolders(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One redis-server for this test session (or xdist worker): ``redis://127.0.0.1:PORT/0``.
+    Tests keep apart by namespace (see ``memory_backend``)."""
+    from redis_helpers import RedisUnavailable, start_redis
+
+    try:
+        proc, port = start_redis(tmp_path_factory.mktemp("redis"))
+    except RedisUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+_NAMESPACES = iter(range(1, 1 << 30))
+
+
+@pytest.fixture(params=["folder", "redis"])
+def memory_backend(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, object]:
+    """memory-tools settings for each backend: a folder in tmp_path, or a fresh namespace of the
+    session's redis-server. Tests marked ``folder_only`` (symlinks, permissions, the disk's own
+    failures: things a Redis store has no counterpart for) run on the folder only."""
+    if request.param == "folder":
+        return {"memory_dir": tmp_path / "mem"}
+    marker = request.node.get_closest_marker("folder_only")
+    if marker is not None:
+        pytest.skip(f"folder only: {marker.args[0] if marker.args else 'a folder feature'}")
+    url = request.getfixturevalue("redis_url")
+    return {"backend": "redis", "url": url, "namespace": f"t{os.getpid()}-{next(_NAMESPACES)}"}

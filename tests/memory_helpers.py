@@ -61,3 +61,97 @@ def list_and_search_peak(folder: Path, query: str, cache_dir: Path) -> dict[str,
         timeout=300,
     )
     return json.loads(out.stdout)
+
+
+class FolderFiles:
+    """The content of a folder store, as the tests look at it (paths relative to the store)."""
+
+    backend = "folder"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read_bytes(self, rel: str) -> bytes:
+        return (self.root / rel).read_bytes()
+
+    def read_text(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8")
+
+    def exists(self, rel: str) -> bool:
+        return (self.root / rel).exists()
+
+    def is_dir(self, rel: str) -> bool:
+        return (self.root / rel).is_dir()
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        """Write as another program would (no store involved)."""
+        path = self.root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def write_text(self, rel: str, text: str) -> None:
+        self.write_bytes(rel, text.encode("utf-8"))
+
+    def mkdir(self, rel: str) -> None:
+        (self.root / rel).mkdir(parents=True, exist_ok=True)
+
+    def files(self) -> dict[str, bytes]:
+        """Every visible file: path -> bytes."""
+        return {
+            str(p.relative_to(self.root)): p.read_bytes()
+            for p in sorted(self.root.rglob("*"))
+            if p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(self.root).parts)
+        }
+
+
+class RedisFiles(FolderFiles):
+    """The content of one Redis namespace, read and written with plain redis commands."""
+
+    backend = "redis"
+
+    def __init__(self, url: str, namespace: str) -> None:
+        import redis
+
+        from doc_processing_std_tools.memory.redis_store import RedisMemory
+
+        self.url, self.namespace = url, namespace
+        self.memory = RedisMemory(url, namespace)
+        self.redis = redis.Redis.from_url(url)
+
+    def read_bytes(self, rel: str) -> bytes:
+        data = self.redis.hget(self.memory.k_files, rel)
+        if data is None:
+            raise FileNotFoundError(rel)
+        return data
+
+    def exists(self, rel: str) -> bool:
+        return bool(
+            self.redis.hexists(self.memory.k_files, rel)
+            or self.redis.hexists(self.memory.k_dirs, rel)
+        )
+
+    def is_dir(self, rel: str) -> bool:
+        return rel in ("", ".") or bool(self.redis.hexists(self.memory.k_dirs, rel))
+
+    def write_bytes(self, rel: str, data: bytes) -> None:
+        from doc_processing_std_tools.memory import redis_scripts
+
+        status = self.memory.run(redis_scripts.PUT, rel, data)[0]
+        assert status == "ok", status
+
+    def mkdir(self, rel: str) -> None:
+        from doc_processing_std_tools.memory import redis_scripts
+
+        assert self.memory.run(redis_scripts.MKDIR, rel)[0] == "ok"
+
+    def files(self) -> dict[str, bytes]:
+        return {
+            k.decode(): v
+            for k, v in sorted(self.redis.hgetall(self.memory.k_files).items())
+            if not any(part.startswith(".") for part in k.decode().split("/"))
+        }
+
+
+def redis_settings(url: str, namespace: str) -> dict[str, str]:
+    return {"backend": "redis", "url": url, "namespace": namespace}

@@ -11,6 +11,7 @@ import pytest
 from fastmcp import Client
 from hypothesis import given
 from hypothesis import strategies as st
+from memory_helpers import FolderFiles, RedisFiles
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import (
@@ -64,8 +65,29 @@ def outside(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def client(mem: Path):
-    async with Client(create_server(Settings(memory_dir=mem))) as c:
+def settings(memory_backend: dict) -> Settings:
+    return Settings(**memory_backend)
+
+
+@pytest.fixture
+def files(memory_backend: dict, mem: Path) -> FolderFiles:
+    """The store's content, whichever the backend (see conftest's ``memory_backend``)."""
+    if memory_backend.get("backend") == "redis":
+        return RedisFiles(str(memory_backend["url"]), str(memory_backend["namespace"]))
+    return FolderFiles(mem)
+
+
+@pytest.fixture
+def store(settings: Settings):
+    """The store the tools use, without MCP: a MemoryStore or a RedisMemoryStore."""
+    from doc_processing_std_tools.memory.stores import open_store
+
+    return open_store(settings)
+
+
+@pytest.fixture
+async def client(settings: Settings):
+    async with Client(create_server(settings)) as c:
         yield c
 
 
@@ -182,8 +204,8 @@ def test_lazy_memory_server_is_cached(monkeypatch, tmp_path: Path):
         _ = memory.no_such_thing
 
 
-async def test_tools_annotations_descriptions_and_instructions(client: Client, mem: Path):
-    assert "<key>.json" in (create_server(Settings(memory_dir=mem)).instructions or "")
+async def test_tools_annotations_descriptions_and_instructions(client: Client, settings: Settings):
+    assert "<key>.json" in (create_server(settings).instructions or "")
     tools = {tool.name: tool for tool in await client.list_tools()}
     assert set(tools) == ALL_TOOLS
     for name, tool in tools.items():
@@ -205,10 +227,10 @@ async def test_tools_annotations_descriptions_and_instructions(client: Client, m
 # -- key-value tools ------------------------------------------------------------
 
 
-async def test_write_read_overwrite_and_creates_directory(client: Client, mem: Path):
-    assert not mem.exists()
+async def test_write_read_overwrite_and_creates_directory(client: Client, files: FolderFiles):
+    assert files.files() == {}
     assert "saved" in await ok(client, "write_memory", key="color", value="blue")
-    assert json.loads((mem / "color.json").read_text()) == {"key": "color", "value": "blue"}
+    assert json.loads(files.read_text("color.json")) == {"key": "color", "value": "blue"}
     assert await ok(client, "read_memory", key="color") == "blue"
     assert "replaced" in await ok(client, "write_memory", key="color", value="green")
     assert await ok(client, "read_memory", key="color") == "green"
@@ -240,9 +262,9 @@ async def test_empty_store_lists_nothing(client: Client):
     assert json.loads(await ok(client, "search_memory", query="x")) == []
 
 
-async def test_key_flattening(client: Client, mem: Path):
+async def test_key_flattening(client: Client, files: FolderFiles):
     await ok(client, "write_memory", key="a/b", value="one")
-    assert (mem / "a_b.json").is_file() and not (mem / "a").exists()
+    assert files.exists("a_b.json") and not files.exists("a")
     assert json.loads(await ok(client, "list_memory_keys")) == ["a/b"]
     assert await ok(client, "read_memory", key="a_b") == "one"
     assert await ok(client, "read_memory", key="a\\b") == "one"
@@ -267,11 +289,11 @@ async def test_key_flattening(client: Client, mem: Path):
         ("é" * 98, "limit is 200 bytes"),
     ],
 )
-async def test_invalid_keys(client: Client, mem: Path, key: str, message: str):
+async def test_invalid_keys(client: Client, files: FolderFiles, key: str, message: str):
     assert message in await err(client, "write_memory", key=key, value="v")
     assert message in await err(client, "read_memory", key=key)
     assert message in await err(client, "delete_memory", key=key)
-    assert not mem.exists() or not any(p.suffix == ".json" for p in mem.iterdir())
+    assert not any(name.endswith(".json") for name in files.files())
 
 
 async def test_longest_key_accepted(client: Client):
@@ -280,11 +302,11 @@ async def test_longest_key_accepted(client: Client):
     assert json.loads(await ok(client, "list_memory_keys")) == [key]
 
 
-async def test_values_must_be_strings(client: Client, mem: Path):
+async def test_values_must_be_strings(client: Client, files: FolderFiles):
     for bad in (123, ["a"], {"a": 1}, None, True):
         await err(client, "write_memory", key="k", value=bad)
     await err(client, "write_memory", key=5, value="v")
-    assert not (mem / "k.json").exists()
+    assert not files.exists("k.json")
 
 
 async def test_large_value_round_trips_untruncated(client: Client):
@@ -303,11 +325,11 @@ async def test_large_value_round_trips_untruncated(client: Client):
     assert found == [{"key": "below", "value": below}]
 
 
-async def test_unicode_values(client: Client, mem: Path):
+async def test_unicode_values(client: Client, files: FolderFiles):
     value = 'naïve ☃ 日本語\nsecond line\ttab \\ "quoted"'
     await ok(client, "write_memory", key="ünï", value=value)
     assert await ok(client, "read_memory", key="ünï") == value
-    assert "☃" in (mem / "ünï.json").read_text(encoding="utf-8")
+    assert "☃" in files.read_text("ünï.json")
 
 
 # -- the shared folder ------------------------------------------------------------
@@ -331,14 +353,13 @@ async def test_file_made_by_memory_create_is_a_key(client: Client):
     assert "No memory stored" in await err(client, "read_memory", key="todo")
 
 
-async def test_malformed_and_binary_json_files_never_crash(client: Client, mem: Path):
-    mem.mkdir()
-    (mem / "broken.json").write_text('{"key": "broken", "value": ')
-    (mem / "other.json").write_text('{"key": "other", "value": 5}')
-    (mem / "renamed.json").write_text('{"key": "original", "value": "kept"}')
-    (mem / "deep.json").write_text("[" * 100_000)
-    (mem / "binary.json").write_bytes(b"\xff\xfe\x00binary")
-    (mem / "adir.json").mkdir()
+async def test_malformed_and_binary_json_files_never_crash(client: Client, files: FolderFiles):
+    files.write_text("broken.json", '{"key": "broken", "value": ')
+    files.write_text("other.json", '{"key": "other", "value": 5}')
+    files.write_text("renamed.json", '{"key": "original", "value": "kept"}')
+    files.write_text("deep.json", "[" * 100_000)
+    files.write_bytes("binary.json", b"\xff\xfe\x00binary")
+    files.mkdir("adir.json")
     keys = json.loads(await ok(client, "list_memory_keys"))
     assert keys == ["binary", "broken", "deep", "other", "renamed"]
     assert await ok(client, "read_memory", key="broken") == '{"key": "broken", "value": '
@@ -352,13 +373,14 @@ async def test_malformed_and_binary_json_files_never_crash(client: Client, mem: 
     assert "not UTF-8" in await err(client, "memory_view", path="binary.json")
 
 
-async def test_lock_and_temp_files_never_listed(client: Client, mem: Path):
+@pytest.mark.folder_only("the lock file and the temp files of atomic writes")
+async def test_lock_and_temp_files_never_listed(client: Client, mem: Path, files: FolderFiles):
     await ok(client, "write_memory", key="k", value="v")
-    assert (mem / ".dpt.lock").exists()  # the mutating tool took the file lock
-    (mem / ".dpt-tmp-0123.json").write_text('{"key": "tmp", "value": "v"}')
-    (mem / ".hidden.json").write_text('{"key": "hidden", "value": "v"}')
-    (mem / ".hiddendir").mkdir()
-    (mem / ".hiddendir" / "x.txt").write_text("x")
+    assert files.exists(".dpt.lock")  # the mutating tool took the file lock
+    files.write_text(".dpt-tmp-0123.json", '{"key": "tmp", "value": "v"}')
+    files.write_text(".hidden.json", '{"key": "hidden", "value": "v"}')
+    files.mkdir(".hiddendir")
+    files.write_text(".hiddendir/x.txt", "x")
     assert json.loads(await ok(client, "list_memory_keys")) == ["k"]
     assert [r["key"] for r in json.loads(await ok(client, "search_memory", query=""))] == ["k"]
     listing = (await ok(client, "memory_view", path="/")).splitlines()[1:]
@@ -370,9 +392,10 @@ async def test_lock_and_temp_files_never_listed(client: Client, mem: Path):
 
 
 @pytest.mark.parametrize("path", [".dpt.lock", "/.dpt-tmp-x", "sub/.dpt-tmp-y", ".dpt"])
-async def test_reserved_names_refused(client: Client, mem: Path, path: str):
+async def test_reserved_names_refused(client: Client, mem: Path, files: FolderFiles, path: str):
     await ok(client, "write_memory", key="k", value="v")
-    lock_inode = (mem / ".dpt.lock").stat().st_ino
+    folder = files.backend == "folder"
+    lock_inode = (mem / ".dpt.lock").stat().st_ino if folder else 0
     assert "reserved" in await err(client, "memory_view", path=path)
     assert "reserved" in await err(client, "memory_create", path=path, file_text="x")
     assert "reserved" in await err(
@@ -383,14 +406,14 @@ async def test_reserved_names_refused(client: Client, mem: Path, path: str):
     )
     assert "reserved" in await err(client, "memory_delete", path=path)
     assert "reserved" in await err(client, "memory_rename", old_path="k.json", new_path=path)
-    assert (mem / ".dpt.lock").stat().st_ino == lock_inode
-    assert (mem / "k.json").exists()
+    assert not folder or (mem / ".dpt.lock").stat().st_ino == lock_inode
+    assert files.exists("k.json")
 
 
 # -- file tools -------------------------------------------------------------------
 
 
-async def test_view_directory_two_levels_with_sizes(client: Client, mem: Path):
+async def test_view_directory_two_levels_with_sizes(client: Client):
     await ok(client, "memory_create", path="a.txt", file_text="x" * 2048)
     await ok(client, "memory_create", path="d1/b.txt", file_text="hi")
     await ok(client, "memory_create", path="d1/d2/too_deep.txt", file_text="deep")
@@ -444,16 +467,17 @@ async def test_view_file_and_ranges(client: Client):
     )
 
 
-async def test_create(client: Client, mem: Path):
+async def test_create(client: Client, mem: Path, files: FolderFiles):
     text = await ok(client, "memory_create", path="/x/y/z.md", file_text="hello\n")
     assert text == "File created successfully at: /x/y/z.md"
-    assert (mem / "x" / "y" / "z.md").read_text() == "hello\n"
-    assert (mem / "x" / "y" / "z.md").stat().st_mode & 0o077 == 0
+    assert files.read_text("x/y/z.md") == "hello\n"
+    if files.backend == "folder":
+        assert (mem / "x" / "y" / "z.md").stat().st_mode & 0o077 == 0
     assert (
         await err(client, "memory_create", path="x/y/z.md", file_text="other")
         == "File /x/y/z.md already exists"
     )
-    assert (mem / "x" / "y" / "z.md").read_text() == "hello\n"
+    assert files.read_text("x/y/z.md") == "hello\n"
     assert "already exists" in await err(client, "memory_create", path="x", file_text="d")
     await err(client, "memory_create", path="/", file_text="root")
     assert "parent folders is a file" in await err(
@@ -462,7 +486,7 @@ async def test_create(client: Client, mem: Path):
     await err(client, "memory_create", path="n.txt", file_text=7)
 
 
-async def test_str_replace(client: Client, mem: Path):
+async def test_str_replace(client: Client, files: FolderFiles):
     await ok(client, "memory_create", path="f.txt", file_text="a\nb\nc\nd\ne\nf\ng\n")
     text = await ok(client, "memory_str_replace", path="f.txt", old_str="d", new_str="D1\nD2")
     assert text == (
@@ -470,14 +494,14 @@ async def test_str_replace(client: Client, mem: Path):
         "(with line numbers):\n"
         "     2\tb\n     3\tc\n     4\tD1\n     5\tD2\n     6\te\n     7\tf"
     )
-    assert (mem / "f.txt").read_text() == "a\nb\nc\nD1\nD2\ne\nf\ng\n"
+    assert files.read_text("f.txt") == "a\nb\nc\nD1\nD2\ne\nf\ng\n"
     assert "did not appear verbatim in /f.txt" in await err(
         client, "memory_str_replace", path="f.txt", old_str="zzz", new_str="y"
     )
     await ok(client, "memory_str_replace", path="f.txt", old_str="g", new_str="D1")
     message = await err(client, "memory_str_replace", path="f.txt", old_str="D1", new_str="y")
     assert "Multiple occurrences of old_str `D1` in lines: 4, 8" in message
-    assert (mem / "f.txt").read_text() == "a\nb\nc\nD1\nD2\ne\nf\nD1\n"
+    assert files.read_text("f.txt") == "a\nb\nc\nD1\nD2\ne\nf\nD1\n"
     assert "must not be empty" in await err(
         client, "memory_str_replace", path="f.txt", old_str="", new_str="y"
     )
@@ -492,19 +516,19 @@ async def test_str_replace(client: Client, mem: Path):
     # Occurrences are counted as str.count does (Anthropic's tool): overlaps are one.
     await ok(client, "memory_create", path="o.txt", file_text="aaa")
     await ok(client, "memory_str_replace", path="o.txt", old_str="aa", new_str="b")
-    assert (mem / "o.txt").read_text() == "ba"
+    assert files.read_text("o.txt") == "ba"
     await ok(client, "memory_str_replace", path="f.txt", old_str="\nb\n", new_str="\n")
-    assert (mem / "f.txt").read_text().startswith("a\nc\n")
+    assert files.read_text("f.txt").startswith("a\nc\n")
 
 
-async def test_insert(client: Client, mem: Path):
+async def test_insert(client: Client, files: FolderFiles):
     await ok(client, "memory_create", path="f.txt", file_text="one\ntwo\n")
     text = await ok(client, "memory_insert", path="f.txt", insert_line=0, insert_text="zero")
     assert text.startswith("The file /f.txt has been edited.")
     assert "     1\tzero" in text
     await ok(client, "memory_insert", path="f.txt", insert_line=3, insert_text="three\n")
     await ok(client, "memory_insert", path="f.txt", insert_line=2, insert_text="1.5a\n1.5b")
-    assert (mem / "f.txt").read_text() == "zero\none\n1.5a\n1.5b\ntwo\nthree\n"
+    assert files.read_text("f.txt") == "zero\none\n1.5a\n1.5b\ntwo\nthree\n"
     message = await err(client, "memory_insert", path="f.txt", insert_line=7, insert_text="x")
     assert message == "Invalid `insert_line` parameter: 7. It should be within the range [0, 6]."
     assert "[0, 6]" in await err(
@@ -520,50 +544,54 @@ async def test_insert(client: Client, mem: Path):
     )
     await ok(client, "memory_create", path="nonl.txt", file_text="a\nb")
     await ok(client, "memory_insert", path="nonl.txt", insert_line=2, insert_text="c")
-    assert (mem / "nonl.txt").read_text() == "a\nb\nc\n"
+    assert files.read_text("nonl.txt") == "a\nb\nc\n"
 
 
-async def test_delete_file_and_folder(client: Client, mem: Path):
+async def test_delete_file_and_folder(client: Client, files: FolderFiles):
     await ok(client, "memory_create", path="f.txt", file_text="x")
     await ok(client, "memory_create", path="d/e/g.txt", file_text="x")
     assert await ok(client, "memory_delete", path="/f.txt") == "Successfully deleted /f.txt"
-    assert not (mem / "f.txt").exists()
+    assert not files.exists("f.txt")
     assert await ok(client, "memory_delete", path="d") == "Successfully deleted /d"
-    assert not (mem / "d").exists()
+    assert not files.exists("d")
     assert await err(client, "memory_delete", path="d") == "The path /d does not exist"
-    assert mem.is_dir()
+    assert files.is_dir("")
 
 
 @pytest.mark.parametrize("path", ["", ".", "/", "//", "sub/..", "./sub/../.", "rootlink", "sub/up"])
-async def test_root_deletion_refused(client: Client, mem: Path, path: str):
+async def test_root_deletion_refused(client: Client, mem: Path, files: FolderFiles, path: str):
     await ok(client, "memory_create", path="sub/keep.txt", file_text="keep")
-    (mem / "rootlink").symlink_to(mem)
-    (mem / "sub" / "up").symlink_to("..")
+    folder = files.backend == "folder"
+    if folder:
+        (mem / "rootlink").symlink_to(mem)
+        (mem / "sub" / "up").symlink_to("..")
+    elif path in ("rootlink", "sub/up"):
+        pytest.skip("symlinks are a folder's")
     message = await err(client, "memory_delete", path=path)
     assert "Cannot delete the memory directory itself" in message
-    assert (mem / "sub" / "keep.txt").read_text() == "keep"
-    assert (mem / "rootlink").is_symlink()
+    assert files.read_text("sub/keep.txt") == "keep"
+    assert not folder or (mem / "rootlink").is_symlink()
     assert "itself" in await err(client, "memory_rename", old_path=path, new_path="moved")
 
 
-async def test_rename(client: Client, mem: Path):
+async def test_rename(client: Client, files: FolderFiles):
     await ok(client, "memory_create", path="a.txt", file_text="A")
     await ok(client, "memory_create", path="b.txt", file_text="B")
     text = await ok(client, "memory_rename", old_path="a.txt", new_path="/new/dir/c.txt")
     assert text == "Successfully renamed /a.txt to /new/dir/c.txt"
-    assert (mem / "new" / "dir" / "c.txt").read_text() == "A" and not (mem / "a.txt").exists()
+    assert files.read_text("new/dir/c.txt") == "A" and not files.exists("a.txt")
     assert (
         await err(client, "memory_rename", old_path="new/dir/c.txt", new_path="b.txt")
         == "The destination /b.txt already exists"
     )
-    assert (mem / "b.txt").read_text() == "B"
+    assert files.read_text("b.txt") == "B"
     assert (
         await err(client, "memory_rename", old_path="ghost", new_path="g2")
         == "The path /ghost does not exist"
     )
-    assert not (mem / "g2").exists()
+    assert not files.exists("g2")
     await ok(client, "memory_rename", old_path="new", new_path="moved")
-    assert (mem / "moved" / "dir" / "c.txt").exists()
+    assert files.exists("moved/dir/c.txt")
     assert "into itself" in await err(client, "memory_rename", old_path="moved", new_path="moved/x")
     assert "already exists" in await err(client, "memory_rename", old_path="b.txt", new_path="/")
     # renaming a key file renames the key
@@ -588,7 +616,7 @@ async def test_nul_bytes_in_paths(client: Client):
 # -- containment ------------------------------------------------------------------
 
 
-async def test_dotdot_cannot_leave(client: Client, mem: Path, outside: Path):
+async def test_dotdot_cannot_leave(client: Client, files: FolderFiles, outside: Path):
     before = snapshot(outside)
     escape = "../outside/secret.txt"
     assert "would escape the memory directory" in await err(client, "memory_view", path=escape)
@@ -603,10 +631,10 @@ async def test_dotdot_cannot_leave(client: Client, mem: Path, outside: Path):
     await err(client, "memory_rename", old_path="mine.txt", new_path="../outside/mine.txt")
     await err(client, "memory_view", path="..")
     assert snapshot(outside) == before
-    assert (mem / "mine.txt").read_text() == "mine"
+    assert files.read_text("mine.txt") == "mine"
 
 
-async def test_absolute_paths_stay_inside(client: Client, mem: Path, outside: Path):
+async def test_absolute_paths_stay_inside(client: Client, files: FolderFiles, outside: Path):
     before = snapshot(outside)
     secret = str(outside / "secret.txt")
     # A leading "/" means the memory directory, so absolute host paths land inside it.
@@ -614,12 +642,13 @@ async def test_absolute_paths_stay_inside(client: Client, mem: Path, outside: Pa
     await err(client, "memory_str_replace", path=secret, old_str="top", new_str="no")
     await err(client, "memory_delete", path=str(outside))
     await ok(client, "memory_create", path=str(outside / "new.txt"), file_text="inside")
-    assert (mem / outside.relative_to("/") / "new.txt").read_text() == "inside"
+    assert files.read_text(f"{outside.relative_to('/')}/new.txt") == "inside"
     await err(client, "memory_view", path="/etc/passwd")
     await err(client, "memory_view", path="~/x")
     assert snapshot(outside) == before
 
 
+@pytest.mark.folder_only("symlinks")
 async def test_symlinks_pointing_outside(client: Client, mem: Path, outside: Path):
     mem.mkdir()
     (mem / "filelink.txt").symlink_to(outside / "secret.txt")
@@ -662,14 +691,15 @@ async def test_symlinks_pointing_outside(client: Client, mem: Path, outside: Pat
     assert sorted(p.name for p in outside.parent.iterdir()) == ["mem", "outside"]
 
 
-async def test_symlinks_inside_are_followed(client: Client, mem: Path):
+@pytest.mark.folder_only("symlinks")
+async def test_symlinks_inside_are_followed(client: Client, mem: Path, files: FolderFiles):
     await ok(client, "memory_create", path="real/file.txt", file_text="real\n")
     (mem / "alias").symlink_to("real")
     assert "real" in await ok(client, "memory_view", path="alias/file.txt")
     assert "/alias/" in await ok(client, "memory_view", path="/")
     # deleting a symlink removes the link, never its target
     await ok(client, "memory_delete", path="alias")
-    assert (mem / "real" / "file.txt").read_text() == "real\n"
+    assert files.read_text("real/file.txt") == "real\n"
 
 
 # -- two servers, atomicity, concurrency ------------------------------------------
@@ -717,8 +747,7 @@ def test_failed_write_keeps_old_content(monkeypatch, mem: Path, fail_in: str):
     assert [p.name for p in mem.iterdir() if p.name.startswith(".dpt-tmp-")] == []
 
 
-def test_concurrent_mutations_lose_nothing(mem: Path):
-    store = MemoryStore(mem)
+def test_concurrent_mutations_lose_nothing(store, files: FolderFiles):
     store.create("log.txt", "")
     store.write("counter", "")
     errors: list[BaseException] = []
@@ -731,7 +760,7 @@ def test_concurrent_mutations_lose_nothing(mem: Path):
             store.write(f"key{n}", f"value {n}")
             # read-modify-write of a shared file through str_replace: retry on a stale read
             while True:
-                current = (mem / "counter.json").read_text()
+                current = files.read_text("counter.json")
                 data = json.loads(current)
                 try:
                     store.str_replace(
@@ -751,12 +780,13 @@ def test_concurrent_mutations_lose_nothing(mem: Path):
     for thread in threads:
         thread.join(timeout=30)
     assert not errors, errors
-    lines = (mem / "log.txt").read_text().splitlines()
+    lines = files.read_text("log.txt").splitlines()
     assert sorted(lines) == sorted(f"line {n}" for n in range(50))
     keys = json.loads(store.list_keys())
     assert sorted(keys) == sorted(["counter", *(f"key{n}" for n in range(50))])
     assert store.read("counter") == "x" * 50
-    assert [p.name for p in mem.iterdir() if p.name.startswith(".dpt-tmp-")] == []
+    if files.backend == "folder":
+        assert [p.name for p in files.root.iterdir() if p.name.startswith(".dpt-tmp-")] == []
 
 
 def test_store_messages_directly(mem: Path):
@@ -793,8 +823,7 @@ async def test_runs_over_stdio(tmp_path: Path):
 # -- lock hold time (issue 12): slow work before the locks, bounded refusals -------------
 
 
-def test_many_occurrences_are_refused_with_a_bounded_message(mem: Path):
-    store = MemoryStore(mem)
+def test_many_occurrences_are_refused_with_a_bounded_message(store, files: FolderFiles):
     store.create("big.txt", "a\n" * 200_000)
     with pytest.raises(MemoryStoreError) as caught:
         store.str_replace("big.txt", "a", "b")
@@ -802,7 +831,7 @@ def test_many_occurrences_are_refused_with_a_bounded_message(mem: Path):
     assert "occurs 200,000 times; the first 20 are in lines: 1, 2, 3," in message
     assert message.endswith(", 19, 20. Please ensure it is unique")
     assert len(message) < 300
-    assert (mem / "big.txt").read_text() == "a\n" * 200_000
+    assert files.read_text("big.txt") == "a\n" * 200_000
 
 
 def test_a_refused_edit_takes_no_lock(mem: Path):
@@ -956,8 +985,7 @@ def test_concurrent_inserts_into_one_file_take_the_locks_once_each(mem: Path):
     assert sorted(store.entries.values()) == [1] * 8, store.entries
 
 
-def test_write_memory_names_the_previous_key_of_a_large_value(mem: Path):
-    store = MemoryStore(mem)
+def test_write_memory_names_the_previous_key_of_a_large_value(store):
     store.write("a/b", "x" * 3_000_000)
     assert store.write("a_b", "small") == (
         "Memory 'a_b' saved, replacing the value of 'a/b' (same file a_b.json)."

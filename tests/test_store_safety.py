@@ -19,6 +19,7 @@ from conftest import launched, snapshot, text_of
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from memory_helpers import FolderFiles, RedisFiles
 
 from doc_processing_std_tools import filesystem, memory
 from doc_processing_std_tools.containment import TEMP_PREFIX, Jail
@@ -44,6 +45,10 @@ async def call(client: Client, tool: str, args: dict[str, Any]) -> tuple[bool, s
 @pytest.fixture
 def mem_world(tmp_path: Path) -> Path:
     """tmp/mem (the memory directory) with a few entries, and tmp/outside beside it."""
+    return make_mem_world(tmp_path)
+
+
+def make_mem_world(tmp_path: Path) -> Path:
     mem = tmp_path / "mem"
     (mem / "d" / "inner").mkdir(parents=True)
     (mem / "d" / "f.md").write_text("in d\n")
@@ -55,9 +60,45 @@ def mem_world(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def mem_client(mem_world: Path) -> AsyncIterator[Client]:
-    async with Client(memory.create_server(memory.Settings(memory_dir=mem_world))) as c:
+def mem_files(memory_backend: dict[str, Any], tmp_path: Path) -> FolderFiles:
+    """mem_world's entries on each backend (see conftest's ``memory_backend``)."""
+    if memory_backend.get("backend") != "redis":
+        return FolderFiles(make_mem_world(tmp_path))
+    files = RedisFiles(str(memory_backend["url"]), str(memory_backend["namespace"]))
+    files.mkdir("d/inner")
+    files.write_text("d/f.md", "in d\n")
+    files.write_text("exists.md", "one\ntwo\ntwo\n")
+    files.mkdir("folder.json")
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("secret\n")
+    return files
+
+
+def mem_state(files: FolderFiles, base: Path) -> tuple[Any, ...]:
+    """Everything a memory call could change: the folders under *base*, and on Redis the
+    namespace's four hashes (its change counter included: a refusal must not move it)."""
+    if not isinstance(files, RedisFiles):
+        return (state(base),)
+    return (state(base), *(files.redis.hgetall(key) for key in files.memory.keys))
+
+
+async def _client(settings: memory.Settings) -> AsyncIterator[Client]:
+    async with Client(memory.create_server(settings)) as c:
         await call(c, "write_memory", {"key": "warm", "value": "creates the lock file"})
+        yield c
+
+
+@pytest.fixture
+async def mem_client(
+    memory_backend: dict[str, Any], mem_files: FolderFiles
+) -> AsyncIterator[Client]:
+    async for c in _client(memory.Settings(**memory_backend)):
+        yield c
+
+
+@pytest.fixture
+async def folder_mem_client(mem_world: Path) -> AsyncIterator[Client]:
+    async for c in _client(memory.Settings(memory_dir=mem_world)):
         yield c
 
 
@@ -133,17 +174,18 @@ MEMORY_REFUSALS: list[tuple[str, dict[str, Any]]] = [
 
 @pytest.mark.parametrize(("tool", "args"), MEMORY_REFUSALS)
 async def test_a_refused_memory_call_changes_nothing(
-    mem_client: Client, mem_world: Path, tool: str, args: dict[str, Any]
+    mem_client: Client, mem_files: FolderFiles, tmp_path: Path, tool: str, args: dict[str, Any]
 ) -> None:
-    before = state(mem_world.parent)
+    before = mem_state(mem_files, tmp_path)
     is_error, text = await call(mem_client, tool, args)
     assert is_error, text
-    assert state(mem_world.parent) == before, text
+    assert mem_state(mem_files, tmp_path) == before, text
 
 
 async def test_memory_create_with_the_memory_dirs_own_absolute_path(
-    mem_client: Client, mem_world: Path
+    folder_mem_client: Client, mem_world: Path
 ) -> None:
+    mem_client = folder_mem_client
     before = state(mem_world.parent)
     escape = f"{mem_world}/../outside/secret.txt"
     is_error, text = await call(mem_client, "memory_create", {"path": escape, "file_text": "x"})
@@ -236,14 +278,18 @@ WRITE_RESULTS_BOUNDED = {
 REPLY_LIMIT = 8 * 1024
 
 
-def servers_to_fuzz(base: Path) -> dict[str, Any]:
+def servers_to_fuzz(base: Path, redis_url: str | None = None) -> dict[str, Any]:
     (base / "mem").mkdir(parents=True, exist_ok=True)
     (base / "root").mkdir(exist_ok=True)
     (base / "root" / "a.txt").write_text("alpha\n")
-    return {
+    servers = {
         "memory": memory.create_server(memory.Settings(memory_dir=base / "mem")),
         "filesystem": filesystem.create_server(filesystem.Settings(roots=[base / "root"])),
     }
+    if redis_url is not None:
+        settings = memory.Settings(url=redis_url, namespace=f"fuzz-{os.getpid()}-{base.name}")
+        servers["memory on redis"] = memory.create_server(settings)
+    return servers
 
 
 def fuzz_calls(tools: dict[str, dict[str, Any]]) -> st.SearchStrategy:
@@ -262,9 +308,12 @@ def fuzz_calls(tools: dict[str, dict[str, Any]]) -> st.SearchStrategy:
     return st.lists(one(), min_size=1, max_size=8)
 
 
-@pytest.mark.parametrize("server_name", ["memory", "filesystem"])
-def test_bad_arguments_fuzz_gets_short_readable_errors(tmp_path: Path, server_name: str) -> None:
-    server = servers_to_fuzz(tmp_path)[server_name]
+@pytest.mark.parametrize("server_name", ["memory", "filesystem", "memory on redis"])
+def test_bad_arguments_fuzz_gets_short_readable_errors(
+    tmp_path: Path, server_name: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue("redis_url") if server_name == "memory on redis" else None
+    server = servers_to_fuzz(tmp_path, url)[server_name]
 
     async def schemas() -> dict[str, dict[str, Any]]:
         async with Client(server) as c:

@@ -21,7 +21,12 @@ from .stores import MemoryStore, SessionStores
 
 def instructions(settings: Settings) -> str:
     """The server instructions, ending with where the memory lives."""
-    if settings.follows_client_roots:
+    if settings.on_redis:
+        from .redis_store import redact
+
+        store = redact(settings.url) if settings.url else "the embedded redis-server"
+        where = f"The memory is kept in Redis ({store}), namespace {settings.namespace}."
+    elif settings.follows_client_roots:
         where = (
             f"The memory folder is {MEMORY_FOLDER_NAME} in the first folder your client shares "
             f"as an MCP root, else {settings.memory_dir}."

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from .. import workspace
 from ..settings import ServerSettings, resolve_path
@@ -74,6 +74,23 @@ class Settings(ServerSettings):
         ),
     )
 
+    backend: Literal["folder", "redis", "embedded"] = Field(
+        default="folder",
+        description="Where the memories live: folder (memory_dir), redis (url: Redis or Valkey) "
+        "or embedded (the private redis-server popoto-memory starts, one per user). Default: "
+        "folder, or redis when url is set.",
+    )
+    url: str | None = Field(
+        default=None,
+        description="backend redis: redis://[:PASSWORD@]HOST:PORT/DB (also rediss://, valkey://, "
+        "valkeys://); ${VAR} in the config keeps the password out of it.",
+    )
+    namespace: str = Field(
+        default="default",
+        description="backend redis or embedded: the store's name in that Redis; every key of it "
+        "is under the hash tag {namespace}, so one namespace is one cluster slot.",
+    )
+
     _source: str = PrivateAttr(default=FROM_SETTING)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -94,7 +111,53 @@ class Settings(ServerSettings):
 
     @property
     def follows_client_roots(self) -> bool:
-        return self._source == FROM_USER_DATA
+        return self._source == FROM_USER_DATA and self.backend == "folder"
+
+    @field_validator("url", mode="after")
+    @classmethod
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from .redis_store import split_store_url
+
+        value = value.strip()
+        split_store_url(value)  # refuses other schemes
+        if "?" in value:
+            raise ValueError("set the namespace with the namespace setting, not in the url")
+        return value
+
+    @field_validator("namespace", mode="after")
+    @classmethod
+    def _check_namespace(cls, value: str) -> str:
+        from .redis_store import namespace_problem
+
+        problem = namespace_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_means_redis(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("url") is not None and "backend" not in data:
+            return {**data, "backend": "redis"}
+        return data
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> Settings:
+        if self.backend == "redis" and self.url is None:
+            raise ValueError("backend redis needs a url: set 'url' (redis://HOST:PORT/DB)")
+        if self.backend != "redis" and self.url is not None:
+            raise ValueError(f"'url' only applies to backend: redis, not {self.backend}")
+        if self.backend == "folder" and "namespace" in self.model_fields_set:
+            raise ValueError("'namespace' only applies to backend: redis or embedded")
+        if self.backend != "folder" and "memory_dir" in self.model_fields_set:
+            raise ValueError(f"'memory_dir' only applies to backend: folder, not {self.backend}")
+        return self
+
+    @property
+    def on_redis(self) -> bool:
+        return self.backend != "folder"
 
     @field_validator("memory_dir", mode="before")
     @classmethod
@@ -114,6 +177,11 @@ class Settings(ServerSettings):
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
     """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
+    if settings.on_redis:
+        from .redis_store import redact
+
+        where = redact(settings.url) if settings.url else "the embedded redis-server (per user)"
+        return [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
     path = settings.memory_dir
     state = "exists" if path.is_dir() else "created on first use"
     if settings.follows_client_roots:
@@ -127,7 +195,13 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
 
 
 def check(settings: Settings) -> list[tuple[str, str]]:
-    """(level, message) problems for ``dpt-launch --check`` and start-up (nothing created)."""
+    """(level, message) problems for ``dpt-launch --check`` and start-up (nothing created).
+
+    On Redis, one PING: wrong credentials are a wrong setting (FAIL); an unreachable or
+    missing server is this machine's lack (UNAVAILABLE: the launcher skips memory-tools,
+    --check says FAIL)."""
+    if settings.on_redis:
+        return _redis_check(settings)
     why = workspace.writable_reason(settings.memory_dir)
     if why is None:
         return []
@@ -136,3 +210,38 @@ def check(settings: Settings) -> list[tuple[str, str]]:
 
 def _fix() -> str:
     return f"set ${ENV_MEMORY_DIR} or the memory_dir setting to a writable folder"
+
+
+MISSING_REDIS = (
+    "memory-tools: backend redis and embedded need the optional dependency 'redis': "
+    "pip install 'doc-processing-std-tools[redis]'"
+)
+
+
+def _redis_check(settings: Settings) -> list[tuple[str, str]]:
+    from ..servers import FAIL, UNAVAILABLE
+
+    try:
+        import redis  # noqa: F401
+    except ImportError:
+        return [(UNAVAILABLE, MISSING_REDIS)]
+
+    if settings.backend == "embedded":
+        from ..embedded_redis import INSTALL_HINT, find_executable
+
+        if find_executable() is None:
+            return [
+                (
+                    UNAVAILABLE,
+                    f"memory-tools: backend embedded needs a redis-server: {INSTALL_HINT}, "
+                    "or set 'backend: redis' and 'url'",
+                )
+            ]
+        return []
+    from .redis_store import RedisMemory
+
+    problem = RedisMemory(settings.url, settings.namespace).ping()
+    if problem is None:
+        return []
+    level = FAIL if "refused the credentials" in problem else UNAVAILABLE
+    return [(level, f"memory-tools: {problem}")]

@@ -21,6 +21,35 @@ class MemoryStore(KeyValueStore, FileCommands):
     raise :class:`MemoryStoreError` with the message for the user."""
 
 
+def open_store(settings: Settings) -> Any:
+    """The store the settings name: a :class:`MemoryStore` on the folder, or a
+    :class:`~.redis_store.RedisMemoryStore` on the Redis namespace (nothing connects yet)."""
+    if not settings.on_redis:
+        return MemoryStore(settings.memory_dir)
+    from .redis_store import RedisMemory, RedisMemoryStore
+
+    if settings.backend == "embedded":
+        return RedisMemoryStore(RedisMemory(None, settings.namespace, connect_url=_embedded_url))
+    return RedisMemoryStore(RedisMemory(settings.url, settings.namespace))
+
+
+_EMBEDDED: Any = None
+_EMBEDDED_LOCK = threading.Lock()
+
+
+def _embedded_url() -> str:
+    """The url of the per-user redis-server popoto-memory shares, started (or restarted) here."""
+    global _EMBEDDED
+    from ..embedded_redis import EmbeddedRedis
+    from ..popoto_memory.settings import default_data_dir
+
+    with _EMBEDDED_LOCK:
+        if _EMBEDDED is None:
+            _EMBEDDED = EmbeddedRedis(default_data_dir())
+        _EMBEDDED.ensure_running()
+        return str(_EMBEDDED.url())
+
+
 class SessionStores:
     """The :class:`MemoryStore` for the tool call running now.
 
@@ -32,7 +61,7 @@ class SessionStores:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.default = MemoryStore(settings.memory_dir)
+        self.default: Any = open_store(settings)
         self._stores: dict[Path, MemoryStore] = {}
         self._lock = threading.Lock()
 

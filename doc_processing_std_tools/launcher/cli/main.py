@@ -50,6 +50,8 @@ Other verbs (each has --help):
                                                 OAuth login to a url server with auth: oauth
   dpt-launch login --list --config F            each OAuth server's login state and expiry
   dpt-launch logout NAME --config F             forget that login
+  dpt-launch memory copy FROM TO [--merge]     copy a memory-tools store (folder path or
+                                                redis://HOST:PORT/DB?namespace=NS), verified
 """
 
 EPILOG = """\
@@ -111,13 +113,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-VERBS = ("tools", "call", "client-config", "init", "connect", "login", "logout")
+VERBS = ("tools", "call", "client-config", "init", "connect", "login", "logout", "memory")
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
     """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form)."""
     from . import verbs
 
+    if verb == "memory":
+        from . import memory_copy
+
+        _setup_logging("WARNING")
+        return memory_copy.main(argv)
     if verb == "connect":
         from . import connect
 
