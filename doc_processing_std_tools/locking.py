@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from . import APP_NAME
+from .telemetry import lock_waited
 
 
 class _ThreadWaiter:
@@ -233,10 +234,13 @@ class LockWaitTimeout(Exception):
 def _acquire_for_call() -> None:
     """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one."""
     deadline = CALL_DEADLINE.get()
+    started = time.perf_counter()
     if deadline is None:
         PROCESS_LOCK.acquire()
     elif not PROCESS_LOCK.acquire(timeout=deadline - time.monotonic()):
+        lock_waited(time.perf_counter() - started)
         raise LockWaitTimeout("the process lock stayed taken until the call's timeout")
+    lock_waited(time.perf_counter() - started)
 
 
 def _held_by_caller() -> bool:
@@ -422,7 +426,11 @@ async def hold_async() -> AsyncIterator[None]:
     Sync work this call hands to worker threads sees the hold, so a tool that takes
     :func:`exclusive` itself does not wait for the lock its own caller holds.
     """
-    await PROCESS_LOCK.acquire_async()
+    started = time.perf_counter()
+    try:
+        await PROCESS_LOCK.acquire_async()
+    finally:  # (a wait cut short by the call's timeout is a wait too)
+        lock_waited(time.perf_counter() - started)
     hold = object()
     PROCESS_LOCK.owner = hold
     token = _HOLD.set(hold)

@@ -254,6 +254,24 @@ class ServerEntry(_Strict):
         return bool(self.command or self.url)
 
 
+class TelemetryConfig(_Strict):
+    """Metrics and traces (docs/launcher.md#telemetry)."""
+
+    metrics: bool = True  # GET /metrics on the HTTP transport (Prometheus text format)
+    otlp_endpoint: str | None = None  # an OTLP/HTTP collector: one span per tool call goes there
+    service_name: str | None = None  # the spans' service.name (default: the config's name)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(
+                f"otlp_endpoint must be an http:// or https:// URL, e.g. "
+                f"http://127.0.0.1:4318, not {value[:200]!r}"
+            )
+        return value
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -261,6 +279,7 @@ class LauncherConfig(_Strict):
     instructions: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     transport: TransportConfig = Field(default_factory=TransportConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     servers: dict[str, ServerEntry]
 
     @field_validator("transport", mode="before")

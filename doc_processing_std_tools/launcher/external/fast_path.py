@@ -246,11 +246,13 @@ class FastPath:
                 try:
                     if target.plain_call is not None:
                         reply = await target.tool.guarded(
-                            lambda: _call_plainly(target, request_id, params)
+                            lambda: _call_plainly(target, request_id, params),
+                            meta=params.get("_meta"),
                         )
                     else:
                         reply = await target.tool.guarded(
-                            lambda: self._forward(target, request_id, params)
+                            lambda: self._forward(target, request_id, params),
+                            meta=params.get("_meta"),
                         )
                 except ToolError as exc:
                     reply = error_result(request_id, str(exc))

@@ -177,7 +177,9 @@ class ToolRelay:
         params: Mapping[str, Any] = ctx.params
         try:
             result = await target.tool.guarded(
-                lambda: self._forward(target, params, ctx.session, ctx.request_id)
+                lambda: self._forward(target, params, ctx.session, ctx.request_id),
+                meta=params.get("_meta"),
+                headers=getattr(ctx.request, "headers", None),  # (HTTP: a Starlette request)
             )
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}

@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ...seams import additional_http_routes, lifespan_manager, low_level_server
+from ...seams import (
+    additional_http_routes,
+    lifespan_manager,
+    low_level_server,
+    open_http_sessions,
+)
 from ..config.schema import TransportConfig
 from .asgi import (
     AccessLog,
@@ -51,6 +56,8 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
     from starlette.applications import Starlette
 
+    from ...telemetry import Metrics
+
     # each server's state for ``/ready``: {name: {"state", "required"[, "reason"]}}
     ServerStates = Callable[[], dict[str, dict[str, Any]]]
 
@@ -63,9 +70,14 @@ FD_RESERVE = 64  # descriptors kept free for files, pipes and children
 
 
 async def serve_http(
-    root: FastMCP, states: ServerStates, transport: TransportConfig, listener: socket.socket
+    root: FastMCP,
+    states: ServerStates,
+    transport: TransportConfig,
+    listener: socket.socket,
+    metrics: Metrics | None = None,
 ) -> None:
-    """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds."""
+    """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
+    With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections)."""
     import uvicorn
 
     soft_limit = raise_open_file_limit()
@@ -78,7 +90,7 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(root, states, transport, requests)
+    app = build_app(root, states, transport, requests, metrics)
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -92,6 +104,8 @@ async def serve_http(
         access_log=False,  # AccessLog below writes one line per request
     )
     server = quiet_signal_server(config)
+    if metrics is not None:
+        metrics.gauges.connections = lambda: len(server.server_state.connections)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, server, requests, transport.shutdown_grace)
         async with lifespan_manager(root):
@@ -209,8 +223,10 @@ def build_app(
     states: ServerStates,
     transport: TransportConfig,
     requests: InFlight | None = None,
+    metrics: Metrics | None = None,
 ) -> Starlette:
-    """The ASGI app: guards, auth, /health, /ready and the MCP endpoint."""
+    """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
+    endpoint."""
     from fastmcp.server.auth.middleware import RequireAuthMiddleware
     from fastmcp.server.http import (
         HostOriginGuardMiddleware,
@@ -258,6 +274,11 @@ def build_app(
     routes = [
         Route("/health", endpoint=_health, methods=["GET"]),
         Route("/ready", endpoint=protected(Readiness(states)), methods=["GET"]),
+        *(
+            [Route("/metrics", endpoint=protected(Exposition(metrics)), methods=["GET"])]
+            if metrics is not None
+            else []
+        ),
         Route(
             transport.path,
             endpoint=protected(mcp_endpoint),
@@ -271,6 +292,8 @@ def build_app(
         async with sessions.run():
             yield
 
+    if metrics is not None:
+        metrics.gauges.sessions = lambda: open_http_sessions(sessions)
     app = create_base_app(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.fastmcp_server = root
     app.state.path = transport.path
@@ -319,6 +342,19 @@ class Readiness:
         ready = all(s["state"] == "up" for s in servers.values() if s["required"])
         body = {"status": "ready" if ready else "not ready", "servers": servers}
         await JSONResponse(body, status_code=200 if ready else 503)(scope, receive, send)
+
+
+class Exposition:
+    """``GET /metrics``: the launcher's metrics in Prometheus text format."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.responses import Response
+
+        body, content_type = self.metrics.render()
+        await Response(body, media_type=content_type)(scope, receive, send)
 
 
 # -- middleware ------------------------------------------------------------------
