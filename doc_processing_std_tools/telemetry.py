@@ -16,6 +16,7 @@ or tracing: importing the package, or a launcher without either, pays nothing.
 from __future__ import annotations
 
 import contextvars
+import errno
 import logging
 import re
 import time
@@ -72,6 +73,35 @@ def store_failed() -> None:
     record = CURRENT_CALL.get()
     if record is not None:
         record.store_failed = True
+
+
+# errnos that say the store itself failed (not that the caller named a missing file)
+_STORE_FAULTS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "EIO",
+        "ENOSPC",
+        "EDQUOT",
+        "EROFS",
+        "EACCES",
+        "EPERM",
+        "ESTALE",
+        "ENOMEM",
+        "EMFILE",
+        "ENFILE",
+        "EBUSY",
+    )
+    if hasattr(errno, name)
+)
+
+
+def note_store_fault(exc: BaseException) -> None:
+    """:func:`store_failed` when *exc*, or the error it was raised while handling, is an
+    ``OSError`` of the store itself (a full or read-only disk, an I/O error, no permission)."""
+    for error in (exc, exc.__cause__, exc.__context__):
+        if isinstance(error, OSError) and error.errno in _STORE_FAULTS:
+            store_failed()
+            return
 
 
 def lock_waited(seconds: float) -> None:
