@@ -111,8 +111,8 @@ def collector() -> Iterator[Collector]:
 def daemon(
     tmp_path_factory: pytest.TempPathFactory, url_server: str, collector: Collector
 ) -> Iterator[Any]:
-    """One HTTP launcher with a token: memory-tools in-process, a command: and a url: server,
-    popoto-memory pointed at a Redis nobody listens on; its spans go to *collector*."""
+    """One HTTP launcher with a token: memory-tools in-process, a command: and a url: server;
+    its spans go to *collector*."""
     folder = tmp_path_factory.mktemp("daemon")
     config = folder / "tools.yaml"
     config.write_text(
@@ -220,6 +220,62 @@ def test_a_call_past_its_timeout_is_counted_as_one(daemon: Any) -> None:
         - value(before, "dpt_tool_calls_total", **labels)
         == 1
     )
+
+
+def test_a_store_fault_is_counted_once_for_its_call() -> None:
+    """A tool's store error raised while handling an OSError of the store (memory-tools' way)
+    counts in dpt_store_errors_total of the call's server; a missing file does not."""
+    import errno
+
+    from doc_processing_std_tools.telemetry import Telemetry
+    from doc_processing_std_tools.wiring import tool_errors
+
+    class StoreError(Exception):
+        pass
+
+    @tool_errors(StoreError)
+    def failing(error: OSError) -> str:
+        try:
+            raise error
+        except OSError:
+            raise StoreError("Cannot write k.md: Input/output error") from None
+
+    telemetry = Telemetry()
+    metrics = telemetry.enable_metrics()
+    assert metrics is not None
+    for error in (OSError(errno.EIO, "I/O"), FileNotFoundError(errno.ENOENT, "no such file")):
+        record = telemetry.begin("notes", "write_memory")
+        record.enter()
+        with pytest.raises(Exception, match="Cannot write"):
+            failing(error)
+        record.end("tool_error")
+    text = metrics.render()[0].decode()
+    assert 'dpt_store_errors_total{server="notes"} 1.0' in text
+    assert (
+        'dpt_tool_calls_total{outcome="tool_error",server="notes",tool="write_memory"} 2.0' in text
+    )
+
+
+@pytest.mark.slow  # (popoto-memory gives up on a Redis that is not there after a few seconds)
+def test_an_unreachable_redis_is_counted_as_a_store_error(tmp_path: Path) -> None:
+    pytest.importorskip("popoto")
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"""
+transport: {{type: http, auth: {{token: {TOKEN}}}}}
+servers:
+  recall:
+    server: popoto-memory
+    settings: {{backend: redis, url: "redis://127.0.0.1:{free_port()}/1", agent_id: m}}
+"""
+    )
+    with http_launcher(config, cwd=tmp_path) as launched:
+        launched.session = open_session(launched.port, headers=AUTH)  # type: ignore[attr-defined]
+        assert call(launched, "memory_search", {"query": "anything"})["isError"] is True
+        after = scrape(launched)
+    assert value(after, "dpt_store_errors_total", server="recall") == 1
+    outcome = {"server": "recall", "tool": "memory_search", "outcome": "tool_error"}
+    assert value(after, "dpt_tool_calls_total", **outcome) == 1
 
 
 def wait_for_spans(collector: Collector, tool: str, count: int) -> list[Any]:
