@@ -22,6 +22,8 @@ neither starves the other, and an async wait never occupies a worker thread (the
 pool is small: 40 threads waiting for the lock would leave none for its holder).
 Calls of servers that take the lock themselves, around their disk work only, are let
 in by :func:`admit_self_locking`, at most half the pool at once, for the same reason.
+Every wait for the lock on behalf of a call is reported to that call's telemetry record
+(:func:`.telemetry.lock_waited`: ``dpt_lock_wait_seconds``).
 """
 
 from __future__ import annotations
