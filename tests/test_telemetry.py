@@ -452,3 +452,50 @@ servers:
     finally:
         await composition.aclose()
     check_spans(exporter, {"memory_save": ("recall", 1), "memory_search": ("recall", 1)})
+
+
+def test_importing_the_package_loads_neither_prometheus_nor_opentelemetry() -> None:
+    code = (
+        "import sys, doc_processing_std_tools.telemetry, doc_processing_std_tools.locking, "
+        "doc_processing_std_tools.wiring\n"
+        "loaded = [m for m in sys.modules if m.startswith(('opentelemetry', 'prometheus_client'))]\n"
+        "assert not loaded, loaded"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_otlp_endpoint_that_is_not_a_url_is_refused_in_one_line(write_config: Any) -> None:
+    from doc_processing_std_tools.launcher.config import ConfigError, load_config
+
+    config = write_config(
+        "telemetry:\n  otlp_endpoint: collector:4318\nservers:\n  notes:\n    server: memory-tools\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    message = str(caught.value)
+    assert ":2: telemetry.otlp_endpoint: " in message and "http://127.0.0.1:4318" in message
+    assert "\n" not in message
+
+
+async def test_an_otlp_endpoint_without_the_otel_extra_names_the_extra(
+    write_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from doc_processing_std_tools import telemetry
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import ConfigError, load_config
+
+    def missing(*_args: object) -> None:
+        raise ModuleNotFoundError("No module named 'opentelemetry.sdk'", name="opentelemetry.sdk")
+
+    monkeypatch.setattr(telemetry.Tracing, "to_otlp", missing)
+    config = write_config(
+        "telemetry: {otlp_endpoint: 'http://127.0.0.1:4318'}\n"
+        "servers:\n  notes:\n    server: memory-tools\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        await compose(load_config(config))
+    assert str(caught.value).endswith(
+        ":1: telemetry.otlp_endpoint: needs the otel extra (opentelemetry.sdk is not installed): "
+        "pip install 'doc-processing-std-tools[otel]'"
+    )
