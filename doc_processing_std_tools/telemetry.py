@@ -111,6 +111,19 @@ def lock_waited(seconds: float) -> None:
         record.lock_waited(seconds)
 
 
+def traced_params(params: dict[str, Any], record: CallRecord | None = None) -> dict[str, Any]:
+    """*params* of a call relayed to another server, its ``_meta`` carrying the trace context of
+    this call's span (of *record*, else of the current call), so the server's own spans are its
+    children; *params* itself when there is no span."""
+    record = record or CURRENT_CALL.get()
+    if record is None or record.span is None:
+        return params
+    carrier = record.trace_context()
+    if not carrier:
+        return params
+    return {**params, "_meta": {**(params.get("_meta") or {}), **carrier}}
+
+
 def result_outcome(result: Any) -> str:
     """``ok`` or ``tool_error`` for what a tool answered: an SDK result dict (relayed), a reply
     line (the fast path) or a fastmcp ``ToolResult``."""
@@ -124,17 +137,36 @@ def result_outcome(result: Any) -> str:
 class CallRecord:
     """One tool call being observed: its start, its span, its lock wait; :meth:`end` once."""
 
-    __slots__ = ("_telemetry", "_token", "server", "span", "started", "store_failed", "tool")
+    __slots__ = (
+        "_otel_token",
+        "_telemetry",
+        "_token",
+        "server",
+        "span",
+        "started",
+        "store_failed",
+        "tool",
+    )
 
     def __init__(self, telemetry: Telemetry, server: str, tool: str, span: Any) -> None:
         self._telemetry, self.server, self.tool, self.span = telemetry, server, tool, span
         self.store_failed = False
         self._token: contextvars.Token[CallRecord | None] | None = None
+        self._otel_token: Any = None
         self.started = time.perf_counter()
 
     def enter(self) -> None:
-        """Make this the current call (for lock waits and store failures in this context)."""
+        """Make this the current call (for lock waits and store failures in this context), and
+        its span the current span (what fastmcp's proxy and any other instrumentation below
+        take as their parent)."""
         self._token = CURRENT_CALL.set(self)
+        if self.span is not None:
+            self._otel_token = self._telemetry.tracing.attach(self.span)  # type: ignore[union-attr]
+
+    def trace_context(self) -> dict[str, str]:
+        """``traceparent`` (and ``tracestate``) naming this call's span as the parent."""
+        tracing = self._telemetry.tracing
+        return tracing.context_of(self.span) if tracing is not None and self.span else {}
 
     def lock_waited(self, seconds: float) -> None:
         metrics = self._telemetry.metrics
@@ -146,6 +178,9 @@ class CallRecord:
         if self._token is not None:
             CURRENT_CALL.reset(self._token)  # (enter and end run in the same task)
             self._token = None
+            if self._otel_token is not None:
+                self._telemetry.tracing.detach(self._otel_token)  # type: ignore[union-attr]
+                self._otel_token = None
         metrics = self._telemetry.metrics
         if metrics is not None:
             metrics.observe(self.server, self.tool, outcome, elapsed, self.store_failed)
@@ -348,6 +383,25 @@ class Tracing:
             kind=self._kind,
             attributes={SPAN_SERVER: server, SPAN_TOOL: tool},
         )
+
+    def attach(self, span: Any) -> Any:
+        from opentelemetry.context import attach
+        from opentelemetry.trace import set_span_in_context
+
+        return attach(set_span_in_context(span))
+
+    def detach(self, token: Any) -> None:
+        from opentelemetry.context import detach
+
+        detach(token)
+
+    def context_of(self, span: Any) -> dict[str, str]:
+        from opentelemetry.propagate import inject
+        from opentelemetry.trace import set_span_in_context
+
+        carrier: dict[str, str] = {}
+        inject(carrier, context=set_span_in_context(span))
+        return carrier
 
     def finish(self, span: Any, outcome: str) -> None:
         span.set_attribute(SPAN_OUTCOME, outcome)

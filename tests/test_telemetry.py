@@ -336,7 +336,7 @@ async def on_the_fast_path(
     root: Any, calls: list[tuple[str, dict[str, Any], dict[str, Any]]]
 ) -> None:
     """Each call, one after the other, taken by the stdio fast path of *root* (as the stdio
-    transport hands it lines); fails unless the fast path takes it and answers it."""
+    transport hands it lines); fails unless the fast path takes it and answers it. The replies."""
     from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
     fast = fast_path_of(root)
@@ -359,6 +359,7 @@ async def on_the_fast_path(
                 while len(replies) < number:
                     await anyio.sleep(0.01)
         group.cancel_scope.cancel()
+    return replies
 
 
 def check_spans(exporter: Any, expected: dict[str, tuple[str, int]]) -> None:
@@ -405,18 +406,33 @@ servers:
         async with Client(composition.root) as client:  # (the servers' lifespans run meanwhile)
             await client.call_tool("write_memory", {"key": "k.md", "value": "v"}, meta=meta)
             await client.call_tool("whoami", {}, meta=meta)
-            await on_the_fast_path(
+            relayed = await client.call_tool("traceparent_seen", {}, meta=meta)
+            replies = await on_the_fast_path(
                 composition.root,
                 [
                     ("bump", {}, meta),  # relayed from callbacks (InlineCalls)
                     ("nap", {"seconds": 0}, {**meta, "progressToken": "p1"}),  # from a task
+                    ("traceparent_seen", {}, meta),
+                    ("traceparent_seen", {}, {**meta, "progressToken": "p2"}),
                 ],
             )
     finally:
         await composition.aclose()
+    # the server behind gets this call's span as its parent, not the client's
+    seen = [relayed.content[0].text] + [r["result"]["content"][0]["text"] for r in replies[2:]]
+    spans = [
+        s for s in exporter.get_finished_spans() if s.attributes["dpt.tool"] == "traceparent_seen"
+    ]
+    assert sorted(seen) == sorted(f"00-{TRACE_ID}-{span.context.span_id:016x}-01" for span in spans)
     check_spans(
         exporter,
-        {"write_memory": ("notes", 1), "whoami": ("ext", 1), "bump": ("ext", 1), "nap": ("ext", 1)},
+        {
+            "write_memory": ("notes", 1),
+            "whoami": ("ext", 1),
+            "bump": ("ext", 1),
+            "nap": ("ext", 1),
+            "traceparent_seen": ("ext", 3),
+        },
     )
 
 

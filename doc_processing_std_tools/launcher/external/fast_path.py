@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from ...telemetry import traced_params
 from .child_pipe import (
     CONNECTION_META_PREFIX,
     JSON_SPACE,
@@ -287,6 +288,8 @@ class FastPath:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
             pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
+            if target.telemetry is not None:  # the server's spans continue this call's
+                params = traced_params(params)
             data = child_request(target.name, call.key, params, progress)
             try:
                 await pipe.send(data)

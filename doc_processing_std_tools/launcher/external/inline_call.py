@@ -76,22 +76,27 @@ class InlineCalls:
         if target.locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
         key = pipe.next_key()
+        record = None
+        telemetry = target.telemetry
+        if telemetry is not None and telemetry.on:  # (this path's one place that observes)
+            record = telemetry.begin(target.tool.label, target.exposed, meta)
+            if record.span is not None:  # the server's spans continue this call's
+                params = tm.traced_params(params, record)
         try:
             sent = pipe.send_now(child_request(target.name, key, params))
         except BaseException:
             if target.locked:
                 PROCESS_LOCK.release()
+            if record is not None:
+                record.end(tm.ERROR)
             raise
         # The call is recorded, and its timer armed, once the child has it: the child starts on
         # the other CPU meanwhile. (Its reply is read on a later pass of the loop, never before
         # this returns.)
         pending = pipe.open_call(key)
-        call = self._calls[request_id] = _Call(target, request_id, pipe, pending)
-        telemetry = target.telemetry
-        if telemetry is not None and telemetry.on:  # (this path's one place that observes)
-            call.record = record = telemetry.begin(target.tool.label, target.exposed, meta)
-            if target.locked:
-                record.lock_waited(0.0)
+        call = self._calls[request_id] = _Call(target, request_id, pipe, pending, record=record)
+        if record is not None and target.locked:
+            record.lock_waited(0.0)
         pending.on_settle = partial(self._replied, call)
         if not sent:
             pending.settle(lost=True)  # answered through on_settle

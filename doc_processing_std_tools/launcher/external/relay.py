@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from ...seams import behaves_as_default
+from ...telemetry import traced_params
 from .targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
@@ -204,6 +205,8 @@ class ToolRelay:
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
         kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
+        if target.telemetry is not None:  # the server's spans continue this call's
+            kept = traced_params({"_meta": kept}).get("_meta") or {}
         if kept:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
