@@ -56,13 +56,15 @@ async def hold(seconds: float) -> str:
     return "held"
 
 
-@server.tool(annotations={"readOnlyHint": True})
-def traceparent_seen() -> str:
-    """The ``traceparent`` in this call's ``_meta`` (what a relay passed on), or ``none``."""
-    from fastmcp.server.dependencies import fastmcp_request_ctx
+if os.environ.get("DPT_TEST_TRACE_TOOL"):  # (tests/test_telemetry.py; other tests list the tools)
 
-    request = fastmcp_request_ctx.get()
-    return str(((request.meta if request else None) or {}).get("traceparent", "none"))
+    @server.tool(annotations={"readOnlyHint": True})
+    def traceparent_seen() -> str:
+        """The ``traceparent`` in this call's ``_meta`` (what a relay passed on), or ``none``."""
+        from fastmcp.server.dependencies import fastmcp_request_ctx
+
+        request = fastmcp_request_ctx.get()
+        return str(((request.meta if request else None) or {}).get("traceparent", "none"))
 
 
 @server.prompt

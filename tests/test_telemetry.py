@@ -398,6 +398,7 @@ servers:
   ext:
     command: {sys.executable}
     args: [{EXTERNAL}, {tmp_path / "count"}]
+    env: {{DPT_TEST_TRACE_TOOL: "1"}}
 """
     )
     meta = {"traceparent": TRACEPARENT}
