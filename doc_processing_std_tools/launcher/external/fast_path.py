@@ -288,7 +288,7 @@ class FastPath:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
             pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
-            if target.telemetry is not None:  # the server's spans continue this call's
+            if target.telemetry is not None and target.telemetry.tracing is not None:
                 params = traced_params(params)
             data = child_request(target.name, call.key, params, progress)
             try:

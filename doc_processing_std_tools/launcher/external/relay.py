@@ -205,8 +205,8 @@ class ToolRelay:
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
         kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
-        if target.telemetry is not None:  # the server's spans continue this call's
-            kept = traced_params({"_meta": kept}).get("_meta") or {}
+        if target.telemetry is not None and target.telemetry.tracing is not None:
+            kept = traced_params({"_meta": kept}).get("_meta") or {}  # its spans continue ours
         if kept:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
