@@ -397,12 +397,6 @@ def _guarded_tool_class() -> Any:
             return self._label
 
         @property
-        def telemetry(self) -> Telemetry | None:
-            """What observes this tool's calls, when it is on (else None)."""
-            telemetry = self._telemetry
-            return telemetry if telemetry is not None and telemetry.on else None
-
-        @property
         def call_timeout(self) -> float:
             """Seconds a call may run (``servers.<name>.timeout``)."""
             return self._timeout
