@@ -4,6 +4,7 @@ with the SDK's in-memory exporter, exactly one span per call on every path."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import signal
@@ -29,6 +30,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
 PARENT_ID = "b7ad6b7169203331"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+REQUEST_IDS = itertools.count(100)
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 
 
@@ -143,9 +145,17 @@ def call(daemon: Any, tool: str, arguments: dict[str, Any], **extra: Any) -> dic
     if "meta" in extra:
         params["_meta"] = extra["meta"]
     headers = {**AUTH, **extra.get("headers", {})}
-    reply = rpc(daemon.port, "tools/call", params, session=daemon.session, headers=headers)
+    number = next(REQUEST_IDS)  # (calls may overlap on one session: each its own id)
+    reply = rpc(
+        daemon.port,
+        "tools/call",
+        params,
+        session=daemon.session,
+        headers=headers,
+        request_id=number,
+    )
     assert reply.status == 200, reply
-    return reply_message(reply.headers["content-type"], reply.body, 1)["result"]
+    return reply_message(reply.headers["content-type"], reply.body, number)["result"]
 
 
 def scrape(daemon: Any) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
@@ -276,6 +286,32 @@ servers:
     assert value(after, "dpt_store_errors_total", server="recall") == 1
     outcome = {"server": "recall", "tool": "memory_search", "outcome": "tool_error"}
     assert value(after, "dpt_tool_calls_total", **outcome) == 1
+
+
+@pytest.mark.slow  # (a call holds the process lock for 3 s)
+def test_a_call_that_waits_out_its_timeout_for_the_lock_is_a_lock_timeout(daemon: Any) -> None:
+    """web_hold (a url: server's tool that changes state) holds the process lock for 3 s; bump
+    (timeout 0.5 s) waits for it until its timeout: a lock_timeout, and a lock wait."""
+    before = scrape(daemon)
+    holder = threading.Thread(target=call, args=(daemon, "web_hold", {"seconds": 3}))
+    holder.start()
+    try:
+        deadline = time.monotonic() + 2.5
+        while not (result := call(daemon, "bump", {}))["isError"]:  # (until the hold has it)
+            assert time.monotonic() < deadline, "bump never waited for the lock"
+    finally:
+        holder.join()
+    assert "held the process lock" in result["content"][0]["text"]
+    after = scrape(daemon)
+    labels = {"server": "ext", "tool": "bump", "outcome": "lock_timeout"}
+    name = "dpt_tool_calls_total"
+    assert value(after, name, **labels) - value(before, name, **labels) == 1
+    waits = "dpt_lock_wait_seconds_bucket"
+    assert value(after, waits, server="ext", le="0.1") - value(
+        before, waits, server="ext", le="0.1"
+    ) < (
+        value(after, waits, server="ext", le="+Inf") - value(before, waits, server="ext", le="+Inf")
+    )  # (the wait of about 0.5 s is in no bucket below 0.5)
 
 
 def wait_for_spans(collector: Collector, tool: str, count: int) -> list[Any]:
