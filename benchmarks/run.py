@@ -62,8 +62,10 @@ EXTRA_SECTIONS = [
     "resources",
     "popoto_bench",
     "tool_retrieval",
+    "telemetry",
 ]
 POPOTO_SECTIONS = {"popoto_bench"}
+OTEL_SECTIONS = {"telemetry"}  # need the otel extra (the OTLP exporter)
 SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server
 
 TRIVIAL_SERVER = """
@@ -342,6 +344,8 @@ def skip_reason(name: str, with_popoto: bool, skip_popoto: bool) -> str | None:
     """Why ``benchmarks/<name>.py`` cannot give figures now, or None."""
     if name in POPOTO_SECTIONS and not with_popoto:
         return "skipped: " + ("--skip-popoto" if skip_popoto else "pip install '.[popoto]'")
+    if name in OTEL_SECTIONS and importlib.util.find_spec("opentelemetry.sdk") is None:
+        return "skipped: pip install '.[otel]'"
     if importlib.util.find_spec(name) is None:
         return f"skipped: benchmarks/{name}.py not present"
     if not hasattr(importlib.import_module(name), "figures"):

@@ -22,6 +22,8 @@ neither starves the other, and an async wait never occupies a worker thread (the
 pool is small: 40 threads waiting for the lock would leave none for its holder).
 Calls of servers that take the lock themselves, around their disk work only, are let
 in by :func:`admit_self_locking`, at most half the pool at once, for the same reason.
+Every wait for the lock on behalf of a call is reported to that call's telemetry record
+(:func:`.telemetry.lock_waited`: ``dpt_lock_wait_seconds``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from . import APP_NAME
+from .telemetry import lock_waited
 
 
 class _ThreadWaiter:
@@ -239,10 +242,13 @@ class LockWaitTimeout(Exception):
 def _acquire_for_call() -> None:
     """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one."""
     deadline = CALL_DEADLINE.get()
+    started = time.perf_counter()
     if deadline is None:
         PROCESS_LOCK.acquire()
     elif not PROCESS_LOCK.acquire(timeout=deadline - time.monotonic()):
+        lock_waited(time.perf_counter() - started)
         raise LockWaitTimeout("the process lock stayed taken until the call's timeout")
+    lock_waited(time.perf_counter() - started)
 
 
 def _held_by_caller() -> bool:
@@ -428,7 +434,11 @@ async def hold_async() -> AsyncIterator[None]:
     Sync work this call hands to worker threads sees the hold, so a tool that takes
     :func:`exclusive` itself does not wait for the lock its own caller holds.
     """
-    await PROCESS_LOCK.acquire_async()
+    started = time.perf_counter()
+    try:
+        await PROCESS_LOCK.acquire_async()
+    finally:  # (a wait cut short by the call's timeout is a wait too)
+        lock_waited(time.perf_counter() - started)
     hold = object()
     PROCESS_LOCK.owner = hold
     token = _HOLD.set(hold)

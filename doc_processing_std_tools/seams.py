@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from fastmcp.tools import Tool
     from mcp.server.lowlevel import Server
 
+    from .telemetry import Telemetry
+
 
 def lifespan_manager(server: FastMCP) -> AbstractAsyncContextManager[Any]:
     """Runs the server's lifespan and every mounted provider's (``FastMCP._lifespan_manager``)."""
@@ -190,6 +192,7 @@ def mounted_provider(
     call_failed: Callable[[BaseException], str | None] | None = None,
     self_locking: bool = False,
     lists_while_down: Callable[[], bool] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Provider:
     """*server* as ``FastMCP.mount`` would add it, with the launcher's rules around its tools.
 
@@ -205,13 +208,22 @@ def mounted_provider(
     tools anyway: a server that needs a login serves its cached list). A *self_locking* server's tools take the lock
     themselves around their disk work: the launcher only admits them
     (:func:`locking.admit_self_locking`) instead of holding it for the whole call.
+    Each call is observed by *telemetry* (metrics, a span) while it is on.
     """
     from fastmcp.server.providers.aggregate import AggregateProvider
     from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
     from fastmcp.server.transforms import Namespace
 
     rules = _rules_transform(
-        label, admits, needs_lock, timeout, unavailable, call_failed, self_locking, lists_while_down
+        label,
+        admits,
+        needs_lock,
+        timeout,
+        unavailable,
+        call_failed,
+        self_locking,
+        lists_while_down,
+        telemetry,
     )
     # A server with every setting at fastmcp's defaults behaves the same when its providers
     # are grafted onto the root: one dispatch layer fewer (per-call cost, benchmarks/run.py).
@@ -276,6 +288,7 @@ def _rules_transform(
     call_failed: Callable[[BaseException], str | None] | None,
     self_locking: bool = False,
     lists_while_down: Callable[[], bool] | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Any:
     from fastmcp.server.transforms import Transform
 
@@ -296,6 +309,7 @@ def _rules_transform(
             unavailable=unavailable,
             call_failed=call_failed,
             self_locking=self_locking,
+            telemetry=telemetry,
         )
         if len(wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
             wrapped.clear()
@@ -341,6 +355,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
+    from . import telemetry as tm
     from .locking import (
         CALL_ARRIVAL,
         CALL_DEADLINE,
@@ -357,6 +372,7 @@ def _guarded_tool_class() -> Any:
         _unavailable: Any = None
         _call_failed: Any = None
         _self_locking: bool = False
+        _telemetry: Any = None
 
         @classmethod
         def wrap(
@@ -369,12 +385,14 @@ def _guarded_tool_class() -> Any:
             unavailable: Callable[[], str | None] | None = None,
             call_failed: Callable[[BaseException], str | None] | None = None,
             self_locking: bool = False,
+            telemetry: Telemetry | None = None,
         ) -> GuardedTool:
             guarded = cls(**{name: getattr(tool, name) for name in Tool.model_fields})
             guarded._inner, guarded._label = tool, label
             guarded._lock, guarded._timeout = lock, timeout
             guarded._unavailable, guarded._call_failed = unavailable, call_failed
             guarded._self_locking = self_locking
+            guarded._telemetry = telemetry
             return guarded
 
         @property
@@ -394,6 +412,11 @@ def _guarded_tool_class() -> Any:
         @property
         def self_locking(self) -> bool:
             return self._self_locking
+
+        @property
+        def label(self) -> str:
+            """The mount name of the tool's server (``servers.<name>``)."""
+            return self._label
 
         @property
         def call_timeout(self) -> float:
@@ -421,14 +444,45 @@ def _guarded_tool_class() -> Any:
                 f"timeout of {self._timeout:g} s (servers.{self._label}.timeout)"
             )
 
-        async def guarded(self, call: Callable[[], Awaitable[Any]]) -> Any:
-            """Await *call* under this tool's rules (``ToolError`` when refused or too slow)."""
-            return await self._guarded(call)
+        async def guarded(
+            self,
+            call: Callable[[], Awaitable[Any]],
+            *,
+            meta: Any = None,
+            headers: Any = None,
+        ) -> Any:
+            """Await *call* under this tool's rules (``ToolError`` when refused or too slow).
+            *meta* (the call's ``_meta``) and *headers* (its HTTP request's) carry the trace
+            context the call's span continues."""
+            telemetry = self._telemetry
+            if telemetry is None or not telemetry.on:
+                return await self._guarded(call)
+            return await self._observed(
+                call, telemetry.begin(self._label, self.name, meta, headers)
+            )
+
+        async def _observed(self, call: Any, record: Any) -> Any:
+            """:meth:`_guarded`, reported to *record* (the one place calls are observed)."""
+            outcome = tm.ERROR
+            record.enter()
+            try:
+                result = await self._guarded(call)
+                outcome = tm.result_outcome(result)
+                return result
+            except ToolError as exc:
+                outcome = getattr(exc, "dpt_outcome", tm.TOOL_ERROR)
+                raise
+            except BaseException as exc:
+                if _is_cancellation(exc):
+                    outcome = tm.CANCELLED
+                raise
+            finally:
+                record.end(outcome)
 
         async def _guarded(self, call: Any) -> Any:
             reason = self.refusal()
             if reason:
-                raise ToolError(reason)
+                raise _with_outcome(ToolError(reason), tm.UNAVAILABLE)
             locked = False
             # (a server that locks itself waits for the lock in a worker thread, which the
             # timeout cannot cancel: the deadline bounds that wait instead)
@@ -445,28 +499,78 @@ def _guarded_tool_class() -> Any:
                         locked = True
                         return await call()
             except LockWaitTimeout:
-                raise ToolError(self.timeout_text(waited_for_lock=True)) from None
+                raise _with_outcome(
+                    ToolError(self.timeout_text(waited_for_lock=True)), tm.LOCK_TIMEOUT
+                ) from None
             except ToolError as exc:
                 if isinstance(exc.__cause__, LockWaitTimeout):
-                    raise ToolError(self.timeout_text(waited_for_lock=True)) from None
+                    raise _with_outcome(
+                        ToolError(self.timeout_text(waited_for_lock=True)), tm.LOCK_TIMEOUT
+                    ) from None
                 text = self.failure_text(exc)
                 if text != str(exc):
-                    raise ToolError(text, log_level=exc.log_level) from None
+                    raise _with_outcome(
+                        ToolError(text, log_level=exc.log_level), tm.UNAVAILABLE
+                    ) from None
                 raise
             except TimeoutError:
                 waited = self._lock and not locked
-                raise ToolError(self.timeout_text(waited_for_lock=waited)) from None
+                raise _with_outcome(
+                    ToolError(self.timeout_text(waited_for_lock=waited)),
+                    tm.LOCK_TIMEOUT if waited else tm.TIMEOUT,
+                ) from None
             finally:
                 CALL_DEADLINE.reset(deadline)
 
         async def _run(self, arguments: dict[str, Any]) -> Any:
-            return await self._guarded(lambda: self._inner._run(arguments))
+            return await self._from_request(lambda: self._inner._run(arguments))
 
         async def run(self, arguments: dict[str, Any]) -> Any:
-            return await self._guarded(lambda: self._inner.run(arguments))
+            return await self._from_request(lambda: self._inner.run(arguments))
+
+        async def _from_request(self, call: Any) -> Any:
+            """A call through fastmcp: its ``_meta`` and HTTP headers are fastmcp's request's."""
+            telemetry = self._telemetry
+            if telemetry is None or not telemetry.on:
+                return await self._guarded(call)
+            meta, headers = request_trace_sources() if telemetry.tracing else (None, None)
+            return await self._observed(
+                call, telemetry.begin(self._label, self.name, meta, headers)
+            )
 
     _GUARDED_TOOL = GuardedTool
     return GuardedTool
+
+
+def _with_outcome(error: BaseException, outcome: str) -> BaseException:
+    """*error*, marked with the outcome a call that raises it ends with (its metrics label)."""
+    error.dpt_outcome = outcome  # type: ignore[attr-defined]
+    return error
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    import anyio
+
+    return isinstance(exc, anyio.get_cancelled_exc_class())
+
+
+def request_trace_sources() -> tuple[Any, Any]:
+    """(the ``_meta`` of the request fastmcp is serving, its HTTP request's headers), each
+    None when absent (``fastmcp_request_ctx``: the SDK hands handlers their context as an
+    argument; fastmcp keeps it in this context variable)."""
+    from fastmcp.server.dependencies import fastmcp_request_ctx
+
+    ctx = fastmcp_request_ctx.get()
+    if ctx is None:
+        return None, None
+    request = ctx.request
+    return ctx.meta, getattr(request, "headers", None)
+
+
+def open_http_sessions(manager: Any) -> int:
+    """How many MCP sessions a ``StreamableHTTPSessionManager`` holds open (``_server_instances``:
+    one entry per session id, removed when the session ends or idles out)."""
+    return len(manager._server_instances)
 
 
 def add_server_middleware(server: FastMCP, middleware: Any) -> None:

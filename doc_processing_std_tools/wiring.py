@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from .errors import refused
 from .seams import quiet_tool_call_logs
+from .telemetry import note_store_fault
 from .text import bounded, sendable
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ def tool_errors(
             try:
                 result = fn(*args, **kwargs)
             except errors as exc:
+                note_store_fault(exc)
                 raise refused(sendable(bounded(str(exc)))) from None
             return sendable(result) if isinstance(result, str) else result  # type: ignore[return-value]
 

@@ -56,6 +56,17 @@ async def hold(seconds: float) -> str:
     return "held"
 
 
+if os.environ.get("DPT_TEST_TRACE_TOOL"):  # (tests/test_telemetry.py; other tests list the tools)
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def traceparent_seen() -> str:
+        """The ``traceparent`` in this call's ``_meta`` (what a relay passed on), or ``none``."""
+        from fastmcp.server.dependencies import fastmcp_request_ctx
+
+        request = fastmcp_request_ctx.get()
+        return str(((request.meta if request else None) or {}).get("traceparent", "none"))
+
+
 @server.prompt
 def greeting(name: str) -> str:
     return f"Say hello to {name}."

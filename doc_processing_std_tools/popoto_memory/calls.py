@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import locking, workspace
+from ..telemetry import store_failed
 from ..text import QUOTE_LIMIT, bounded, quote
 from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime, Scope
 from .settings import scope_of_root
@@ -166,6 +167,7 @@ def call_in_thread(
 def refusal(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallResult | None:
     """The answer when the call must not reach popoto (no backend, content too large), or None."""
     if runtime.start_error is not None:
+        store_failed()
         return with_status_lines(
             runtime, name, CallResult(runtime.unavailable(runtime.start_error), True), None
         )
@@ -201,6 +203,7 @@ def follow_up(
     try:
         service.ping()
     except Exception as exc:
+        store_failed()
         if runtime.embedded is None or not retry:
             return CallResult(runtime.unavailable(exc), True)
         try:

@@ -62,6 +62,12 @@ async def serve(
         port = listener.getsockname()[1]
         host = f"[{transport.host}]" if ":" in transport.host else transport.host
         _announce(f"serving {tools} on http://{host}:{port}{transport.path}", transport)
+        metrics = None
+        if composition.loaded.config.telemetry.metrics:  # (GET /metrics; none over stdio)
+            metrics = composition.telemetry.enable_metrics()
+            if metrics is not None:
+                metrics.gauges.states = composition.external_states
+                metrics.gauges.restarts = composition.external_restarts
         async with anyio.create_task_group() as group:
             group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
             await serve_http(
@@ -69,6 +75,7 @@ async def serve(
                 composition.server_states,
                 transport,
                 listener,
+                metrics=metrics,
                 profiles=_profiles(composition),
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()

@@ -28,6 +28,7 @@ from ...servers import (
     resolve_registered,
 )
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
+from ..config.yaml_file import format_error
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from fastmcp.server.providers import Provider
     from fastmcp.tools import Tool
 
+    from ...telemetry import Telemetry
     from ..external.front import Fronts
     from ..external.supervisor import Supervisor
 
@@ -117,10 +119,31 @@ class Composition:
     exposure: Exposure = field(default_factory=lambda: Exposure())  # who owns each exposed name
     # late mounts not listed yet -> set once their server is up and listed (or failed)
     starting: dict[str, Any] = field(default_factory=dict)
+    telemetry: Telemetry = field(default_factory=lambda: _no_telemetry())  # metrics, spans
 
     async def aclose(self) -> None:
-        """End every external server's session (and child process)."""
-        await self.sessions.aclose()
+        """End every external server's session (and child process); send the last spans."""
+        try:
+            await self.sessions.aclose()
+        finally:
+            if self.telemetry.tracing is not None:
+                import anyio
+
+                await anyio.to_thread.run_sync(self.telemetry.shutdown)
+
+    def external_states(self) -> dict[str, str]:
+        """Each external server's state by mount name (a skipped one: ``failed``)."""
+        states = {m.name: m.state for m in self.mounts if m.supervisor is not None}
+        entries = self.loaded.config.servers
+        for name, _why in self.skipped:
+            entry = entries.get(name)
+            if entry is not None and entry.external:
+                states[name] = "failed"
+        return states
+
+    def external_restarts(self) -> dict[str, int]:
+        """How often each mounted external server's session was started again."""
+        return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
     def server_states(self) -> dict[str, dict[str, Any]]:
         """Each server's state (``/ready``): mounted ones live; a skipped external one ``failed``,
@@ -312,6 +335,7 @@ async def compose(
     strict: bool = False,
     only: set[str] | None = None,
     grace: float | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Composition:
     """Build every enabled server (or those named in *only*), mount it, list what it exposes
     and refuse bad names.
@@ -323,7 +347,8 @@ async def compose(
     still starting then is mounted with nothing listed (:attr:`Mount.late`), so serving
     begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
     :class:`CompositionError` for tools that cannot be served together and
-    :class:`ServerStartError` for a required server that cannot start.
+    :class:`ServerStartError` for a required server that cannot start. *telemetry*
+    observes every call (default: what the config's ``telemetry`` asks for).
     """
     import anyio
     from fastmcp import FastMCP
@@ -333,6 +358,8 @@ async def compose(
     from ..external.relay import ToolRelay
     from .sessions import SessionRegistry
 
+    if telemetry is None:
+        telemetry = telemetry_of(loaded)
     sessions = AsyncExitStack()
     try:
         # Per-mount tasks (external sessions) live as long as the composition.
@@ -353,14 +380,24 @@ async def compose(
             middleware=[registry],
         )
         exposure = Exposure()
-        mounts = [await mount_into(root, mount, exposure=exposure) for mount in built]
+        mounts = [
+            await mount_into(root, mount, exposure=exposure, telemetry=telemetry) for mount in built
+        ]
         refuse_bad_names(mounts)
         mounts = exposure.settle(mounts)
     except BaseException:
         await sessions.aclose()
         raise
     composition = Composition(
-        root, mounts, skipped, loaded, sessions, group, reload_lock=anyio.Lock(), exposure=exposure
+        root,
+        mounts,
+        skipped,
+        loaded,
+        sessions,
+        group,
+        reload_lock=anyio.Lock(),
+        exposure=exposure,
+        telemetry=telemetry,
     )
     composition.watch_lists()
     from .subscriptions import Subscriptions
@@ -371,8 +408,43 @@ async def compose(
     return composition
 
 
+def _no_telemetry() -> Telemetry:
+    from ...telemetry import Telemetry
+
+    return Telemetry()
+
+
+def telemetry_of(loaded: LoadedConfig) -> Telemetry:
+    """The config's ``telemetry``: spans to its OTLP endpoint when one is set (the ``otel``
+    extra; its SDK is imported only then). Metrics are turned on by the HTTP transport."""
+    from ...telemetry import Telemetry, Tracing
+
+    config = loaded.config
+    endpoint = config.telemetry.otlp_endpoint
+    if endpoint is None:
+        return Telemetry()
+    try:
+        tracing = Tracing.to_otlp(endpoint, config.telemetry.service_name or config.name)
+    except ImportError as exc:
+        raise ConfigError(
+            format_error(
+                loaded.path,
+                loaded.lines,
+                ("telemetry", "otlp_endpoint"),
+                f"needs the otel extra ({exc.name or 'opentelemetry'} is not installed): "
+                "pip install 'doc-processing-std-tools[otel]'",
+            )
+        ) from None
+    return Telemetry(tracing)
+
+
 async def mount_into(
-    root: FastMCP, mount: Mount, *, add: bool = True, exposure: Exposure | None = None
+    root: FastMCP,
+    mount: Mount,
+    *,
+    add: bool = True,
+    exposure: Exposure | None = None,
+    telemetry: Telemetry | None = None,
 ) -> Mount:
     """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
 
@@ -401,6 +473,7 @@ async def mount_into(
         call_failed=mount.supervisor.call_failed if mount.supervisor else None,
         self_locking=locks_itself(mount),
         lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
+        telemetry=telemetry,
     )
     shown = (
         exposed_only(provider, functools.partial(exposure.allows, mount.name))

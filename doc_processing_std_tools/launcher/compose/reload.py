@@ -68,7 +68,13 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         )
         exposure = composition.exposure
         fresh = {
-            m.name: await mount_into(composition.root, m, add=False, exposure=exposure)
+            m.name: await mount_into(
+                composition.root,
+                m,
+                add=False,
+                exposure=exposure,
+                telemetry=composition.telemetry,
+            )
             for m in built
         }
         for mount in built:

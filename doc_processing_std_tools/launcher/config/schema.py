@@ -417,6 +417,23 @@ class ProfileConfig(_Strict):
         return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
 
 
+class TelemetryConfig(_Strict):
+    """Metrics and traces (docs/launcher.md#telemetry)."""
+
+    metrics: bool = True  # GET /metrics on the HTTP transport (Prometheus text format)
+    otlp_endpoint: str | None = None  # an OTLP/HTTP collector: one span per tool call goes there
+    service_name: str | None = None  # the spans' service.name (default: the config's name)
+
+    @field_validator("otlp_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/\s]+", value):
+            raise ValueError(
+                "otlp_endpoint must be an http:// or https:// URL, e.g. http://127.0.0.1:4318"
+            )
+        return value
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -425,6 +442,7 @@ class LauncherConfig(_Strict):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     start_grace: float = Field(DEFAULT_START_GRACE, ge=0)
     transport: TransportConfig = Field(default_factory=TransportConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     servers: dict[str, ServerEntry]
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
 

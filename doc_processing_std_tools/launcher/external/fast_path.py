@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
+from ...telemetry import traced_params
 from .child_pipe import (
     CONNECTION_META_PREFIX,
     JSON_SPACE,
@@ -246,11 +247,13 @@ class FastPath:
                 try:
                     if target.plain_call is not None:
                         reply = await target.tool.guarded(
-                            lambda: _call_plainly(target, request_id, params)
+                            lambda: _call_plainly(target, request_id, params),
+                            meta=params.get("_meta"),
                         )
                     else:
                         reply = await target.tool.guarded(
-                            lambda: self._forward(target, request_id, params)
+                            lambda: self._forward(target, request_id, params),
+                            meta=params.get("_meta"),
                         )
                 except ToolError as exc:
                     reply = error_result(request_id, str(exc))
@@ -285,6 +288,8 @@ class FastPath:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
             pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
+            if target.telemetry is not None and target.telemetry.tracing is not None:
+                params = traced_params(params)
             data = child_request(target.name, call.key, params, progress)
             try:
                 await pipe.send(data)

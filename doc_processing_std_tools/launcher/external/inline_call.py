@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ... import telemetry as tm
 from ...locking import PROCESS_LOCK
 from .child_pipe import ConnectionLost, cancelled_note
 from .relay_lines import child_request, client_reply, error_result
@@ -42,6 +43,7 @@ class _Call:
     pipe: ChildPipe
     pending: PendingCall
     timer: asyncio.TimerHandle | None = None
+    record: tm.CallRecord | None = None  # metrics and the span, when telemetry is on
 
 
 class InlineCalls:
@@ -74,17 +76,27 @@ class InlineCalls:
         if target.locked and (target.self_locking or not PROCESS_LOCK.try_acquire()):
             return False
         key = pipe.next_key()
+        record = None
+        telemetry = target.telemetry
+        if telemetry is not None and telemetry.on:  # (this path's one place that observes)
+            record = telemetry.begin(target.tool.label, target.exposed, meta)
+            if record.span is not None:  # the server's spans continue this call's
+                params = tm.traced_params(params, record)
         try:
             sent = pipe.send_now(child_request(target.name, key, params))
         except BaseException:
             if target.locked:
                 PROCESS_LOCK.release()
+            if record is not None:
+                record.end(tm.ERROR)
             raise
         # The call is recorded, and its timer armed, once the child has it: the child starts on
         # the other CPU meanwhile. (Its reply is read on a later pass of the loop, never before
         # this returns.)
         pending = pipe.open_call(key)
-        call = self._calls[request_id] = _Call(target, request_id, pipe, pending)
+        call = self._calls[request_id] = _Call(target, request_id, pipe, pending, record=record)
+        if record is not None and target.locked:
+            record.lock_waited(0.0)
         pending.on_settle = partial(self._replied, call)
         if not sent:
             pending.settle(lost=True)  # answered through on_settle
@@ -98,7 +110,7 @@ class InlineCalls:
         if call is None:
             return False
         call.pipe.send_now(cancelled_note(call.pending.key))
-        self._end(call, None)
+        self._end(call, None, tm.CANCELLED)
         return True
 
     def cancel_all(self) -> None:
@@ -112,31 +124,34 @@ class InlineCalls:
             reply = client_reply(
                 pending.line, pending.parsed, pending.key, call.request_id, call.target.exposed
             )
+            outcome = tm.result_outcome(reply) if call.record is not None else tm.OK
         except Exception as exc:
-            reply = self._failure(call, exc)
-        self._end(call, reply)
+            reply, outcome = self._failure(call, exc)
+        self._end(call, reply, outcome)
 
     @staticmethod
-    def _failure(call: _Call, exc: Exception) -> bytes:
-        """The error reply for a call whose reply could not be had or passed on."""
+    def _failure(call: _Call, exc: Exception) -> tuple[bytes, str]:
+        """The error reply for a call whose reply could not be had or passed on, and its outcome."""
         from fastmcp.exceptions import ToolError
 
         guard = call.target.tool
         if isinstance(exc, ConnectionLost):
             lost = ToolError(f"Error calling tool {guard.name!r}: the connection closed")
             lost.__cause__ = exc
-            return error_result(call.request_id, guard.failure_text(lost))
+            return error_result(call.request_id, guard.failure_text(lost)), tm.UNAVAILABLE
         if isinstance(exc, ToolError):
-            return error_result(call.request_id, guard.failure_text(exc))
+            return error_result(call.request_id, guard.failure_text(exc)), tm.TOOL_ERROR
         # never a traceback, never a request left unanswered
         log.error("relaying %s failed", guard.name, exc_info=exc)
-        return error_result(call.request_id, f"Error calling tool {guard.name!r}: {exc}"[:1000])
+        text = f"Error calling tool {guard.name!r}: {exc}"[:1000]
+        return error_result(call.request_id, text), tm.ERROR
 
     def _expired(self, call: _Call) -> None:
         call.pipe.send_now(cancelled_note(call.pending.key))
-        self._end(call, error_result(call.request_id, call.target.tool.timeout_text()))
+        reply = error_result(call.request_id, call.target.tool.timeout_text())
+        self._end(call, reply, tm.TIMEOUT)
 
-    def _end(self, call: _Call, reply: bytes | None) -> None:
+    def _end(self, call: _Call, reply: bytes | None, outcome: str) -> None:
         if self._calls.get(call.request_id) is not call:
             return  # already over
         if reply is not None:
@@ -152,5 +167,7 @@ class InlineCalls:
         call.pipe.progress.pop(pending.key, None)
         if call.target.locked:
             PROCESS_LOCK.release()
+        if call.record is not None:
+            call.record.end(outcome)
         self._taken.discard(call.request_id)  # (FastPath._over's two steps, one call less)
         self._answered(call.request_id)

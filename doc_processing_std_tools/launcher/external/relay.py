@@ -17,6 +17,7 @@ import anyio
 
 from ...locking import CALL_ARRIVAL
 from ...seams import behaves_as_default
+from ...telemetry import traced_params
 from .targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
@@ -193,7 +194,9 @@ class ToolRelay:
         params: Mapping[str, Any] = ctx.params
         try:
             result = await target.tool.guarded(
-                lambda: self._forward(target, params, ctx.session, ctx.request_id)
+                lambda: self._forward(target, params, ctx.session, ctx.request_id),
+                meta=params.get("_meta"),
+                headers=getattr(ctx.request, "headers", None),  # (HTTP: a Starlette request)
             )
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
@@ -226,6 +229,8 @@ class ToolRelay:
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
         kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
+        if target.telemetry is not None and target.telemetry.tracing is not None:
+            kept = traced_params({"_meta": kept}).get("_meta") or {}  # its spans continue ours
         if kept:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None

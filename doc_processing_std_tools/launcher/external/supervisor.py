@@ -153,6 +153,7 @@ class Supervisor:
         self.base_dir = base_dir
         self.state: State = "starting"
         self.attempt = 0
+        self.restarts = 0  # sessions started again after one ended (dpt_external_server_restarts)
         self.last_error = ""
         self.relay = StderrRelay(name) if entry.command else None
         self._client: Client | None = None
@@ -320,6 +321,7 @@ class Supervisor:
                 self.last_error or "no error text",
             )
             await anyio.sleep(delay)
+            self.restarts += 1
             delay = min(delay * 2, MAX_BACKOFF)
 
     async def _user_client(self, user: str) -> Client:

@@ -30,6 +30,7 @@ class RelayTarget:
     locked: bool = field(kw_only=True)
     self_locking: bool = field(kw_only=True)
     timeout: float = field(kw_only=True)
+    telemetry: Any = field(default=None, kw_only=True)  # its calls' observer (check .on per call)
 
     @classmethod
     def of(cls, guard: Any, **where: Any) -> RelayTarget:
@@ -41,5 +42,6 @@ class RelayTarget:
             locked=guard.locked,
             self_locking=guard.self_locking,
             timeout=guard.call_timeout,
+            telemetry=guard._telemetry,
             **where,
         )

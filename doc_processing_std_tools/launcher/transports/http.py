@@ -31,7 +31,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ...seams import additional_http_routes, lifespan_manager, low_level_server
+from ...seams import (
+    additional_http_routes,
+    lifespan_manager,
+    low_level_server,
+    open_http_sessions,
+)
 from ..config.schema import TransportConfig
 from .asgi import (
     AccessLog,
@@ -52,6 +57,8 @@ if TYPE_CHECKING:
     from fastmcp import FastMCP
     from starlette.applications import Starlette
 
+    from ...telemetry import Metrics
+
     # each server's state for ``/ready``: {name: {"state", "required"[, "reason"]}}
     ServerStates = Callable[[], dict[str, dict[str, Any]]]
 
@@ -69,10 +76,12 @@ async def serve_http(
     transport: TransportConfig,
     listener: socket.socket,
     profiles: Sequence[str] = (),
+    metrics: Metrics | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
     Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profiles.py``).
+    With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections).
     """
     import uvicorn
 
@@ -86,7 +95,7 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(root, states, transport, requests, profiles)
+    app = build_app(root, states, transport, requests, profiles, metrics)
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -100,6 +109,8 @@ async def serve_http(
         access_log=False,  # AccessLog below writes one line per request
     )
     server = quiet_signal_server(config)
+    if metrics is not None:
+        metrics.gauges.connections = lambda: len(server.server_state.connections)
     async with anyio.create_task_group() as group:
         group.start_soon(_stop_on_signal, server, requests, transport.shutdown_grace)
         async with lifespan_manager(root):
@@ -218,9 +229,11 @@ def build_app(
     transport: TransportConfig,
     requests: InFlight | None = None,
     profiles: Sequence[str] = (),
+    metrics: Metrics | None = None,
 ) -> Starlette:
-    """The ASGI app: guards, auth, /health, /ready and the MCP endpoint (and one per profile,
-    ``<path>/NAME``: the same endpoint, its requests tagged with the profile's name)."""
+    """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
+    endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
+    with the profile's name)."""
     from fastmcp.server.http import (
         HostOriginGuardMiddleware,
         StreamableHTTPASGIApp,
@@ -263,6 +276,11 @@ def build_app(
     routes = [
         Route("/health", endpoint=_health, methods=["GET"]),
         Route("/ready", endpoint=protected(Readiness(states)), methods=["GET"]),
+        *(
+            [Route("/metrics", endpoint=protected(Exposition(metrics)), methods=["GET"])]
+            if metrics is not None
+            else []
+        ),
         Route(
             transport.path,
             endpoint=protected(mcp_endpoint),
@@ -285,6 +303,8 @@ def build_app(
         async with sessions.run():
             yield
 
+    if metrics is not None:
+        metrics.gauges.sessions = lambda: open_http_sessions(sessions)
     app = create_base_app(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.fastmcp_server = root
     app.state.path = transport.path
@@ -326,6 +346,19 @@ class Readiness:
         ready = all(s["state"] == "up" for s in servers.values() if s["required"])
         body = {"status": "ready" if ready else "not ready", "servers": servers}
         await JSONResponse(body, status_code=200 if ready else 503)(scope, receive, send)
+
+
+class Exposition:
+    """``GET /metrics``: the launcher's metrics in Prometheus text format."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from starlette.responses import Response
+
+        body, content_type = self.metrics.render()
+        await Response(body, media_type=content_type)(scope, receive, send)
 
 
 # -- middleware ------------------------------------------------------------------
