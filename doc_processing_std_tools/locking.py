@@ -96,6 +96,7 @@ class ProcessLock:
         self._held = False
         self._waiters: deque[_ThreadWaiter | _LoopWaiter] = deque()
         self.owner: object | None = None  # set by hold_async: the call that holds the lock
+        self.fleet: Any = None  # the fleet lock a worker thread's holder took with it
 
     def locked(self) -> bool:
         return self._held
@@ -166,6 +167,23 @@ class ProcessLock:
 
 PROCESS_LOCK = ProcessLock()
 
+# The fleet-wide lock every holder of PROCESS_LOCK also takes (``lock:`` in the launcher's
+# config, :mod:`.fleet_lock`); None: the process lock (and flock) alone, as without it.
+_FLEET: Any = None
+
+
+def use_fleet_lock(fleet: Any) -> None:
+    """Make every holder of :data:`PROCESS_LOCK` take *fleet* too (a
+    :class:`~.fleet_lock.FleetLock`), after it; None goes back to the process lock alone."""
+    global _FLEET
+    _FLEET = fleet
+
+
+def fleet_lock() -> Any:
+    """The fleet lock in use, or None. (A call that must not wait, the relay's inline path,
+    leaves a locked call to the path that can.)"""
+    return _FLEET
+
 
 class CallGate:
     """Lets at most ``capacity()`` calls in at once; the others wait on their event loop, in turn.
@@ -231,12 +249,28 @@ class LockWaitTimeout(Exception):
 
 
 def _acquire_for_call() -> None:
-    """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one."""
+    """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one,
+    then the fleet lock if one is in use (given back with :func:`_release_for_call`)."""
     deadline = CALL_DEADLINE.get()
     if deadline is None:
         PROCESS_LOCK.acquire()
     elif not PROCESS_LOCK.acquire(timeout=deadline - time.monotonic()):
         raise LockWaitTimeout("the process lock stayed taken until the call's timeout")
+    fleet = _FLEET
+    if fleet is not None:
+        try:
+            fleet.acquire(deadline)
+        except BaseException:
+            PROCESS_LOCK.release()
+            raise
+        PROCESS_LOCK.fleet = fleet
+
+
+def _release_for_call() -> None:
+    fleet, PROCESS_LOCK.fleet = PROCESS_LOCK.fleet, None
+    if fleet is not None:
+        fleet.release_now()
+    PROCESS_LOCK.release()
 
 
 def _held_by_caller() -> bool:
@@ -376,7 +410,7 @@ def exclusive(
     with ExitStack() as stack:
         if not _held_by_caller():
             _acquire_for_call()
-            stack.callback(PROCESS_LOCK.release)
+            stack.callback(_release_for_call)
         if lock_path is not None:
             stack.enter_context(file_lock(lock_path))
         held: set[tuple[int, int]] = set()
@@ -423,6 +457,13 @@ async def hold_async() -> AsyncIterator[None]:
     :func:`exclusive` itself does not wait for the lock its own caller holds.
     """
     await PROCESS_LOCK.acquire_async()
+    fleet = _FLEET
+    if fleet is not None:
+        try:
+            await fleet.acquire_async(CALL_DEADLINE.get())
+        except BaseException:
+            PROCESS_LOCK.release()
+            raise
     hold = object()
     PROCESS_LOCK.owner = hold
     token = _HOLD.set(hold)
@@ -430,6 +471,8 @@ async def hold_async() -> AsyncIterator[None]:
         yield
     finally:
         _HOLD.reset(token)
+        if fleet is not None:
+            fleet.release()
         PROCESS_LOCK.release()
 
 

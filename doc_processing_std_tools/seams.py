@@ -333,6 +333,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.exceptions import ToolError
     from fastmcp.tools import Tool
 
+    from .fleet_lock import FleetLockUnavailable
     from .locking import CALL_DEADLINE, LockWaitTimeout, admit_self_locking, hold_async
 
     class GuardedTool(Tool):
@@ -428,9 +429,13 @@ def _guarded_tool_class() -> Any:
                         return await call()
             except LockWaitTimeout:
                 raise ToolError(self.timeout_text(waited_for_lock=True)) from None
+            except FleetLockUnavailable as exc:
+                raise ToolError(str(exc)) from None
             except ToolError as exc:
                 if isinstance(exc.__cause__, LockWaitTimeout):
                     raise ToolError(self.timeout_text(waited_for_lock=True)) from None
+                if isinstance(exc.__cause__, FleetLockUnavailable):
+                    raise ToolError(str(exc.__cause__)) from None
                 text = self.failure_text(exc)
                 if text != str(exc):
                     raise ToolError(text, log_level=exc.log_level) from None

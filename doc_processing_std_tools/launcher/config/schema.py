@@ -254,6 +254,15 @@ class ServerEntry(_Strict):
         return bool(self.command or self.url)
 
 
+class LockConfig(_Strict):
+    """A fleet-wide lock (``lock:``): every locked call of every launcher on this config takes it
+    too, on one Redis or Valkey (docs/scaling.md#a-lock-for-the-fleet)."""
+
+    url: str = Field(pattern=r"^(redis|rediss|valkey|valkeys|unix)://")
+    name: str = Field("default", pattern=NAMESPACE_PATTERN, max_length=100)
+    lease: float = Field(10.0, gt=0)
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -261,6 +270,7 @@ class LauncherConfig(_Strict):
     instructions: str | None = None
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     transport: TransportConfig = Field(default_factory=TransportConfig)
+    lock: LockConfig | None = None
     servers: dict[str, ServerEntry]
 
     @field_validator("transport", mode="before")
