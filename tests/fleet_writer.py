@@ -23,9 +23,9 @@ store = redis.Redis(port=int(sys.argv[1]))
 @server.tool
 def write(label: str, hold: float = 0.0) -> str:
     """Record the start, hold, record the end: the lock must keep every other writer out."""
-    store.rpush(LOG, f"enter {label} {os.getppid()}")
+    store.rpush(LOG, f"enter {label} {os.getppid()} {os.getpid()}")
     time.sleep(hold)
-    store.rpush(LOG, f"exit {label} {os.getppid()}")
+    store.rpush(LOG, f"exit {label} {os.getppid()} {os.getpid()}")
     return f"wrote {label}"
 
 
