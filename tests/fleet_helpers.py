@@ -124,7 +124,8 @@ def fleet_config(
     )
     config = folder / "tools.yaml"
     config.write_text(
-        f"transport: {{type: http, stateless: {json.dumps(stateless)}}}\n"
+        f"transport: {{type: http, stateless: {json.dumps(stateless)}, "
+        "max_connections_per_client: null}\n"
         f"lock: {{url: 'redis://127.0.0.1:{redis_port}/0', name: fleet, lease: {lease}}}\n"
         "servers:\n"
         "  memory:\n"

@@ -260,3 +260,76 @@ def test_redis_restarted_under_load_errors_while_down_and_serves_after(tmp_path:
     for who in range(2):  # full service after
         last = sorted(o for o in outcomes if o[0] == who)[-20:]
         assert all(ok for _, _, ok, _ in last), last
+
+
+async def _trickle_forever(port: int, source: str, stop: anyio.Event, opened: list[int]) -> None:
+    """One slowloris connection after another from *source*: a header byte every 0.5 s."""
+    import asyncio
+
+    header = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 100_000
+    while not stop.is_set():
+        try:
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=(source, 0)
+            )
+        except OSError:
+            await anyio.sleep(0.5)
+            continue
+        opened.append(1)
+        try:
+            for byte in header:
+                if stop.is_set() or reader.at_eof():
+                    break
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await anyio.sleep(0.5)
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+
+def test_a_tokenless_client_on_a_thousand_connections_does_not_lock_out_a_legit_one(
+    tmp_path: Path,
+) -> None:
+    """The case measured before: 34 of 38 legitimate requests failed with 503 while one client
+    trickled headers on 1,050 connections. Here it comes from 20 addresses (so the per-address
+    cap alone cannot stop it) with 1,000 connections at a time, reconnecting when cut off."""
+    import launch_helpers
+    from rpc_helpers import request
+
+    token = "fleet-token-8d1e"
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport: {type: http, stateless: true, auth: {token: '${DPT_TOKEN}'}}\n"
+        "servers:\n  echo:\n    module: sample_servers:echo_server\n",
+        encoding="utf-8",
+    )
+    with launch_helpers.http_launcher(config, env={"DPT_TOKEN": token}) as launched:
+        stop = anyio.Event()
+        opened: list[int] = []
+        answers: list[int] = []
+
+        async def attack_and_ask() -> None:
+            async with anyio.create_task_group() as group:
+                for i in range(1000):
+                    group.start_soon(
+                        _trickle_forever, launched.port, f"127.0.0.{2 + i % 20}", stop, opened
+                    )
+                while len(opened) < 1000:
+                    await anyio.sleep(0.05)
+                for _ in range(40):
+                    reply = await anyio.to_thread.run_sync(
+                        lambda: request(
+                            launched.port,
+                            "GET",
+                            "/ready",
+                            headers={"Authorization": f"Bearer {token}"},
+                        )
+                    )
+                    answers.append(reply.status)
+                    await anyio.sleep(0.1)
+                stop.set()
+
+        anyio.run(attack_and_ask)
+    assert answers == [200] * 40

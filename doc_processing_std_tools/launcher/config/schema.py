@@ -51,6 +51,8 @@ DEFAULT_HTTP_PATH = "/mcp"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # HTTP request body cap (413 beyond)
 DEFAULT_MAX_CONNECTIONS = 1000  # open HTTP connections (503 beyond)
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a client has to send a request's headers
+DEFAULT_PENDING_HEADER_TIMEOUT = 2.0  # the same, before a connection has shown a valid token
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64  # open HTTP connections of one client address (429 beyond)
 DEFAULT_IDLE_TIMEOUT = 5.0  # seconds a keep-alive connection may sit idle
 DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
 DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
@@ -107,6 +109,9 @@ class TransportConfig(_Strict):
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
+    # connections that have shown no valid token yet: a shorter header deadline, and a cap
+    pending_header_timeout: float = Field(DEFAULT_PENDING_HEADER_TIMEOUT, gt=0)
+    max_connections_per_client: int | None = Field(DEFAULT_MAX_CONNECTIONS_PER_CLIENT, ge=1)
     idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
     session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
     max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
