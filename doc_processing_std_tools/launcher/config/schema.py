@@ -93,6 +93,14 @@ class AuthConfig(_Strict):
         return value
 
 
+class EventStoreConfig(_Strict):
+    """Where an HTTP session's stream events are kept for replay (``Last-Event-ID``)."""
+
+    url: str = Field(pattern=r"^(redis|rediss|valkey|valkeys|unix)://")
+    ttl: int = Field(3600, ge=1)  # seconds an event is kept
+    max_events_per_stream: int = Field(100, ge=1)
+
+
 class TransportConfig(_Strict):
     """How the composed server talks to its client. HTTP defaults: docs/launcher.md."""
 
@@ -117,6 +125,7 @@ class TransportConfig(_Strict):
     max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
     shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
     log_format: Literal["text", "json"] = "text"
+    event_store: EventStoreConfig | None = None
 
     @field_validator("path")
     @classmethod

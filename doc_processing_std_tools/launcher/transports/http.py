@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ...seams import additional_http_routes, lifespan_manager, low_level_server
+from ...seams import additional_http_routes, lifespan_manager, low_level_server, session_manager
 from ..config.schema import TransportConfig
 from .asgi import (
     AccessLog,
@@ -291,12 +291,12 @@ def build_app(
         StreamableHTTPASGIApp,
         create_base_app,
     )
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.middleware import Middleware
     from starlette.routing import Route
 
-    sessions = StreamableHTTPSessionManager(
+    sessions = session_manager(
+        event_store=event_store(transport),
         app=low_level_server(root),
         json_response=transport.json_response,
         stateless=transport.stateless,
@@ -351,6 +351,27 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
+
+
+def event_store(transport: TransportConfig) -> Any:
+    """fastmcp's ``EventStore`` on the Redis of ``transport.event_store``, or None (no replay).
+
+    With it, a client whose SSE stream broke reconnects with ``Last-Event-ID`` and gets the
+    events it missed. The session still lives in one launcher: behind a balancer, keep it sticky.
+    """
+    config = transport.event_store
+    if config is None:
+        return None
+    from fastmcp.server.event_store import EventStore
+    from key_value.aio.stores.redis import RedisStore
+
+    from ...fleet_lock import client_url
+
+    return EventStore(
+        storage=RedisStore(url=client_url(config.url)),
+        max_events_per_stream=config.max_events_per_stream,
+        ttl=config.ttl,
+    )
 
 
 def static_bearer_tokens(tokens: list[str]) -> Any:
