@@ -191,6 +191,8 @@ def test_haproxy_in_front_of_three_launchers_one_killed_under_load(
             assert all(len(replies) == 1 for replies in client.replies.values()), client.replies
             assert len(client.replies) == 41  # initialize and 40 calls, each answered once
         assert len(outcomes) == 160
+        failed = [text for *_, ok, text in outcomes if not ok]
+        print(f"{len(failed)} of 160 calls failed around the kill: {sorted(set(failed))[:3]}")
         for who, n, ok, text in outcomes:
             if ok:  # acknowledged: on disk
                 assert (shared / "memories" / f"c{who}-{n}.txt").read_text() == f"{who}-{n}", text
@@ -249,6 +251,7 @@ def test_redis_restarted_under_load_errors_while_down_and_serves_after(tmp_path:
         server.wait()
     assert len(outcomes) == 240
     failed = [o for o in outcomes if not o[2]]
+    print(f"{len(failed)} of 240 calls failed while Redis was down: {failed[0][3]}")
     assert failed and all("lock.url" in text and "\n" not in text for *_, text in failed), failed[
         :3
     ]
