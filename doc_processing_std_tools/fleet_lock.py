@@ -290,6 +290,16 @@ class FleetLock:
                 with contextlib.suppress(Exception):
                     pubsub.close()
 
+    def problem(self) -> str | None:
+        """Why the lock cannot be taken now (Redis unreachable, a wrong password), or None."""
+        import redis
+
+        try:
+            self._redis.ping()
+        except redis.RedisError as exc:
+            return self._unreachable(exc)
+        return None
+
     def close(self) -> None:
         """Give back what is held and stop the background threads."""
         self._closed.set()

@@ -225,3 +225,24 @@ async def test_an_unreachable_lock_redis_refuses_locked_calls_in_one_line(tmp_pa
     assert "\n" not in text and "hunter2" not in text and "lock.url" in text, text
     assert not (tmp_path / "memory" / "memories" / "b.txt").exists()
     assert locking.fleet_lock() is None  # closing the composition put the lock away
+
+
+def test_check_fails_when_the_lock_redis_cannot_be_used(tmp_path: Path, capsys) -> None:
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"lock: {{url: 'redis://:hunter2@127.0.0.1:{free_port()}/0'}}\n"
+        "servers:\n"
+        "  memory:\n"
+        "    server: memory-tools\n"
+        f"    settings: {{memory_dir: {json.dumps(str(tmp_path / 'memory'))}}}\n",
+        encoding="utf-8",
+    )
+    from doc_processing_std_tools import locking
+
+    assert main(["--config", str(config), "--check"]) == 1
+    assert locking.fleet_lock() is None  # put away with the composition
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAIL servers.lock: the fleet lock's Redis at redis://***@127.0.0.1" in out
+    assert "hunter2" not in out
