@@ -194,6 +194,7 @@ class FleetLock:
             await asyncio.wrap_future(future)
         except BaseException:
             cancel.set()
+            self._wake.set()  # the wait in the lock's thread ends now, not at its next poll
             # (done callbacks run in the executor's thread: the lock is given back before
             # it takes the next waiter's turn)
             future.add_done_callback(self._give_back_if_taken)
