@@ -246,3 +246,39 @@ def test_check_fails_when_the_lock_redis_cannot_be_used(tmp_path: Path, capsys) 
     out = " ".join(capsys.readouterr().out.split())
     assert "FAIL servers.lock: the fleet lock's Redis at redis://***@127.0.0.1" in out
     assert "hunter2" not in out
+
+
+async def test_the_wait_for_the_fleet_lock_ends_at_the_calls_timeout(
+    tmp_path: Path, redis_port: int, lock_name: str
+) -> None:
+    """In process: another launcher holds the lock past memory-tools' timeout of 0.5 s; the
+    call answers that it did not start, nothing is written, and it left the queue."""
+    from fastmcp import Client
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"lock: {{url: {json.dumps(_url(redis_port))}, name: {lock_name}}}\n"
+        "servers:\n"
+        "  memory:\n"
+        "    server: memory-tools\n"
+        "    timeout: 0.5\n"
+        f"    settings: {{memory_dir: {json.dumps(str(tmp_path / 'memory'))}}}\n",
+        encoding="utf-8",
+    )
+    other = FleetLock(_url(redis_port), lock_name, lease=5)
+    composition = await compose(load_config(config))
+    try:
+        other.acquire(None)
+        async with Client(composition.root) as client:
+            result = await client.call_tool(
+                "memory_create", {"path": "/memories/c.txt", "file_text": "x"}, raise_on_error=False
+            )
+    finally:
+        other.close()
+        await composition.aclose()
+    assert result.is_error and "did not start within its timeout" in text_of(result)
+    assert not (tmp_path / "memory" / "memories" / "c.txt").exists()
+    assert _queued(redis_port, lock_name) == 0
