@@ -99,6 +99,7 @@ class ProcessLock:
         self._held = False
         self._waiters: deque[_ThreadWaiter | _LoopWaiter] = deque()
         self.owner: object | None = None  # set by hold_async: the call that holds the lock
+        self.fleet: Any = None  # the fleet lock a worker thread's holder took with it
 
     def locked(self) -> bool:
         return self._held
@@ -168,6 +169,23 @@ class ProcessLock:
 
 
 PROCESS_LOCK = ProcessLock()
+
+# The fleet-wide lock every holder of PROCESS_LOCK also takes (``lock:`` in the launcher's
+# config, :mod:`.fleet_lock`); None: the process lock (and flock) alone, as without it.
+_FLEET: Any = None
+
+
+def use_fleet_lock(fleet: Any) -> None:
+    """Make every holder of :data:`PROCESS_LOCK` take *fleet* too (a
+    :class:`~.fleet_lock.FleetLock`), after it; None goes back to the process lock alone."""
+    global _FLEET
+    _FLEET = fleet
+
+
+def fleet_lock() -> Any:
+    """The fleet lock in use, or None. (A call that must not wait, the relay's inline path,
+    leaves a locked call to the path that can.)"""
+    return _FLEET
 
 
 class CallGate:
@@ -240,7 +258,8 @@ class LockWaitTimeout(Exception):
 
 
 def _acquire_for_call() -> None:
-    """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one."""
+    """Take :data:`PROCESS_LOCK` in a worker thread, within the caller's deadline if it has one,
+    then the fleet lock if one is in use (given back with :func:`_release_for_call`)."""
     deadline = CALL_DEADLINE.get()
     started = time.perf_counter()
     if deadline is None:
@@ -248,7 +267,23 @@ def _acquire_for_call() -> None:
     elif not PROCESS_LOCK.acquire(timeout=deadline - time.monotonic()):
         lock_waited(time.perf_counter() - started)
         raise LockWaitTimeout("the process lock stayed taken until the call's timeout")
+    fleet = _FLEET
+    if fleet is not None:
+        try:
+            fleet.acquire(deadline)
+        except BaseException:
+            PROCESS_LOCK.release()
+            lock_waited(time.perf_counter() - started)
+            raise
+        PROCESS_LOCK.fleet = fleet
     lock_waited(time.perf_counter() - started)
+
+
+def _release_for_call() -> None:
+    fleet, PROCESS_LOCK.fleet = PROCESS_LOCK.fleet, None
+    if fleet is not None:
+        fleet.release_now()
+    PROCESS_LOCK.release()
 
 
 def _held_by_caller() -> bool:
@@ -388,7 +423,7 @@ def exclusive(
     with ExitStack() as stack:
         if not _held_by_caller():
             _acquire_for_call()
-            stack.callback(PROCESS_LOCK.release)
+            stack.callback(_release_for_call)
         if lock_path is not None:
             stack.enter_context(file_lock(lock_path))
         held: set[tuple[int, int]] = set()
@@ -435,8 +470,15 @@ async def hold_async() -> AsyncIterator[None]:
     :func:`exclusive` itself does not wait for the lock its own caller holds.
     """
     started = time.perf_counter()
+    fleet = _FLEET
     try:
         await PROCESS_LOCK.acquire_async()
+        if fleet is not None:
+            try:
+                await fleet.acquire_async(CALL_DEADLINE.get())
+            except BaseException:
+                PROCESS_LOCK.release()
+                raise
     finally:  # (a wait cut short by the call's timeout is a wait too)
         lock_waited(time.perf_counter() - started)
     hold = object()
@@ -446,6 +488,8 @@ async def hold_async() -> AsyncIterator[None]:
         yield
     finally:
         _HOLD.reset(token)
+        if fleet is not None:
+            fleet.release()
         PROCESS_LOCK.release()
 
 

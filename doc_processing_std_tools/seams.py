@@ -33,6 +33,32 @@ def low_level_server(server: FastMCP) -> Server[Any]:
     return server._mcp_server
 
 
+def session_manager(event_store: Any = None, **options: Any) -> Any:
+    """The mcp SDK's ``StreamableHTTPSessionManager`` with *options*, each session's stream ids
+    kept apart in the shared *event_store* (as fastmcp's own manager does: the SDK reads
+    ``self.event_store`` once per transport, so a property hands each its own
+    ``SessionScopedEventStore``; without it, request id 1 of two sessions would share a stream)."""
+    from uuid import uuid4
+
+    from fastmcp.server.session_scoped_event_store import SessionScopedEventStore
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    class ScopedSessions(StreamableHTTPSessionManager):
+        _shared_event_store: Any = None
+
+        @property
+        def event_store(self) -> Any:
+            if self._shared_event_store is None:
+                return None
+            return SessionScopedEventStore(self._shared_event_store, session_id=uuid4().hex)
+
+        @event_store.setter
+        def event_store(self, value: Any) -> None:
+            self._shared_event_store = value
+
+    return ScopedSessions(event_store=event_store, **options)
+
+
 def initialize_accepted(session: Any) -> bool:
     """Whether the SDK's request gate is open for *session*'s connection (``initialize`` done):
     what ``ServerRunner`` checks before a handler runs (``ServerSession._connection``)."""
@@ -356,6 +382,7 @@ def _guarded_tool_class() -> Any:
     from fastmcp.tools import Tool
 
     from . import telemetry as tm
+    from .fleet_lock import FleetLockUnavailable
     from .locking import (
         CALL_ARRIVAL,
         CALL_DEADLINE,
@@ -502,11 +529,15 @@ def _guarded_tool_class() -> Any:
                 raise _with_outcome(
                     ToolError(self.timeout_text(waited_for_lock=True)), tm.LOCK_TIMEOUT
                 ) from None
+            except FleetLockUnavailable as exc:
+                raise ToolError(str(exc)) from None
             except ToolError as exc:
                 if isinstance(exc.__cause__, LockWaitTimeout):
                     raise _with_outcome(
                         ToolError(self.timeout_text(waited_for_lock=True)), tm.LOCK_TIMEOUT
                     ) from None
+                if isinstance(exc.__cause__, FleetLockUnavailable):
+                    raise ToolError(str(exc.__cause__)) from None
                 text = self.failure_text(exc)
                 if text != str(exc):
                     raise _with_outcome(

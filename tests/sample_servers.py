@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import anyio
-from fastmcp import FastMCP
+from fastmcp import Context, FastMCP
 
 echo_server = FastMCP("echo", instructions="Echo server instructions: repeats text.")
 
@@ -144,5 +144,20 @@ def make_guarded(marker: str) -> FastMCP:
     @server.tool
     def shout(text: str) -> str:
         return text.upper()
+
+    return server
+
+
+def make_stepper() -> FastMCP:
+    """A tool that logs before it answers, so its reply travels on an SSE stream (resumability)."""
+    import anyio
+
+    server = FastMCP("stepper")
+
+    @server.tool
+    async def steps(ctx: Context, delay: float = 0.3) -> str:
+        await ctx.info("started")
+        await anyio.sleep(delay)
+        return "done"
 
     return server

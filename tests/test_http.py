@@ -421,7 +421,8 @@ LIMITED = """\
     log_level: INFO
     transport:
       type: http
-      max_connections: 4
+      max_connections: 8
+      max_connections_per_client: 3
       header_timeout: 1
       idle_timeout: 1
       session_idle_timeout: 1
@@ -459,10 +460,14 @@ def limited() -> Iterator[Launched]:
 
 
 def _trickle(
-    port: int, stop: threading.Event, connected: threading.Semaphore, closed: list[bool]
+    port: int,
+    stop: threading.Event,
+    connected: threading.Semaphore,
+    closed: list[bool],
+    source: str = "127.0.0.1",
 ) -> None:
     """A slowloris client: request headers one byte every 0.1 s, never finished."""
-    with socket.create_connection(("127.0.0.1", port)) as sock:
+    with socket.create_connection(("127.0.0.1", port), source_address=(source, 0)) as sock:
         connected.release()
         sock.settimeout(0.1)
         header = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Padding: " + b"a" * 10_000
@@ -482,24 +487,27 @@ def _trickle(
 
 
 def test_trickling_clients_are_cut_off_and_a_legit_client_is_served(limited) -> None:
+    """Ten tricklers (from addresses of their own) on a launcher of eight connections: those
+    that show no token may hold only half of them, so a client that sends its request is served."""
     port = limited.port
     stop = threading.Event()
     closed: list[bool] = []
     connected = threading.Semaphore(0)
     tricklers = [
-        threading.Thread(target=_trickle, args=(port, stop, connected, closed), daemon=True)
-        for _ in range(6)
+        threading.Thread(
+            target=_trickle, args=(port, stop, connected, closed, f"127.0.0.{i + 2}"), daemon=True
+        )
+        for i in range(10)
     ]
     for thread in tricklers:
         thread.start()
     try:
-        for _ in tricklers:  # all six are connected (accepted before the request below)
+        for _ in tricklers:  # all ten are connected (accepted before the request below)
             assert connected.acquire(timeout=10)
-        busy = request(port, "GET", "/health")
-        assert busy.status == 503  # over max_connections: a clear refusal, not a hang
+        assert request(port, "GET", "/health").status == 200  # (it was a 503 when all were taken)
         for thread in tricklers:
             thread.join(timeout=10)
-        assert len(closed) == 6  # the server closed every trickling connection
+        assert len(closed) == 10  # the server closed every trickling connection
         assert request(port, "GET", "/health").status == 200
         session = open_session(port)
         reply = rpc(
@@ -509,6 +517,27 @@ def test_trickling_clients_are_cut_off_and_a_legit_client_is_served(limited) -> 
     finally:
         stop.set()
     assert "closed a connection that sent no request headers within 1s" in limited.stderr()
+
+
+def test_one_client_address_keeps_at_most_its_share_of_connections(limited) -> None:
+    """max_connections_per_client: 3: a fourth connection from one address is refused with 429
+    at once; another address is served meanwhile."""
+    port = limited.port
+    held = [
+        socket.create_connection(("127.0.0.1", port), source_address=("127.0.0.9", 0))
+        for _ in range(3)
+    ]
+    try:
+        with socket.create_connection(
+            ("127.0.0.1", port), source_address=("127.0.0.9", 0)
+        ) as extra:
+            extra.settimeout(10)
+            assert extra.recv(100).startswith(b"HTTP/1.1 429 ")
+            assert extra.recv(100) == b""  # and closed
+        assert request(port, "GET", "/health").status == 200
+    finally:
+        for sock in held:
+            sock.close()
 
 
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_limit(limited) -> None:

@@ -97,6 +97,17 @@ async def test_the_server_calls_a_tool_through_its_private_run() -> None:
     assert calls == ["ping"]
 
 
+def test_the_session_manager_gives_each_transport_its_own_event_stream_prefix() -> None:
+    from fastmcp.server.event_store import EventStore
+
+    shared = EventStore()
+    sessions = seams.session_manager(event_store=shared, app=seams.low_level_server(FastMCP("x")))
+    first, second = sessions.event_store, sessions.event_store  # what the SDK reads per transport
+    assert first._event_store is shared and second._event_store is shared
+    assert first._stream_prefix != second._stream_prefix
+    assert seams.session_manager(app=seams.low_level_server(FastMCP("x"))).event_store is None
+
+
 def test_additional_http_routes_is_a_list_of_routes() -> None:
     routes = seams.additional_http_routes(FastMCP("x"))
     assert isinstance(routes, list)

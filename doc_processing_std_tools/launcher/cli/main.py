@@ -251,6 +251,15 @@ async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transp
         await composition.aclose()
 
 
+def _lock_findings() -> list[tuple[str, str, str]]:
+    """``--check``'s line for the fleet lock (``lock:``): FAIL when its Redis cannot be used."""
+    from ... import locking
+
+    fleet = locking.fleet_lock()
+    problem = fleet.problem() if fleet is not None else None
+    return [("lock", "FAIL", problem)] if problem else []
+
+
 async def _report_or_serve(
     args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig, composition: Any
 ) -> int:
@@ -275,6 +284,7 @@ async def _report_or_serve(
             for m in composition.mounts
             if m.state == "needs-login" and m.supervisor is not None
         ]
+        findings += _lock_findings()
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 

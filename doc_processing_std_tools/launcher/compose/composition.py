@@ -27,7 +27,13 @@ from ...servers import (
     resolve_module,
     resolve_registered,
 )
-from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
+from ..config.schema import (
+    ConfigError,
+    LoadedConfig,
+    LockConfig,
+    ServerEntry,
+    describe_validation_error,
+)
 from ..config.yaml_file import format_error
 
 if TYPE_CHECKING:
@@ -365,6 +371,8 @@ async def compose(
         # Per-mount tasks (external sessions) live as long as the composition.
         group = await sessions.enter_async_context(anyio.create_task_group())
         sessions.callback(group.cancel_scope.cancel)
+        if loaded.config.lock is not None:
+            use_fleet_lock(sessions, loaded.config.lock)
         # Sessions to notify on reload, the per-session cache of the client's MCP roots
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
@@ -436,6 +444,22 @@ def telemetry_of(loaded: LoadedConfig) -> Telemetry:
             )
         ) from None
     return Telemetry(tracing)
+
+
+def use_fleet_lock(sessions: AsyncExitStack, config: LockConfig) -> None:
+    """Make every locked call take the fleet lock of *config* too, until *sessions* close."""
+    from ... import locking
+    from ...fleet_lock import FleetLock
+
+    fleet = FleetLock(config.url, config.name, config.lease)
+    locking.use_fleet_lock(fleet)
+
+    def stop() -> None:
+        if locking.fleet_lock() is fleet:
+            locking.use_fleet_lock(None)
+        fleet.close()
+
+    sessions.callback(stop)
 
 
 async def mount_into(

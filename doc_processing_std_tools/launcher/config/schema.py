@@ -51,6 +51,8 @@ DEFAULT_HTTP_PATH = "/mcp"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # HTTP request body cap (413 beyond)
 DEFAULT_MAX_CONNECTIONS = 1000  # open HTTP connections (503 beyond)
 DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a client has to send a request's headers
+DEFAULT_PENDING_HEADER_TIMEOUT = 2.0  # the same, before a connection has shown a valid token
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64  # open HTTP connections of one client address (429 beyond)
 DEFAULT_IDLE_TIMEOUT = 5.0  # seconds a keep-alive connection may sit idle
 DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
 DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
@@ -168,6 +170,14 @@ class AuthConfig(_Strict):
         return self
 
 
+class EventStoreConfig(_Strict):
+    """Where an HTTP session's stream events are kept for replay (``Last-Event-ID``)."""
+
+    url: str = Field(pattern=r"^(redis|rediss|valkey|valkeys|unix)://")
+    ttl: int = Field(3600, ge=1)  # seconds an event is kept
+    max_events_per_stream: int = Field(100, ge=1)
+
+
 class TransportConfig(_Strict):
     """How the composed server talks to its client. HTTP defaults: docs/launcher.md."""
 
@@ -184,11 +194,15 @@ class TransportConfig(_Strict):
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
+    # connections that have shown no valid token yet: a shorter header deadline, and a cap
+    pending_header_timeout: float = Field(DEFAULT_PENDING_HEADER_TIMEOUT, gt=0)
+    max_connections_per_client: int | None = Field(DEFAULT_MAX_CONNECTIONS_PER_CLIENT, ge=1)
     idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
     session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
     max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
     shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
     log_format: Literal["text", "json"] = "text"
+    event_store: EventStoreConfig | None = None
 
     @field_validator("path")
     @classmethod
@@ -434,6 +448,15 @@ class TelemetryConfig(_Strict):
         return value
 
 
+class LockConfig(_Strict):
+    """A fleet-wide lock (``lock:``): every locked call of every launcher on this config takes it
+    too, on one Redis or Valkey (docs/scaling.md#a-lock-for-the-fleet)."""
+
+    url: str = Field(pattern=r"^(redis|rediss|valkey|valkeys|unix)://")
+    name: str = Field("default", pattern=NAMESPACE_PATTERN, max_length=100)
+    lease: float = Field(10.0, gt=0)
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -443,6 +466,7 @@ class LauncherConfig(_Strict):
     start_grace: float = Field(DEFAULT_START_GRACE, ge=0)
     transport: TransportConfig = Field(default_factory=TransportConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    lock: LockConfig | None = None
     servers: dict[str, ServerEntry]
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
 

@@ -36,6 +36,7 @@ from ...seams import (
     lifespan_manager,
     low_level_server,
     open_http_sessions,
+    session_manager,
 )
 from ..config.schema import TransportConfig
 from .asgi import (
@@ -99,7 +100,13 @@ async def serve_http(
     config = uvicorn.Config(
         app,
         lifespan="on",
-        http=slow_header_guard(transport.header_timeout),
+        http=slow_header_guard(
+            transport.header_timeout,
+            tokens=transport.tokens,
+            pending_timeout=transport.pending_header_timeout,
+            max_pending=max(1, max_connections // 2),
+            per_client=transport.max_connections_per_client,
+        ),
         # uvicorn counts the connection asking too: +1 so that max_connections are served.
         limit_concurrency=max_connections + 1,
         timeout_keep_alive=transport.idle_timeout,  # type: ignore[arg-type]  # a float works
@@ -170,28 +177,79 @@ def raise_open_file_limit() -> int:
     return 0 if soft == resource.RLIM_INFINITY else soft
 
 
-def slow_header_guard(timeout: float) -> type:
-    """uvicorn's h11 protocol, closing connections that do not send request headers in time.
+def slow_header_guard(
+    timeout: float,
+    *,
+    tokens: list[str] | None = None,
+    pending_timeout: float | None = None,
+    max_pending: int | None = None,
+    per_client: int | None = None,
+) -> type:
+    """uvicorn's h11 protocol, closing connections that do not send request headers in time,
+    and keeping connections that have not shown a valid token from crowding out those that have.
 
     uvicorn's keep-alive timer only runs between requests and stops at the first
     byte, so a client trickling its headers holds a connection (and a descriptor)
     for ever. Here every connection gets *timeout* seconds, from connecting or from
     its previous response, to finish the next request's headers.
+
+    A connection is *pending* until a request on it completes its headers with one of
+    *tokens* (any request, when there are none): pending ones get *pending_timeout* seconds
+    instead; at most *max_pending* stay open (a newer one closes the oldest, so a flood of
+    them cannot take uvicorn's ``limit_concurrency`` from clients that authenticate), and one
+    client address keeps at most *per_client* connections open (429 and close beyond). This is
+    done here, in the protocol, because a client that never finishes its headers never
+    reaches an ASGI middleware.
     """
+    import hmac
+    from collections import Counter
+
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
+    accepted = [f"Bearer {token}".encode() for token in tokens or []]
+    short = min(timeout, pending_timeout) if pending_timeout is not None else timeout
+    pending: dict[Any, None] = {}  # oldest first
+    per_address: Counter[str] = Counter()
+
+    def shows_token(headers: list[tuple[bytes, bytes]]) -> bool:
+        if not accepted:
+            return True
+        given = next((value for name, value in headers if name == b"authorization"), b"")
+        return any(hmac.compare_digest(given, token) for token in accepted)
+
     class SlowHeaderGuard(H11Protocol):
         _header_timer: Any = None
+        _address: str | None = None
+        _pending = False
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            address = self.client[0] if self.client else ""
+            if per_client is not None and per_address[address] >= per_client:
+                log.info("refused a connection: %s has %d open", address, per_client)
+                transport.write(
+                    b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n"
+                    b"connection: close\r\n\r\n"
+                )
+                transport.close()
+                return
+            self._address = address
+            per_address[address] += 1
+            self._pending = True
+            pending[self] = None
+            if max_pending is not None:
+                while len(pending) > max_pending:
+                    next(iter(pending))._evict()
             self._arm()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.conn.their_state is not h11.IDLE:  # the headers are complete
                 self._disarm()
+                if self._pending and self.headers is not None and shows_token(self.headers):
+                    self._pending = False
+                    pending.pop(self, None)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -200,11 +258,25 @@ def slow_header_guard(timeout: float) -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            pending.pop(self, None)
+            if self._address is not None:
+                per_address[self._address] -= 1
+                if per_address[self._address] <= 0:
+                    del per_address[self._address]
+                self._address = None
             super().connection_lost(exc)
+
+        def _evict(self) -> None:
+            pending.pop(self, None)
+            self._disarm()
+            log.info("closed the oldest connection that had shown no token (too many pending)")
+            self.transport.close()
 
         def _arm(self) -> None:
             self._disarm()
-            self._header_timer = self.loop.call_later(timeout, self._expire)
+            self._header_timer = self.loop.call_later(
+                short if self._pending else timeout, self._expire
+            )
 
         def _disarm(self) -> None:
             if self._header_timer is not None:
@@ -214,7 +286,10 @@ def slow_header_guard(timeout: float) -> type:
         def _expire(self) -> None:
             self._header_timer = None
             if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                log.info("closed a connection that sent no request headers within %gs", timeout)
+                log.info(
+                    "closed a connection that sent no request headers within %gs",
+                    short if self._pending else timeout,
+                )
                 self.transport.close()
 
     return SlowHeaderGuard
@@ -239,12 +314,12 @@ def build_app(
         StreamableHTTPASGIApp,
         create_base_app,
     )
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.middleware import Middleware
     from starlette.routing import Route
 
-    sessions = StreamableHTTPSessionManager(
+    sessions = session_manager(
+        event_store=event_store(transport),
         app=low_level_server(root),
         json_response=transport.json_response,
         stateless=transport.stateless,
@@ -311,6 +386,27 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
+
+
+def event_store(transport: TransportConfig) -> Any:
+    """fastmcp's ``EventStore`` on the Redis of ``transport.event_store``, or None (no replay).
+
+    With it, a client whose SSE stream broke reconnects with ``Last-Event-ID`` and gets the
+    events it missed. The session still lives in one launcher: behind a balancer, keep it sticky.
+    """
+    config = transport.event_store
+    if config is None:
+        return None
+    from fastmcp.server.event_store import EventStore
+    from key_value.aio.stores.redis import RedisStore
+
+    from ...fleet_lock import client_url
+
+    return EventStore(
+        storage=RedisStore(url=client_url(config.url)),
+        max_events_per_stream=config.max_events_per_stream,
+        ttl=config.ttl,
+    )
 
 
 PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profiles.py's ProfileGate
