@@ -97,9 +97,12 @@ _STORE_FAULTS = frozenset(
 
 def note_store_fault(exc: BaseException) -> None:
     """:func:`store_failed` when *exc*, or the error it was raised while handling, is an
-    ``OSError`` of the store itself (a full or read-only disk, an I/O error, no permission)."""
+    ``OSError`` of the store itself (a full or read-only disk, an I/O error, no permission), or
+    an error that says so itself (``store_fault = True``: a Redis that cannot be used)."""
     for error in (exc, exc.__cause__, exc.__context__):
-        if isinstance(error, OSError) and error.errno in _STORE_FAULTS:
+        if getattr(error, "store_fault", False) is True or (
+            isinstance(error, OSError) and error.errno in _STORE_FAULTS
+        ):
             store_failed()
             return
 

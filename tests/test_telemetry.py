@@ -276,6 +276,28 @@ def test_a_store_fault_is_counted_once_for_its_call() -> None:
     )
 
 
+def test_memory_tools_redis_store_errors_are_counted() -> None:
+    """memory-tools on a Redis it cannot use refuses the call with a RedisStoreError: a store
+    error of the call's server, like a failing disk."""
+    from doc_processing_std_tools.memory.redis_store import RedisStoreError
+    from doc_processing_std_tools.telemetry import Telemetry
+    from doc_processing_std_tools.wiring import tool_errors
+
+    @tool_errors(RedisStoreError)
+    def failing() -> str:
+        raise RedisStoreError("redis://127.0.0.1:1/2 is not reachable")
+
+    telemetry = Telemetry()
+    metrics = telemetry.enable_metrics()
+    assert metrics is not None
+    record = telemetry.begin("notes", "write_memory")
+    record.enter()
+    with pytest.raises(Exception, match="not reachable"):
+        failing()
+    record.end("tool_error")
+    assert 'dpt_store_errors_total{server="notes"} 1.0' in metrics.render()[0].decode()
+
+
 @pytest.mark.slow  # (popoto-memory gives up on a Redis that is not there after a few seconds)
 def test_an_unreachable_redis_is_counted_as_a_store_error(tmp_path: Path) -> None:
     pytest.importorskip("popoto")

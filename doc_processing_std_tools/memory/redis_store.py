@@ -95,6 +95,8 @@ def namespace_problem(namespace: str) -> str | None:
 class RedisStoreError(MemoryStoreError):
     """Redis could not be used (unreachable, out of memory, wrong password): nothing was changed."""
 
+    store_fault = True  # counted in dpt_store_errors_total (telemetry.note_store_fault)
+
 
 def _reason(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
