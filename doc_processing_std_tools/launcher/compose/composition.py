@@ -30,6 +30,8 @@ from ...servers import (
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskGroup
     from fastmcp import FastMCP
     from fastmcp.server.providers import Provider
@@ -119,6 +121,8 @@ class Composition:
     exposure: Exposure = field(default_factory=lambda: Exposure())  # who owns each exposed name
     # late mounts not listed yet -> set once their server is up and listed (or failed)
     starting: dict[str, Any] = field(default_factory=dict)
+    # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
+    on_tools_changed: Callable[[Composition], None] | None = None
 
     async def aclose(self) -> None:
         """End every external server's session (and child process)."""
@@ -217,9 +221,8 @@ class Composition:
                 return
             before = self.mounts
             self.mounts = self.exposure.settle([live if m is mount else m for m in before])
-            from .profiles import follow_names
-
-            follow_names(self)
+            if self.on_tools_changed is not None:
+                self.on_tools_changed(self)
             changed = [
                 kind
                 for kind in ("tools", "prompts", "resources")

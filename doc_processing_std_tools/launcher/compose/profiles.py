@@ -567,6 +567,7 @@ def install_profiles(
     config = composition.loaded.config
     wanted = list(dict.fromkeys([*served, *([default] if default else [])]))
     profiles = {name: resolve(config, name) for name in wanted}
+    composition.on_tools_changed = follow_names
     if default is None:
         problems = plain_problems(composition.mounts)
         if problems:
