@@ -122,6 +122,27 @@ async def test_a_profile_shows_its_own_rule_and_the_plain_path_the_default_one(
             assert result.structured_content == {"tool": LONG, "number": 1}
 
 
+async def test_names_a_server_adds_while_serving_are_shown_as_every_client_takes(
+    write_config,
+) -> None:
+    """At launch every name fits (nothing installed); the server then adds ``get.issue`` and a
+    100-character name: the default rule comes in, for the list and the stdio fast path."""
+    from conftest import launched
+    from test_runtime_lists import CHANGED, Notices
+
+    config = write_config(CONFIG.format(collide=", --later"))
+    notices = Notices()
+    async with launched(config, message_handler=notices) as session:
+        assert {t.name for t in (await session.list_tools()).tools} == {"grow", "list_issues"}
+        assert text(await session.call_tool("grow", {})) == "grown"
+        await notices.wait_for(CHANGED)
+        listed = {t.name for t in (await session.list_tools()).tools}
+        assert listed == {"grow", "list_issues", "get_issue", SHORT}
+        for shown, own in (("get_issue", "get.issue"), (SHORT, LONG)):
+            result = await session.call_tool(shown, {"number": 3})
+            assert result.structured_content == {"tool": own, "number": 3}, text(result)
+
+
 def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_config) -> None:
     import subprocess
 
