@@ -15,13 +15,16 @@ from typing import Any
 
 from doc_processing_std_tools.launcher.compose.composition import TOOL_NAME
 from doc_processing_std_tools.launcher.compose.profiles import (
+    BUILTIN,
     CLIENT_NAME,
     PLAIN_RULE,
     NameMap,
     Profile,
     exposed_name,
     plain_names,
+    resolve,
 )
+from doc_processing_std_tools.launcher.config.schema import LauncherConfig
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -63,6 +66,15 @@ def test_an_unchanged_name_keeps_it_whatever_the_order() -> None:
     names = NameMap.build(PLAIN_RULE, ["get.issue", "get_issue"])
     assert names.shown == {"get_issue": "get_issue"}
     assert names.collisions == (("get_issue", "get.issue", "get_issue"),)
+
+
+def test_every_built_in_profile_shows_names_its_client_takes() -> None:
+    config = LauncherConfig.model_validate({"servers": {"m": {}}})
+    for client in BUILTIN:
+        profile = resolve(config, client)
+        for name in ("get.issue", LONG):
+            shown = exposed_name(name, profile)
+            assert CLIENT_NAME.match(shown) and len(shown) <= (profile.name_budget or 64), client
 
 
 def test_a_profile_without_map_chars_shows_a_dotted_name_as_it_is() -> None:

@@ -34,18 +34,23 @@ _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
 CLIENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 PLAIN = ""  # the gate's key for the rule of a connection that names no profile
 
-# Each client's documented limits; sources in docs/clients.md.
+# Each client's documented limits; sources in docs/clients.md. Every one of them refuses a
+# name with a character outside [A-Za-z0-9_-] (a '.' the MCP spec allows): map_chars.
 BUILTIN: dict[str, ProfileConfig] = {
     # The Claude API refuses a tool name over 64 characters (the whole session fails); Claude
     # Code sends MCP tools as mcp__<server>__<tool>, and defers them to its own tool search
     # once their definitions pass 10% of the context (20k tokens of a 200k window).
     "claude-code": ProfileConfig(
-        max_name_length=64, name_prefix="mcp__{server}__", max_tool_tokens=20_000, search="off"
+        max_name_length=64,
+        name_prefix="mcp__{server}__",
+        map_chars=True,
+        max_tool_tokens=20_000,
+        search="off",
     ),
-    "claude-desktop": ProfileConfig(max_name_length=64, search="off"),
+    "claude-desktop": ProfileConfig(max_name_length=64, map_chars=True, search="off"),
     # Cursor: the first 40 tools reach the model; server name + tool name at most 60.
     "cursor": ProfileConfig(
-        max_tools=40, max_name_length=60, name_prefix="{server}", search="auto"
+        max_tools=40, max_name_length=60, name_prefix="{server}", map_chars=True, search="auto"
     ),
     # VS Code / Copilot: at most 128 tools per request; the Copilot API wants OpenAI names.
     "vscode": ProfileConfig(max_tools=128, max_name_length=64, map_chars=True, search="auto"),
@@ -57,8 +62,8 @@ BUILTIN: dict[str, ProfileConfig] = {
         map_chars=True,
         search="auto",
     ),
-    # Windsurf (Cascade): at most 100 tools at any time.
-    "windsurf": ProfileConfig(max_tools=100, search="auto"),
+    # Windsurf (Cascade): at most 100 tools at any time, names ^[a-zA-Z0-9_-]{1,64}$.
+    "windsurf": ProfileConfig(max_tools=100, max_name_length=64, map_chars=True, search="auto"),
 }
 
 
