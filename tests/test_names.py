@@ -87,11 +87,17 @@ def test_a_profile_without_map_chars_shows_a_dotted_name_as_it_is() -> None:
 async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_takes(
     write_config,
 ) -> None:
-    """Over stdio (the external server's calls take the fast path, which knows the names)."""
+    """Over stdio (the external server's calls take the fast path, which knows the names); then
+    a reload adding a server whose tools would share a shown name is refused, with the fix."""
+    import signal
+
+    import anyio
     from conftest import launched
+    from test_reload import launcher_pid
 
     config = write_config(CONFIG.format(collide=""))
-    async with launched(config) as session:
+    errlog = config.parent / "stderr.log"
+    async with launched(config, errlog=errlog) as session:
         listed = [t.name for t in (await session.list_tools()).tools]
         assert sorted(listed) == sorted(["get_issue", SHORT, "list_issues"])
         assert all(CLIENT_NAME.match(name) for name in listed)
@@ -102,6 +108,18 @@ async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_take
         # The server's own name is not one the client was shown: unknown, as any other.
         unknown = await session.call_tool("get.issue", {})
         assert unknown.is_error and "get.issue" in text(unknown)
+
+        two = f"  two:\n    command: {sys.executable}\n    namespace: two\n"
+        two += f"    args: [{TESTS / 'odd_names_server.py'}, --collide]\n"
+        config.write_text(config.read_text().replace("profiles:", two + "profiles:"))
+        os.kill(launcher_pid(config), signal.SIGHUP)
+        with anyio.fail_after(30):
+            while "reload refused" not in errlog.read_text():
+                await anyio.sleep(0.1)
+        refused = next(line for line in errlog.read_text().splitlines() if "reload" in line)
+        assert "'two_get.issue' of 'two' would be shown to clients as 'two_get_issue'" in refused
+        assert "servers.two.tools.exclude: [get.issue]" in refused
+        assert sorted(t.name for t in (await session.list_tools()).tools) == sorted(listed)
 
 
 async def test_a_profile_shows_its_own_rule_and_the_plain_path_the_default_one(
