@@ -179,18 +179,22 @@ def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_confi
     from conftest import launcher_command
 
     config = write_config(CONFIG.format(collide=", --collide"))
-    done = subprocess.run(
-        [*launcher_command(), "--config", str(config)],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=120,
-        env={**os.environ},
+    why = "tool 'get.issue' of 'odd' would be shown to clients as 'get_issue'"
+    fix = "servers.odd.tools.exclude: [get.issue]"
+    done, check = (
+        subprocess.run(
+            [*launcher_command(), "--config", str(config), *extra],
+            capture_output=True,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            timeout=120,
+        )
+        for extra in ((), ("--check",))
     )
     assert done.returncode == 2, done.stderr
-    assert "tool 'get.issue' of 'odd' would be shown to clients as 'get_issue'" in done.stderr
-    assert "servers.odd.tools.exclude: [get.issue]" in done.stderr
+    assert why in done.stderr and fix in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert check.returncode == 1 and f"FAIL {why}" in " ".join(check.stdout.split())
 
 
 async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> None:

@@ -254,7 +254,7 @@ async def _report_or_serve(
             for name, why in profile_problems(composition, list(dict.fromkeys(wanted)))
         ]
         if not args.profile:
-            findings += [("names", "FAIL", why) for why in plain_problems(composition.mounts)]
+            findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 
