@@ -229,7 +229,7 @@ class NameMap:
                 )
                 continue
             found.append(
-                f"profiles.{p.name}: tools {kept!r} and {left!r} are both shortened to "
+                f"profiles.{p.name}: tools {kept!r} and {left!r} would both be shown as "
                 f"{client!r}; give one server a shorter namespace, leave one out "
                 f"(profiles.{p.name}.exclude: [{left}]) or raise profiles.{p.name}.max_name_length"
             )
