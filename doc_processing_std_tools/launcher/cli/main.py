@@ -272,7 +272,7 @@ async def _report_or_serve(
 
         # A server that was skipped (a missing extra) will not serve either.
         findings += [(name, "FAIL", why) for name, why in composition.skipped]
-        from ..compose.profiles import profile_problems
+        from ..compose.profiles import plain_problems, profile_problems
 
         wanted = [*loaded.config.profiles, *([args.profile] if args.profile else [])]
         findings += [
@@ -285,6 +285,8 @@ async def _report_or_serve(
             if m.state == "needs-login" and m.supervisor is not None
         ]
         findings += _lock_findings()
+        if not args.profile:
+            findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
         print_check(loaded, composition, transport, findings)
         return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
 
@@ -296,11 +298,10 @@ async def _report_or_serve(
     from ..compose.profiles import ProfileError, install_profiles, known_profiles
 
     served = known_profiles(loaded.config) if transport.type == "http" else []
-    if served or args.profile:
-        try:
-            install_profiles(composition, served, args.profile)
-        except ProfileError as exc:
-            return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+    try:
+        install_profiles(composition, served, args.profile)
+    except ProfileError as exc:
+        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
 
     from .serve import bind, serve
 

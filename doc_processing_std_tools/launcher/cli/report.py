@@ -91,7 +91,7 @@ def print_check(
     for name, level, text in findings:
         style = "red" if level == "FAIL" else "yellow"
         where = (
-            "" if name.startswith("profiles.") else f"servers.{escape(name)}: "
+            "" if not name or name.startswith("profiles.") else f"servers.{escape(name)}: "
         )  # (text names it)
         console.print(f"[{style}]{level}[/{style}] {where}{escape(text)}")
     counts = (

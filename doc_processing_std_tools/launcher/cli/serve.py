@@ -96,7 +96,7 @@ def _profiles(composition: Composition) -> list[str]:
     from ..compose.profiles import gate_of
 
     gate = gate_of(composition.root)
-    return list(gate.profiles) if gate is not None else []
+    return gate.served() if gate is not None else []
 
 
 def terminal_hint(composition: Composition, tools: str) -> str:

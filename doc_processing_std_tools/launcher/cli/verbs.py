@@ -32,15 +32,21 @@ async def _composed(config: str | LoadedConfig, only: set[str] | None = None) ->
     """The composition of *config* (of the servers in *only*), or the exit status after printing
     why there is none."""
     from ..compose.composition import CompositionError, ServerStartError, compose
+    from ..compose.profiles import plain_problems
 
     try:
         loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            return await compose(loaded, only=only)
+            composition = await compose(loaded, only=only)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:
         return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
+    problems = plain_problems(composition.mounts)
+    if problems:
+        await composition.aclose()
+        return _fail(f"{loaded.path}: {problems[0]}", EXIT_USAGE)
+    return composition
 
 
 def could_expose(entry: ServerEntry, name: str) -> bool:
@@ -84,15 +90,27 @@ async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
     return None, seen
 
 
+def shown_names(composition: Any) -> dict[str, str]:
+    """Each exposed tool's name as a client naming no profile sees it (compose/profiles.py)."""
+    from ..compose.profiles import plain_names
+
+    names = [t.name for m in composition.mounts for t in m.tools]
+    plain = plain_names(names)
+    return dict(zip(names, names, strict=True)) if plain is None else plain.shown
+
+
 def _tool_rows(composition: Any) -> list[dict[str, Any]]:
     rows = []
+    shown = shown_names(composition)
     for mount in composition.mounts:
         for tool in mount.tools:
+            if tool.name not in shown:
+                continue
             hints = tool.annotations
             rows.append(
                 {
                     "server": mount.name,
-                    "name": tool.name,
+                    "name": shown[tool.name],
                     "own_name": own_name(mount.entry, tool.name),
                     "read_only": bool(hints and hints.read_only_hint),
                     "destructive": bool(hints and hints.destructive_hint),
@@ -251,9 +269,10 @@ async def call(args: argparse.Namespace) -> int:
         import logging
 
         logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # the result says it once
+        exposed = {shown: name for name, shown in shown_names(composition).items()}[args.tool]
         with contextlib.redirect_stdout(sys.stderr):
             async with Client(composition.root) as client:
-                result = await client.call_tool(args.tool, arguments, raise_on_error=False)
+                result = await client.call_tool(exposed, arguments, raise_on_error=False)
         if result.structured_content is not None and not result.is_error:
             print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
         else:

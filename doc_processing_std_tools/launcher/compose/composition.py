@@ -37,6 +37,8 @@ from ..config.schema import (
 from ..config.yaml_file import format_error
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from anyio.abc import TaskGroup
     from fastmcp import FastMCP
     from fastmcp.server.providers import Provider
@@ -47,7 +49,9 @@ if TYPE_CHECKING:
     from ..external.supervisor import Supervisor
 
 log = logging.getLogger("dpt-launch")
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# The MCP spec's tool-name rule (2025-11-25): what clients see is narrower (compose/profiles.py).
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+TOOL_NAME_RULE = "letters, digits, '_', '-' and '.', at most 128 characters (the MCP spec)"
 DEFAULT_INSTRUCTIONS = (
     "Standard tools composed by dpt-launch. Each section below describes one mounted server."
 )
@@ -126,6 +130,8 @@ class Composition:
     # late mounts not listed yet -> set once their server is up and listed (or failed)
     starting: dict[str, Any] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=lambda: _no_telemetry())  # metrics, spans
+    # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
+    on_tools_changed: Callable[[Composition], None] | None = None
 
     async def aclose(self) -> None:
         """End every external server's session (and child process); send the last spans."""
@@ -246,6 +252,8 @@ class Composition:
                 return
             before = self.mounts
             self.mounts = self.exposure.settle([live if m is mount else m for m in before])
+            if self.on_tools_changed is not None:
+                self.on_tools_changed(self)
             changed = [
                 kind
                 for kind in ("tools", "prompts", "resources")
@@ -584,7 +592,7 @@ class Exposure:
         """*mounts* (their own lists, in config order) cut to what each may expose.
 
         A name stays with its owner while the owner still lists it; the rest go to the first
-        server listing them. Tool names MCP clients would reject are never exposed.
+        server listing them. Tool names the MCP spec does not allow are never exposed.
         """
         self.namespaces = {mount.name: mount.entry.namespace for mount in mounts}
         owners: dict[tuple[str, str], str] = {}
@@ -626,10 +634,10 @@ class Exposure:
         self._warned.add((mount, kind, key))
         if owner is None:
             log.warning(
-                "servers.%s: tool %r is not exposed: not a valid tool name for MCP clients "
-                "(letters, digits, '_' and '-', at most 64 characters)",
+                "servers.%s: tool %r is not exposed: not a valid MCP tool name (%s)",
                 mount,
                 key,
+                TOOL_NAME_RULE,
             )
             return
         namespace = self.namespaces.get(mount)
@@ -819,13 +827,20 @@ def merge_instructions(own: str | None, mounts: list[Mount]) -> str:
     return "\n\n".join(parts)
 
 
+def own_name_of(mount: Mount, name: str) -> str:
+    """The server's own name for *mount*'s exposed tool *name* (its namespace taken off)."""
+    namespace = mount.entry.namespace
+    return name.removeprefix(f"{namespace}_") if namespace else name
+
+
 def suggested_namespace(mount_name: str) -> str:
     """A namespace the config accepts (``NAMESPACE_PATTERN``), made from a mount name."""
     return re.sub(r"[^A-Za-z0-9-]+", "-", mount_name).strip("-")[:30].strip("-") or "ns"
 
 
 def refuse_bad_names(mounts: list[Mount], fresh: set[str] | None = None) -> None:
-    """Two servers exposing one name would leave the second unreachable; clients reject odd names.
+    """Two servers exposing one name would leave the second unreachable; the MCP spec refuses odd
+    names (what clients take is settled later, compose/profiles.py).
 
     fastmcp 4 logs a warning and lets the first provider win; here it is an error. With
     *fresh* (a reload: the servers it starts), only a clash involving one of those counts:
@@ -862,9 +877,10 @@ def refuse_bad_names(mounts: list[Mount], fresh: set[str] | None = None) -> None
             )
         if not TOOL_NAME.match(tool_name) and (fresh is None or owning[0].name in fresh):
             raise CompositionError(
-                f"tool {tool_name!r} from {owning[0].name!r} is not a valid tool name for MCP "
-                "clients (letters, digits, '_' and '-', at most 64 characters); shorten its "
-                "namespace"
+                f"tool {tool_name[:200]!r} from {owning[0].name!r} is not a valid MCP tool name "
+                f"({TOOL_NAME_RULE}); shorten servers.{owning[0].name}.namespace or leave the "
+                f"tool out (servers.{owning[0].name}.tools.exclude: "
+                f"[{own_name_of(owning[0], tool_name)[:200]}])"
             )
     for kind, key in (("prompt", "prompts"), ("resource", "resources")):
         holders: dict[str, list[Mount]] = {}

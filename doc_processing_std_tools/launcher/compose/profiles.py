@@ -30,19 +30,27 @@ DEFAULT_SERVER_NAME = "dpt"  # client-config's default --name: the client's key 
 DEFAULT_SEARCH_RESULTS = 5
 HASH_CHARS = 6
 _OUTSIDE = re.compile(r"[^A-Za-z0-9_-]")
+# What every client takes (the OpenAI and Copilot APIs, Windsurf); the MCP spec allows more.
+CLIENT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+PLAIN = ""  # the gate's key for the rule of a connection that names no profile
 
-# Each client's documented limits; sources in docs/clients.md.
+# Each client's documented limits; sources in docs/clients.md. Every one of them refuses a
+# name with a character outside [A-Za-z0-9_-] (a '.' the MCP spec allows): map_chars.
 BUILTIN: dict[str, ProfileConfig] = {
     # The Claude API refuses a tool name over 64 characters (the whole session fails); Claude
     # Code sends MCP tools as mcp__<server>__<tool>, and defers them to its own tool search
     # once their definitions pass 10% of the context (20k tokens of a 200k window).
     "claude-code": ProfileConfig(
-        max_name_length=64, name_prefix="mcp__{server}__", max_tool_tokens=20_000, search="off"
+        max_name_length=64,
+        name_prefix="mcp__{server}__",
+        map_chars=True,
+        max_tool_tokens=20_000,
+        search="off",
     ),
-    "claude-desktop": ProfileConfig(max_name_length=64, search="off"),
+    "claude-desktop": ProfileConfig(max_name_length=64, map_chars=True, search="off"),
     # Cursor: the first 40 tools reach the model; server name + tool name at most 60.
     "cursor": ProfileConfig(
-        max_tools=40, max_name_length=60, name_prefix="{server}", search="auto"
+        max_tools=40, max_name_length=60, name_prefix="{server}", map_chars=True, search="auto"
     ),
     # VS Code / Copilot: at most 128 tools per request; the Copilot API wants OpenAI names.
     "vscode": ProfileConfig(max_tools=128, max_name_length=64, map_chars=True, search="auto"),
@@ -54,8 +62,8 @@ BUILTIN: dict[str, ProfileConfig] = {
         map_chars=True,
         search="auto",
     ),
-    # Windsurf (Cascade): at most 100 tools at any time.
-    "windsurf": ProfileConfig(max_tools=100, search="auto"),
+    # Windsurf (Cascade): at most 100 tools at any time, names ^[a-zA-Z0-9_-]{1,64}$.
+    "windsurf": ProfileConfig(max_tools=100, max_name_length=64, map_chars=True, search="auto"),
 }
 
 
@@ -124,6 +132,10 @@ def resolve(config: LauncherConfig, name: str) -> Profile:
     return Profile(name=name, **fields)
 
 
+# Without a profile: names every client takes, by the same shortening and mapping.
+PLAIN_RULE = Profile(name=PLAIN, max_name_length=64, map_chars=True, search="off")
+
+
 # -- names -----------------------------------------------------------------------------
 
 
@@ -167,18 +179,19 @@ class NameMap:
 
     @classmethod
     def build(cls, profile: Profile, names: Iterable[str]) -> NameMap:
-        shown: dict[str, str] = {}
+        """Names kept as they are claim them first: a renamed tool never takes an unchanged
+        one's name, whatever the catalog order; ``shown`` keeps the catalog order."""
+        wanted = {name: exposed_name(name, profile) for name in names if profile.admits(name)}
         back: dict[str, str] = {}
         collisions = []
-        for name in names:
-            if not profile.admits(name):
-                continue
-            client = exposed_name(name, profile)
+        for name in sorted(wanted, key=lambda n: wanted[n] != n):
+            client = wanted[name]
             if client in back or (client in (SEARCH_TOOL, CALL_TOOL) and profile.search != "off"):
                 collisions.append((back.get(client, client), name, client))
                 continue
-            shown[name], back[client] = client, name
-        return cls(profile, shown, back, tuple(collisions))
+            back[client] = name
+        shown = {name: client for name, client in wanted.items() if back.get(client) == name}
+        return cls(profile, shown, {c: n for n, c in shown.items()}, tuple(collisions))
 
     def searching(self) -> bool:
         """Whether the client is shown the search and call tools instead of the whole list."""
@@ -216,7 +229,7 @@ class NameMap:
                 )
                 continue
             found.append(
-                f"profiles.{p.name}: tools {kept!r} and {left!r} are both shortened to "
+                f"profiles.{p.name}: tools {kept!r} and {left!r} would both be shown as "
                 f"{client!r}; give one server a shorter namespace, leave one out "
                 f"(profiles.{p.name}.exclude: [{left}]) or raise profiles.{p.name}.max_name_length"
             )
@@ -317,6 +330,10 @@ class ProfileGate:
         self.default = default
         self._maps: dict[str, tuple[Any, tuple[str, ...], NameMap]] = {}
 
+    def served(self) -> list[str]:
+        """The profiles a connection can name (``/mcp/NAME``)."""
+        return [name for name in self.profiles if name != PLAIN]
+
     def composition_names(self) -> tuple[str, ...]:
         return tuple(t.name for m in self.composition.mounts for t in m.tools)
 
@@ -333,8 +350,8 @@ class ProfileGate:
         names = NameMap.build(self.profiles[profile], current)
         for kept, left, client in names.collisions:
             log.warning(
-                "profiles.%s: tool %r is not shown: %r is already shown as %r",
-                profile,
+                "%s: tool %r is not shown: %r is already shown as %r",
+                f"profiles.{profile}" if profile != PLAIN else "names clients take",
                 left,
                 kept,
                 client,
@@ -435,7 +452,7 @@ class ProfileGate:
         )
 
 
-UNKNOWN = "\x00"  # no tool's name (the composition refuses names outside [A-Za-z0-9_-])
+UNKNOWN = "\x00"  # no tool's name (the composition refuses names the MCP spec does not allow)
 
 
 def _renamed(result: Any, name: str) -> Any:
@@ -504,15 +521,66 @@ def profile_problems(composition: Any, names: Sequence[str]) -> list[tuple[str, 
     return found
 
 
-def install_profiles(composition: Any, served: Sequence[str], default: str | None) -> ProfileGate:
-    """Serve *served* profiles (and *default* for connections that name none) from
-    *composition*: checked now against its tools (a collision or an over-long list refuses
-    the launch with the fix), then put first in its SDK server's chain."""
+def plain_names(names: Iterable[str]) -> NameMap | None:
+    """*names* as a connection that names no profile sees them (:data:`PLAIN_RULE`), or None
+    when every one is already a name every client takes: then nothing is installed and no
+    call does any more work than before."""
+    names = list(names)
+    if all(CLIENT_NAME.match(name) for name in names):
+        return None
+    return NameMap.build(PLAIN_RULE, names)
+
+
+def plain_problems(mounts: Sequence[Any], fresh: set[str] | None = None) -> list[str]:
+    """Each pair of tools the plain rule would show under one name, with the fix (with
+    *fresh*, a reload's new servers, only pairs involving one of them)."""
+    from .composition import own_name_of, suggested_namespace
+
+    names = plain_names(t.name for m in mounts for t in m.tools)
+    if names is None:
+        return []
+    owner = {t.name: m for m in reversed(mounts) for t in m.tools}
+    found = []
+    for kept, left, client in names.collisions:
+        mount = owner[left]
+        if fresh is not None and not {mount.name, owner[kept].name} & fresh:
+            continue
+        namespace = (
+            f"give one server a namespace (e.g. servers.{mount.name}.namespace: "
+            f"{suggested_namespace(mount.name)}) or "
+            if owner[kept] is not mount
+            else ""
+        )
+        found.append(
+            f"tool {left[:200]!r} of {mount.name!r} would be shown to clients as {client!r}, "
+            f"the name of {kept!r} of {owner[kept].name!r} (clients take letters, digits, '_' "
+            f"and '-', at most 64 characters); {namespace}leave the tool out "
+            f"(servers.{mount.name}.tools.exclude: [{own_name_of(mount, left)[:200]}])"
+        )
+    return found
+
+
+def install_profiles(
+    composition: Any, served: Sequence[str], default: str | None
+) -> ProfileGate | None:
+    """Serve *served* profiles (and *default* for connections that name none; without it, the
+    plain rule when a name needs it) from *composition*: checked now against its tools (a
+    collision or an over-long list refuses the launch with the fix), then put first in its
+    SDK server's chain. None when there is nothing to serve: no profile, every name fine."""
     from ...seams import add_server_middleware
 
     config = composition.loaded.config
     wanted = list(dict.fromkeys([*served, *([default] if default else [])]))
     profiles = {name: resolve(config, name) for name in wanted}
+    composition.on_tools_changed = follow_names
+    if default is None:
+        problems = plain_problems(composition.mounts)
+        if problems:
+            raise ProfileError(problems[0])
+        if plain_names(t.name for m in composition.mounts for t in m.tools) is not None:
+            profiles[PLAIN], default = PLAIN_RULE, PLAIN
+    if not profiles:
+        return None
     gate = ProfileGate(composition, profiles, default)
     problems = [text for name in wanted for text in gate.names(name).problems()]
     if problems:
@@ -521,6 +589,26 @@ def install_profiles(composition: Any, served: Sequence[str], default: str | Non
     if default is not None:
         _profile_fast_path(composition.root, gate, default)
     return gate
+
+
+def follow_names(composition: Any) -> None:
+    """The composition's tools changed while serving (a ``list_changed``, a reload): a name
+    clients would not take, on connections that name no profile, brings in the plain rule
+    from now on (a later tool whose name it would share is left out, with a warning)."""
+    from ...seams import add_server_middleware
+
+    gate = gate_of(composition.root)
+    if gate is not None and gate.default is not None:
+        return
+    if plain_names(t.name for m in composition.mounts for t in m.tools) is None:
+        return
+    if gate is None:
+        gate = ProfileGate(composition, {PLAIN: PLAIN_RULE}, PLAIN)
+        add_server_middleware(composition.root, gate)
+    else:
+        gate.profiles[PLAIN], gate.default = PLAIN_RULE, PLAIN
+    gate.names(PLAIN)
+    _profile_fast_path(composition.root, gate, PLAIN)
 
 
 class _ProfiledTargets:

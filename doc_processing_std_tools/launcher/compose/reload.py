@@ -28,6 +28,7 @@ from .composition import (
     mount_into,
     refuse_bad_names,
 )
+from .profiles import PLAIN, follow_names, gate_of, plain_problems
 
 log = logging.getLogger("dpt-launch")
 
@@ -83,6 +84,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         live = {name: await _listed_now(old[name]) for name in kept}
         ordered = [live[n] if n in kept else fresh[n] for n in wanted if n in kept or n in fresh]
         refuse_bad_names(ordered, fresh=set(fresh))
+        refuse_plain_collisions(composition, ordered, set(fresh))
     except Exception as exc:  # whatever a new server raises, the old composition serves on
         for mount in built:
             if mount.supervisor is not None:
@@ -107,6 +109,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
             root.add_provider(provider)
     composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
     composition.mounts = ordered
+    follow_names(composition)
     composition.watch_lists()
     composition.skipped = skipped
     composition.loaded = loaded
@@ -118,6 +121,17 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         + (f", {len(skipped)} not mounted" if skipped else "")
         + f"; {told} client(s) told"
     )
+
+
+def refuse_plain_collisions(composition: Composition, mounts: list[Mount], fresh: set[str]) -> None:
+    """A new server whose tool would be shown to clients under another tool's name (names
+    every client takes, for connections naming no profile) refuses the reload, as at launch."""
+    gate = gate_of(composition.root)
+    if gate is not None and gate.default not in (None, PLAIN):
+        return
+    problems = plain_problems(mounts, fresh)
+    if problems:
+        raise CompositionError(problems[0])
 
 
 async def _listed_now(mount: Mount) -> Mount:
