@@ -7,7 +7,9 @@ registration, an authorize endpoint that approves at once, tokens, refresh); ``/
 the MCP server, whose ``whoami`` tool answers ``hello`` and records the access token the
 call carried. Test hooks:
 
-- ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...]}``
+- ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...],
+  "tagged": [{"tag", "token"}, ...]}``: ``tagged`` pairs each call's ``tag`` argument (the
+  caller's name for the call) with the token it carried.
 - ``POST /admin/expire``: every access token issued so far has expired (refresh tokens work).
 - ``POST /admin/revoke``: every access and refresh token issued so far stops working.
 """
@@ -22,6 +24,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 CALLS: list[str] = []
+TAGGED: list[dict[str, str]] = []
 GRANTS: list[dict[str, Any]] = []
 
 
@@ -52,15 +55,16 @@ def build(base_url: str, token_seconds: int) -> Any:
     mcp = FastMCP("protected", auth=provider)
 
     @mcp.tool
-    def whoami() -> str:
-        """Say hello; the call's access token is recorded."""
+    def whoami(tag: str = "") -> str:
+        """Say hello; the call's access token is recorded (with *tag*)."""
         token = get_access_token()
         CALLS.append(token.token if token else "")
+        TAGGED.append({"tag": tag, "token": CALLS[-1]})
         return "hello"
 
     @mcp.custom_route("/admin/log", methods=["GET"])
     async def admin_log(_request: Request) -> Response:
-        return JSONResponse({"calls": CALLS, "grants": GRANTS})
+        return JSONResponse({"calls": CALLS, "grants": GRANTS, "tagged": TAGGED})
 
     @mcp.custom_route("/admin/revoke", methods=["POST"])
     async def admin_revoke(_request: Request) -> Response:
