@@ -155,8 +155,9 @@ async def test_each_user_calls_with_their_own_upstream_token_through_the_daemon(
     """One test, so a parallel run starts the daemon once: its parts build on each other's
     logins."""
     await two_users_call_at_once_each_with_their_own_upstream_token(daemon)
-    await a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(daemon)
     await a_static_token_caller_uses_the_launchers_own_login(daemon)
+    await a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(daemon)
+    await after_expiry_each_user_refreshes_their_own_token(daemon)
 
 
 async def two_users_call_at_once_each_with_their_own_upstream_token(daemon: Launched) -> None:
@@ -186,6 +187,13 @@ async def two_users_call_at_once_each_with_their_own_upstream_token(daemon: Laun
     assert {c["token"] for c in carried("alice-again")} == {tokens["alice"]}
 
 
+async def a_static_token_caller_uses_the_launchers_own_login(daemon: Launched) -> None:
+    assert linear_state(daemon.port) == "up"
+    assert await calls(daemon.url, STATIC_TOKEN, ["static-0", "static-1"]) == [("hello", False)] * 2
+    own = stored(setup.env, "linear")["tokens"]["access_token"]
+    assert {c["token"] for c in carried("static-")} == {own}
+
+
 async def a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(
     daemon: Launched,
 ) -> None:
@@ -201,8 +209,20 @@ async def a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(
     assert [c["token"] for c in carried("carol-")] == [token]
 
 
-async def a_static_token_caller_uses_the_launchers_own_login(daemon: Launched) -> None:
-    own = stored(setup.env, "linear")["tokens"]["access_token"]
-    assert linear_state(daemon.port) == "up"
-    assert await calls(daemon.url, STATIC_TOKEN, ["static-0", "static-1"]) == [("hello", False)] * 2
-    assert {c["token"] for c in carried("static-")} == {own}
+async def after_expiry_each_user_refreshes_their_own_token(daemon: Launched) -> None:
+    """The server expires every token: each user's next calls refresh that user's own login
+    (kept under their name) and carry the new token, never the other's."""
+    import urllib.request
+
+    before = {u: stored(setup.env, "linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}
+    expire = urllib.request.Request(setup.upstream + "/admin/expire", method="POST")
+    urllib.request.urlopen(expire, timeout=10).read()
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            for user in ("alice", "bob"):
+                tags = [f"{user}-refreshed-{i}" for i in range(2)]
+                group.start_soon(calls, daemon.url, setup.jwt(user), tags, user == "bob")
+    for user in ("alice", "bob"):
+        now = stored(setup.env, "linear", user)["tokens"]["access_token"]
+        assert now not in before.values()
+        assert [c["token"] for c in carried(f"{user}-refreshed-")] == [now, now], user
