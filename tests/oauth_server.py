@@ -5,7 +5,8 @@ free port, writes the port to PORT_FILE and serves until killed. fastmcp's
 ``InMemoryOAuthProvider`` is the authorization server (metadata, dynamic client
 registration, an authorize endpoint that approves at once, tokens, refresh); ``/mcp`` is
 the MCP server, whose ``whoami`` tool answers ``hello`` and records the access token the
-call carried. Test hooks:
+call carried; its read-only ``meet`` tool answers ``met`` once *together* calls of a group
+were in flight at once (``alone`` after 5 s). Test hooks:
 
 - ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...],
   "tagged": [{"tag", "token"}, ...]}``: ``tagged`` pairs each call's ``tag`` argument (the
@@ -25,6 +26,8 @@ from urllib.parse import parse_qs
 
 CALLS: list[str] = []
 TAGGED: list[dict[str, str]] = []
+IN_FLIGHT: dict[str, int] = {}  # meet's calls now running, by group
+MET: set[str] = set()  # the groups whose calls were all in flight at once
 GRANTS: list[dict[str, Any]] = []
 
 
@@ -61,6 +64,26 @@ def build(base_url: str, token_seconds: int) -> Any:
         CALLS.append(token.token if token else "")
         TAGGED.append({"tag": tag, "token": CALLS[-1]})
         return "hello"
+
+    @mcp.tool(annotations={"readOnlyHint": True})
+    async def meet(tag: str, together: int) -> str:
+        """Wait until *together* calls tagged GROUP-... are running at once (a session that
+        sends one call at a time never gets there); the token is recorded as by whoami."""
+        import anyio
+
+        token = get_access_token()
+        TAGGED.append({"tag": tag, "token": token.token if token else ""})
+        group = tag.rsplit("-", 1)[0]
+        IN_FLIGHT[group] = IN_FLIGHT.get(group, 0) + 1
+        try:
+            with anyio.move_on_after(5):
+                while group not in MET:
+                    if IN_FLIGHT[group] >= together:
+                        MET.add(group)
+                    await anyio.sleep(0.01)
+        finally:
+            IN_FLIGHT[group] -= 1
+        return "met" if group in MET else "alone"
 
     @mcp.custom_route("/admin/log", methods=["GET"])
     async def admin_log(_request: Request) -> Response:

@@ -155,6 +155,7 @@ async def test_each_user_calls_with_their_own_upstream_token_through_the_daemon(
     """One test, so a parallel run starts the daemon once: its parts build on each other's
     logins."""
     await two_users_call_at_once_each_with_their_own_upstream_token(daemon)
+    await one_users_calls_run_at_once_upstream(daemon)
     await a_static_token_caller_uses_the_launchers_own_login(daemon)
     await a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(daemon)
     await after_expiry_each_user_refreshes_their_own_token(daemon)
@@ -185,6 +186,27 @@ async def two_users_call_at_once_each_with_their_own_upstream_token(daemon: Laun
     again = await calls(daemon.url, setup.jwt("alice"), ["alice-again"], official=True)
     assert again == [("hello", False)]
     assert {c["token"] for c in carried("alice-again")} == {tokens["alice"]}
+
+
+async def one_users_calls_run_at_once_upstream(daemon: Launched) -> None:
+    """Two read-only calls of alice's (no process lock) are both in flight on her upstream
+    session at once: the server sees them meet."""
+    from fastmcp import Client
+
+    answers: list[str] = []
+    async with Client(daemon.url, auth=setup.jwt("alice")) as client:
+
+        async def one(tag: str) -> None:
+            result = await client.call_tool_mcp("meet", {"tag": tag, "together": 2})
+            answers.append("".join(getattr(block, "text", "") for block in result.content))
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                for tag in ("alice-meet-0", "alice-meet-1"):
+                    group.start_soon(one, tag)
+    assert answers == ["met", "met"]
+    alice = stored(setup.env, "linear", "alice")["tokens"]["access_token"]
+    assert [c["token"] for c in carried("alice-meet-")] == [alice, alice]
 
 
 async def a_static_token_caller_uses_the_launchers_own_login(daemon: Launched) -> None:
