@@ -108,9 +108,9 @@ def linear_state(port: int) -> str:
 
 
 async def calls(
-    url: str, token: str, tags: list[str], official: bool = False
+    url: str, token: str, tags: list[str], official: bool = False, tool: str = "whoami"
 ) -> list[tuple[str, bool]]:
-    """One client with *token* making one ``whoami`` call per tag, all at once: each call's
+    """One client with *token* making one *tool* call per tag, all at once: each call's
     (text, is_error). fastmcp's client speaks the stateless protocol (every request its own
     connection); with *official*, the mcp SDK's ``ClientSession`` opens a handshake-era session
     (an ``Mcp-Session-Id`` whose later requests the daemon serves on the session's own task)."""
@@ -118,7 +118,8 @@ async def calls(
 
     async def each(call_tool: Any) -> None:
         async def one(tag: str) -> None:
-            result = await call_tool("whoami", {"tag": tag})
+            arguments = {"tag": tag, "together": 2} if tool == "meet" else {"tag": tag}
+            result = await call_tool(tool, arguments)
             text = "".join(getattr(block, "text", "") for block in result.content)
             results[tag] = (text, bool(result.is_error))
 
@@ -156,6 +157,7 @@ async def test_each_user_calls_with_their_own_upstream_token_through_the_daemon(
     logins."""
     await two_users_call_at_once_each_with_their_own_upstream_token(daemon)
     await one_users_calls_run_at_once_upstream(daemon)
+    await two_users_on_handshake_sessions_do_not_take_turns(daemon)
     await a_static_token_caller_uses_the_launchers_own_login(daemon)
     await a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(daemon)
     await after_expiry_each_user_refreshes_their_own_token(daemon)
@@ -207,6 +209,26 @@ async def one_users_calls_run_at_once_upstream(daemon: Launched) -> None:
     assert answers == ["met", "met"]
     alice = stored(setup.env, "linear", "alice")["tokens"]["access_token"]
     assert [c["token"] for c in carried("alice-meet-")] == [alice, alice]
+
+
+async def two_users_on_handshake_sessions_do_not_take_turns(daemon: Launched) -> None:
+    """alice's and bob's calls on handshake-era sessions (the relayed path, where the client
+    sessions of one server's own session take turns) run at once: each on its user's session."""
+    answers: dict[str, list[tuple[str, bool]]] = {}
+
+    async def as_user(user: str) -> None:
+        tag = f"both-meet-{user}"
+        answers[user] = await calls(daemon.url, setup.jwt(user), [tag], True, "meet")
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(as_user, "alice")
+            group.start_soon(as_user, "bob")
+    assert answers == {"alice": [("met", False)], "bob": [("met", False)]}
+    tokens = {u: stored(setup.env, "linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}
+    assert {c["tag"]: c["token"] for c in carried("both-meet-")} == {
+        f"both-meet-{u}": tokens[u] for u in ("alice", "bob")
+    }
 
 
 async def a_static_token_caller_uses_the_launchers_own_login(daemon: Launched) -> None:
