@@ -2,12 +2,15 @@
 OAuth server's tool, each with their own upstream login.
 
 One module, one of each: the authorization server + protected MCP server
-(``oauth_server.py``, which records the token each call carried), the
-identity provider's keys (``idp_helpers.KeyServer`` in this process), and one ``dpt-launch``
-daemon with ``transport.auth`` (a static token and ``jwt``) mounting that server with
-``auth: oauth``. alice and bob (``dpt-launch login linear --user ...``, the browser step
-driven programmatically) and the launcher itself (``dpt-launch login linear``, what static-token
-callers use) log in before the daemon starts; carol does only after her first call.
+(``oauth_server.py``, which records the token each call carried, and whose ``meet`` tool tells
+whether calls were in flight at once), the identity provider's keys (``idp_helpers.KeyServer``
+in this process), and one ``dpt-launch`` daemon with ``transport.auth`` (a static token and
+``jwt``) mounting that server with ``auth: oauth``. alice and bob (``dpt-launch login linear
+--user ...``, the browser step driven programmatically) and the launcher itself (``dpt-launch
+login linear``, what static-token callers use) log in before the daemon starts; carol does
+only after her first call. Clients of both kinds call: fastmcp's (the stateless protocol,
+served through fastmcp's proxy) and the mcp SDK's ``ClientSession`` (a handshake-era session,
+served by the launcher's relay).
 """
 
 from __future__ import annotations
