@@ -731,9 +731,10 @@ def oauth_client_provider(
     margin: Callable[[float], float],
 ) -> Any:
     """The mcp SDK's ``OAuthClientProvider`` (an ``httpx2.Auth``), changed where a long-lived
-    session needs it. Its private steps used: ``_initialize``, ``_perform_authorization``,
-    ``_refresh_token``, ``_handle_token_response``, ``_handle_refresh_response`` and the
-    ``context`` (``OAuthContext``) fields ``current_tokens``, ``client_info``,
+    session needs it. Its private steps used: ``_auth_flow``, ``_initialized``, ``_initialize``,
+    ``_add_auth_header``, ``_perform_authorization``, ``_refresh_token``,
+    ``_handle_token_response``, ``_handle_refresh_response`` and the ``context``
+    (``OAuthContext``) fields ``lock``, ``current_tokens``, ``client_info``,
     ``token_expiry_time``, ``oauth_metadata``, ``protected_resource_metadata``,
     ``auth_server_url``.
 
@@ -747,6 +748,10 @@ def oauth_client_provider(
       login); a refused refresh awaits *refused()*, which raises.
     - *storage* learns the discovered metadata with each new token
       (``storage.discovery = ...``: a callable giving a JSON-able dict).
+    - A request with a valid token goes out without the flow's lock held until its answer
+      (``_auth_flow`` holds ``context.lock`` across the request, so a session's calls ran one
+      at a time); a request that needs a refresh, or whose answer is a 401 or a scope step-up,
+      goes through the SDK's whole flow under the lock (which sends it again).
     """
     from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthMetadata, ProtectedResourceMetadata
@@ -754,6 +759,30 @@ def oauth_client_provider(
     class _Provider(OAuthClientProvider):
         _refreshing = False
         _tried: str | None = None
+
+        async def _auth_flow(self, request: Any) -> Any:
+            async with self.context.lock:
+                if not self._initialized:
+                    await self._initialize()
+                ready = self.context.is_token_valid()
+                if ready:
+                    self._add_auth_header(request)
+            if ready:
+                response = yield request
+                challenge = response.headers.get("www-authenticate", "")
+                if response.status_code != 401 and not (
+                    response.status_code == 403 and "insufficient_scope" in challenge
+                ):
+                    return
+            flow = super()._auth_flow(request)
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    outgoing = await flow.asend((yield outgoing))
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
 
         async def _initialize(self) -> None:
             await super()._initialize()

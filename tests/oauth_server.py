@@ -5,9 +5,12 @@ free port, writes the port to PORT_FILE and serves until killed. fastmcp's
 ``InMemoryOAuthProvider`` is the authorization server (metadata, dynamic client
 registration, an authorize endpoint that approves at once, tokens, refresh); ``/mcp`` is
 the MCP server, whose ``whoami`` tool answers ``hello`` and records the access token the
-call carried. Test hooks:
+call carried; its read-only ``meet`` tool answers ``met`` once *together* calls of a group
+were in flight at once (``alone`` after 5 s). Test hooks:
 
-- ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...]}``
+- ``GET /admin/log``: ``{"calls": [token, ...], "grants": [{"grant_type", "resource"}, ...],
+  "tagged": [{"tag", "token"}, ...]}``: ``tagged`` pairs each call's ``tag`` argument (the
+  caller's name for the call) with the token it carried.
 - ``POST /admin/expire``: every access token issued so far has expired (refresh tokens work).
 - ``POST /admin/revoke``: every access and refresh token issued so far stops working.
 """
@@ -22,6 +25,9 @@ from typing import Any
 from urllib.parse import parse_qs
 
 CALLS: list[str] = []
+TAGGED: list[dict[str, str]] = []
+IN_FLIGHT: dict[str, int] = {}  # meet's calls now running, by group
+MET: set[str] = set()  # the groups whose calls were all in flight at once
 GRANTS: list[dict[str, Any]] = []
 
 
@@ -52,15 +58,36 @@ def build(base_url: str, token_seconds: int) -> Any:
     mcp = FastMCP("protected", auth=provider)
 
     @mcp.tool
-    def whoami() -> str:
-        """Say hello; the call's access token is recorded."""
+    def whoami(tag: str = "") -> str:
+        """Say hello; the call's access token is recorded (with *tag*)."""
         token = get_access_token()
         CALLS.append(token.token if token else "")
+        TAGGED.append({"tag": tag, "token": CALLS[-1]})
         return "hello"
+
+    @mcp.tool(annotations={"readOnlyHint": True})
+    async def meet(tag: str, together: int) -> str:
+        """Wait until *together* calls tagged GROUP-... are running at once (a session that
+        sends one call at a time never gets there); the token is recorded as by whoami."""
+        import anyio
+
+        token = get_access_token()
+        TAGGED.append({"tag": tag, "token": token.token if token else ""})
+        group = tag.rsplit("-", 1)[0]
+        IN_FLIGHT[group] = IN_FLIGHT.get(group, 0) + 1
+        try:
+            with anyio.move_on_after(5):
+                while group not in MET:
+                    if IN_FLIGHT[group] >= together:
+                        MET.add(group)
+                    await anyio.sleep(0.01)
+        finally:
+            IN_FLIGHT[group] -= 1
+        return "met" if group in MET else "alone"
 
     @mcp.custom_route("/admin/log", methods=["GET"])
     async def admin_log(_request: Request) -> Response:
-        return JSONResponse({"calls": CALLS, "grants": GRANTS})
+        return JSONResponse({"calls": CALLS, "grants": GRANTS, "tagged": TAGGED})
 
     @mcp.custom_route("/admin/revoke", methods=["POST"])
     async def admin_revoke(_request: Request) -> Response:

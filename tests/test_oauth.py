@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -21,31 +20,16 @@ from typing import Any
 import pytest
 from conftest import launcher_command
 from launch_helpers import http_launcher
+from oauth_helpers import (
+    WAIT,
+    login_cli_in_process,
+    login_in_process,
+    server_log,
+    start_oauth_server,
+    stored,
+    wait_for,
+)
 from rpc_helpers import request
-
-TESTS = Path(__file__).resolve().parent
-WAIT = 30.0  # seconds a condition may take before the test fails (no timing is asserted)
-
-
-def _start_server(folder: Path, token_seconds: int) -> tuple[subprocess.Popen[bytes], str]:
-    port_file = folder / f"oauth-{token_seconds}.port"
-    proc = subprocess.Popen(
-        [sys.executable, str(TESTS / "oauth_server.py"), str(port_file), str(token_seconds)],
-        stdout=subprocess.DEVNULL,
-        stderr=(folder / "oauth-server.log").open("wb"),
-    )
-    deadline = time.monotonic() + WAIT
-    while True:
-        assert proc.poll() is None, (folder / "oauth-server.log").read_text()
-        assert time.monotonic() < deadline, "the OAuth test server did not start"
-        if port_file.exists() and port_file.read_text():
-            port = json.loads(port_file.read_text())["port"]
-            try:
-                if request(port, "GET", "/admin/log").status == 200:
-                    return proc, f"http://127.0.0.1:{port}"
-            except OSError:
-                pass
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +42,7 @@ def oauth_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The authorization server and protected MCP server (1-hour tokens): its base URL."""
-    proc, base = _start_server(tmp_path_factory.mktemp("oauth-server"), 3600)
+    proc, base = start_oauth_server(tmp_path_factory.mktemp("oauth-server"), 3600)
     try:
         yield base
     finally:
@@ -68,11 +52,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _post(base: str, path: str) -> None:
     urllib.request.urlopen(urllib.request.Request(base + path, method="POST"), timeout=10).read()
-
-
-def server_log(base: str) -> dict[str, Any]:
-    with urllib.request.urlopen(base + "/admin/log", timeout=10) as reply:
-        return json.loads(reply.read())
 
 
 def _config(folder: Path, base: str, name: str = "linear", auth: bool = True) -> Path:
@@ -113,76 +92,6 @@ def login(config: Path, name: str, env: dict[str, str]) -> tuple[str, str]:
     out, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 0, err
     return url + "\n" + out, err
-
-
-def login_cli_in_process(config: Path, name: str, env: dict[str, str]) -> tuple[str, str]:
-    """``dpt-launch login NAME --no-browser`` run by ``main()`` in a thread of this process,
-    the browser being a GET of the URL it prints, following the redirects to the callback.
-    Its (stdout, stderr)."""
-    import contextlib
-    import io
-    import threading
-
-    from doc_processing_std_tools.launcher.cli.main import main
-
-    out, err = io.StringIO(), io.StringIO()
-    status: list[int] = []
-    saved = dict(os.environ)
-    os.environ.update(env)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            worker = threading.Thread(
-                target=lambda: status.append(
-                    main(["login", name, "--config", str(config), "--no-browser"])
-                )
-            )
-            worker.start()
-            url = wait_for(lambda: out.getvalue().partition("\n")[0].strip(), "the URL")
-            assert url.startswith("http://127.0.0.1:"), url
-            with urllib.request.urlopen(url, timeout=WAIT) as page:  # lands on the callback
-                assert page.status == 200
-            worker.join(WAIT)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    assert status == [0], err.getvalue()
-    return out.getvalue(), err.getvalue()
-
-
-async def login_in_process(
-    config: Path, name: str, env: dict[str, str], user: str | None = None
-) -> None:
-    """The login flow of ``dpt-launch login`` in this process (no interpreter to start)."""
-    import httpx2
-
-    from doc_processing_std_tools.launcher.config.schema import load_config
-    from doc_processing_std_tools.launcher.external.oauth import login as oauth_login
-    from doc_processing_std_tools.launcher.external.tokens import TokenStore
-
-    async def browser(url: str) -> None:
-        async with httpx2.AsyncClient(follow_redirects=True) as client:
-            assert (await client.get(url)).status_code == 200
-
-    folder = Path(env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
-    entry = load_config(config).config.servers[name]
-    await oauth_login(name, entry, TokenStore(folder, keyring=None), user, show_url=browser)
-
-
-def stored(env: dict[str, str], name: str) -> dict[str, Any]:
-    from doc_processing_std_tools.launcher.external.tokens import TokenStore
-
-    folder = Path(env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
-    record = TokenStore(folder, keyring=None).get(name)
-    assert record is not None
-    return record
-
-
-def wait_for(condition: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {what}"
-        time.sleep(0.1)
-    return found
 
 
 async def call(url: str, tool: str = "whoami") -> tuple[str, bool]:
@@ -400,6 +309,15 @@ async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_sessi
         assert await call_as("alice") == ("hello", False, tokens["alice"])
         first = await supervisor._user_client("alice")
         assert first is not await supervisor._user_client("bob")  # one session per user
+        _post(server, "/admin/expire")  # alice's next call refreshes her token on her session
+        text, is_error, refreshed = await call_as("alice")
+        assert (text, is_error) == ("hello", False) and refreshed != tokens["alice"]
+        assert store.get("linear", "alice")["tokens"]["access_token"] == refreshed  # type: ignore[index]
+        assert await supervisor._user_client("alice") is first  # her own refresh: kept open
+        await login_in_process(config, "linear", env, user="alice")  # a new login: reopened
+        again = store.get("linear", "alice")["tokens"]["access_token"]  # type: ignore[index]
+        assert await call_as("alice") == ("hello", False, again)
+        assert await supervisor._user_client("alice") is not first
         carol = await call_as("carol")
         assert carol[:2] == (
             "server 'linear' needs a login for user 'carol': run dpt-launch login linear "
@@ -522,7 +440,7 @@ async def test_short_lived_tokens_are_refreshed_before_they_expire(
     every call succeeds and the server never had to refuse an expired one."""
     import anyio
 
-    proc, base = _start_server(tmp_path, 3)
+    proc, base = start_oauth_server(tmp_path, 3)
     try:
         config = _config(tmp_path / "c", base, name="short")
         login(config, "short", oauth_env)

@@ -583,3 +583,38 @@ async def test_an_oauth_401_refreshes_once_and_a_refused_refresh_calls_refused()
         assert not any("authorize" in url for url in calls)  # never a browser step
         assert bool(refused) is expect_refused
         assert (reply is None) is expect_refused
+
+
+async def test_oauth_requests_with_a_valid_token_are_in_flight_at_once() -> None:
+    """``_auth_flow`` (its ``context.lock`` held across the request): two requests of one
+    provider with a valid token both reach the server before either is answered."""
+    import time
+
+    import anyio
+    import httpx2
+
+    arrived = 0
+    both = anyio.Event()
+
+    async def answer(request: httpx2.Request) -> httpx2.Response:
+        nonlocal arrived
+        arrived += 1
+        if arrived == 2:
+            both.set()
+        with anyio.move_on_after(10):
+            await both.wait()
+        return httpx2.Response(200, json={"both": both.is_set()})
+
+    storage = _Stored(refresh_at=time.time() + 3000, discovered=None)
+    provider = _oauth_provider(storage, [])
+    replies: list[object] = []
+    async with httpx2.AsyncClient(transport=httpx2.MockTransport(answer)) as client:
+
+        async def post() -> None:
+            reply = await client.post("https://mcp.example/mcp", json={}, auth=provider)  # type: ignore[arg-type]
+            replies.append((reply.json(), reply.request.headers["authorization"]))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(post)
+            group.start_soon(post)
+    assert replies == [({"both": True}, "Bearer old")] * 2

@@ -113,10 +113,12 @@ class StoredLogin:
         *,
         static_client: Any = None,
         fresh: bool = False,
+        on_saved: Callable[[str], None] | None = None,
     ) -> None:
         self.store, self.name, self.url, self.user = store, name, url, user
         self.static_client = static_client
         self.fresh = fresh
+        self.on_saved = on_saved  # told the store's stamp after each write of ours
         self.discovery: Callable[[], dict[str, Any]] = dict  # set by seams.oauth_client_provider
         self._record: dict[str, Any] | None = None
         self._loaded = False
@@ -131,7 +133,9 @@ class StoredLogin:
 
     async def _save(self, record: dict[str, Any]) -> None:
         self._record = record
-        await anyio.to_thread.run_sync(self.store.put, self.name, record, self.user)
+        stamp = await anyio.to_thread.run_sync(self.store.put, self.name, record, self.user)
+        if self.on_saved is not None:
+            self.on_saved(stamp)
 
     async def get_tokens(self) -> Any:
         from mcp.shared.auth import OAuthToken
@@ -226,9 +230,11 @@ def serving_auth(
     store: TokenStore,
     user: str | None = None,
     on_needs_login: Callable[[], None] | None = None,
+    on_saved: Callable[[str], None] | None = None,
 ) -> Any:
     """The ``httpx2.Auth`` a session to *entry*'s server uses for *user* (None: the launcher's
-    own login): stored tokens, refreshed in time; :class:`NeedsLogin` when none will do."""
+    own login): stored tokens, refreshed in time; :class:`NeedsLogin` when none will do.
+    *on_saved* is told the store's stamp after each refresh it keeps (see :class:`StoredLogin`)."""
     from ...seams import oauth_client_provider
 
     assert entry.url
@@ -240,7 +246,12 @@ def serving_auth(
         else DUMMY_REDIRECT
     )
     storage = StoredLogin(
-        store, name, entry.url, user, static_client=static_client(settings, redirect)
+        store,
+        name,
+        entry.url,
+        user,
+        static_client=static_client(settings, redirect),
+        on_saved=on_saved,
     )
 
     async def refused(*_: Any) -> NoReturn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
@@ -235,6 +236,10 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
+        if target.supervisor.subject() is not None:
+            # A signed-in user's own session: nothing it asks reaches a client, so it neither
+            # waits for other client sessions' turns nor stands for their calls.
+            return await self._send(target, out, on_progress, None, request_id)
         front = target.supervisor.front
         # One client session's calls at a time: what the server asks meanwhile is that session's.
         async with front.turns.turn(caller):
@@ -263,7 +268,7 @@ class ToolRelay:
             send_raw_request(client, "tools/call", out, on_progress=on_progress)
         )
         try:
-            with front.calling(caller, request_id):
+            with front.calling(caller, request_id) if caller is not None else nullcontext():
                 return await asyncio.shield(request)
         except asyncio.CancelledError:
             request.cancel()

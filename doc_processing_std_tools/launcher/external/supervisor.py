@@ -374,10 +374,15 @@ class Supervisor:
             session.error = needs_login_line(self.name, user)
             session.done.set()
 
+        def kept(stamp: str) -> None:  # (a refresh of ours is no new login: the session stays)
+            session.stamp = stamp
+
         try:
             record = await anyio.to_thread.run_sync(store.get, self.name, user)
             if usable(record, self.entry.url or ""):
-                auth = serving_auth(self.name, self.entry, store, user, on_needs_login=refused)
+                auth = serving_auth(
+                    self.name, self.entry, store, user, on_needs_login=refused, on_saved=kept
+                )
                 transport = self._transport(auth)
             else:
                 tools = await anyio.to_thread.run_sync(store.load_tools, self.name)

@@ -113,8 +113,9 @@ class TokenStore:
             return None  # a damaged record is no login: `dpt-launch login` writes a new one
         return record if isinstance(record, dict) else None
 
-    def put(self, server: str, tokens: dict[str, Any], user: str | None = None) -> None:
-        """Keep *tokens* (the whole login record) for *user* at *server*."""
+    def put(self, server: str, tokens: dict[str, Any], user: str | None = None) -> str:
+        """Keep *tokens* (the whole login record) for *user* at *server*. Returns the
+        :meth:`stamp` this write left, so the writer can tell its own write from another's."""
         key = _key(server, user)
         text = json.dumps(tokens, separators=(",", ":"))
         try:
@@ -131,7 +132,7 @@ class TokenStore:
             raise TokenStoreError(
                 f"cannot keep the login of {server!r} in {self.where}: {type(exc).__name__}"
             ) from None
-        self._touch(key)
+        return self._touch(key)
 
     def delete(self, server: str, user: str | None = None) -> bool:
         """Forget the login; whether there was one."""
@@ -160,10 +161,14 @@ class TokenStore:
         except OSError:
             return ""
 
-    def _touch(self, key: str) -> None:
-        with contextlib.suppress(OSError):
+    def _touch(self, key: str) -> str:
+        stamp = f"{time.time_ns()}-{os.getpid()}"
+        try:
             self._ensure_folder()
-            self._write(self._path(key, ".changed"), f"{time.time_ns()}-{os.getpid()}")
+            self._write(self._path(key, ".changed"), stamp)
+        except OSError:
+            return ""
+        return stamp
 
     def save_tools(self, server: str, tools: list[dict[str, Any]]) -> None:
         """Keep the tool list *server* gave last (what a server that needs a login lists)."""
