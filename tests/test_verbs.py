@@ -11,7 +11,13 @@ from pathlib import Path
 from conftest import launcher_command
 
 
-def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, here: bool = False
+) -> subprocess.CompletedProcess:
+    """``dpt-launch ARGS`` in a real process; with *here*, ``main(ARGS)`` in this one (for the
+    variants of a verb a test has already run as users run it: a process start costs ~1 s)."""
+    if here:
+        return run_here(*args, cwd=cwd, env=env)
     return subprocess.run(
         [*launcher_command(), *args],
         capture_output=True,
@@ -22,13 +28,38 @@ def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     )
 
 
+def run_here(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    import contextlib
+    import io
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_cwd, saved_env = os.getcwd(), dict(os.environ)
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse
+                code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 def test_init_writes_a_config_that_checks_and_never_overwrites(tmp_path: Path) -> None:
     made = run("init", "tools.yaml", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     check = run("--config", "tools.yaml", "--check", cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "write_memory" in check.stdout
-    again = run("init", "tools.yaml", cwd=tmp_path)
+    again = run("init", "tools.yaml", cwd=tmp_path, here=True)
     assert again.returncode == 2 and "exists" in again.stderr
 
 
@@ -89,13 +120,13 @@ def test_tools_name_shows_one_tool_with_an_example_call(tmp_path: Path) -> None:
     words = shlex.split(line)
     assert words[:5] == ["dpt-launch", "call", "--config", str(config), "memory_insert"]
     assert set(json.loads(words[5])) == {"path", "insert_line", "insert_text"}
-    one = run("tools", "--config", str(config), "memory_insert", "--json", cwd=tmp_path)
+    one = run("tools", "--config", str(config), "memory_insert", "--json", cwd=tmp_path, here=True)
     assert json.loads(one.stdout)["inputSchema"]["required"] == [
         "path",
         "insert_line",
         "insert_text",
     ]
-    typo = run("tools", "--config", str(config), "memory_insrt", cwd=tmp_path)
+    typo = run("tools", "--config", str(config), "memory_insrt", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and typo.stdout == ""
     assert typo.stderr.strip().splitlines() == [
         "dpt-launch: error: no tool 'memory_insrt'; did you mean 'memory_insert'? "
@@ -107,15 +138,17 @@ def test_call_prints_results_and_exits_1_on_a_tool_error(tmp_path: Path) -> None
     config = str(write_memory_config(tmp_path))
     ok = run("call", "--config", config, "write_memory", '{"key": "k", "value": "v"}', cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    got = run("call", "--config", config, "read_memory", '{"key": "k"}', cwd=tmp_path)
+    got = run("call", "--config", config, "read_memory", '{"key": "k"}', cwd=tmp_path, here=True)
     assert got.returncode == 0 and "v" in got.stdout
-    missing = run("call", "--config", config, "read_memory", '{"key": "nope"}', cwd=tmp_path)
+    missing = run(
+        "call", "--config", config, "read_memory", '{"key": "nope"}', cwd=tmp_path, here=True
+    )
     assert (
         missing.returncode == 1 and "nope" in missing.stderr and "Traceback" not in missing.stderr
     )
-    bad = run("call", "--config", config, "read_memory", "{not json", cwd=tmp_path)
+    bad = run("call", "--config", config, "read_memory", "{not json", cwd=tmp_path, here=True)
     assert bad.returncode == 2 and "not JSON" in bad.stderr
-    typo = run("call", "--config", config, "read_memroy", "{}", cwd=tmp_path)
+    typo = run("call", "--config", config, "read_memroy", "{}", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and "did you mean 'read_memory'?" in typo.stderr
 
 
@@ -128,7 +161,10 @@ def test_client_config_prints_each_client_s_snippet(tmp_path: Path) -> None:
         ("vscode", '"type": "stdio"'),
         ("codex", "[mcp_servers.dpt]"),
     ]:
-        shown = run("client-config", client, "--config", "tools.yaml", cwd=tmp_path)
+        shown = run(
+            "client-config", client, "--config", "tools.yaml", cwd=tmp_path,
+            here=client != "claude-code",
+        )  # fmt: skip
         assert shown.returncode == 0, shown.stderr
         assert marker in shown.stdout and str(config) in shown.stdout  # absolute path
         assert "dpt-launch" in shown.stdout
@@ -162,6 +198,7 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
         "--write",
         cwd=tmp_path,
         env={"HOME": str(home)},
+        here=True,
     )
     assert codex.returncode == 0, codex.stderr
     assert "[mcp_servers.dpt]" in (home / ".codex" / "config.toml").read_text()
@@ -173,6 +210,7 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
         "--write",
         cwd=tmp_path,
         env={"HOME": str(home)},
+        here=True,
     )
     assert twice.returncode == 1 and "already has" in twice.stderr
     broken = home / ".config" / "Claude" / "claude_desktop_config.json"
@@ -186,6 +224,7 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
         "--write",
         cwd=tmp_path,
         env={"HOME": str(home)},
+        here=True,
     )
     assert refused.returncode == 1 and "not valid JSON" in refused.stderr
     assert broken.read_text() == "{oops"  # a refused write changes nothing
@@ -199,10 +238,13 @@ def test_client_config_write_refuses_what_it_would_break(tmp_path: Path) -> None
     codex = home / ".codex" / "config.toml"
     codex.parent.mkdir(parents=True)
 
+    runs: list[str] = []
+
     def write(client: str, *extra: str) -> subprocess.CompletedProcess:
+        runs.append(client)
         return run(
             "client-config", client, "--config", str(config), "--write", *extra,
-            cwd=tmp_path, env={"HOME": str(home)},
+            cwd=tmp_path, env={"HOME": str(home)}, here=len(runs) > 1,
         )  # fmt: skip
 
     for text, expected in [
@@ -275,7 +317,7 @@ def test_init_says_where_memory_goes_and_a_missing_config_points_to_init(tmp_pat
     memory_line = next(line for line in text.splitlines() if "memory_dir" in line)
     assert "(next to this file)" not in memory_line
     assert "project the client" in memory_line and "per-user folder" in text
-    missing = run("tools", "--config", "absent.yaml", cwd=tmp_path)
+    missing = run("tools", "--config", "absent.yaml", cwd=tmp_path, here=True)
     assert missing.returncode == 2
     assert "dpt-launch init" in missing.stderr and "configs/tools.yaml" not in missing.stderr
     served = run("--config", "absent.yaml", "--check", cwd=tmp_path)
@@ -297,15 +339,15 @@ def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
         ("cursor", "mcpServers"),
         ("vscode", "servers"),
     ]:
-        shown = run("client-config", client, *flags, cwd=tmp_path)
+        shown = run("client-config", client, *flags, cwd=tmp_path, here=client != "cursor")
         assert shown.returncode == 0, shown.stderr
         entry = json.loads(shown.stdout)[key]["dpt"]
         assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
         assert "replace " + TOKEN_PLACEHOLDER in shown.stderr and "DPT_TOKEN" in shown.stderr
-    codex = run("client-config", "codex", *flags, cwd=tmp_path)
+    codex = run("client-config", "codex", *flags, cwd=tmp_path, here=True)
     entry = tomllib.loads(codex.stdout)["mcp_servers"]["dpt"]
     assert entry["env"] == {"DPT_TOKEN": TOKEN_PLACEHOLDER}
-    code = run("client-config", "claude-code", *flags, cwd=tmp_path)
+    code = run("client-config", "claude-code", *flags, cwd=tmp_path, here=True)
     assert TOKEN_PLACEHOLDER not in code.stdout + code.stderr  # a terminal program: it inherits
     unfilled = run(
         "connect", "http://127.0.0.1:9/mcp", "--token-env", "DPT_TOKEN",
@@ -345,8 +387,8 @@ def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     assert wrote.returncode == 0, wrote.stderr
     assert not (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
     assert (tmp_path / "m" / "k.json").exists()  # the call did run
-    external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path)
+    external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path, here=True)
     assert external.returncode == 0, external.stderr
     assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
-    typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path)
+    typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr
