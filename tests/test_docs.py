@@ -441,6 +441,7 @@ def test_mkdocs_build_strict(tmp_path: Path, catalog: Any) -> None:
             assert (site / "tools" / tool.name / "index.html").exists(), tool.name
 
 
+@pytest.mark.slow  # (a second whole mkdocs build, in an environment without the extra)
 def test_mkdocs_build_without_popoto_notes_what_is_missing(tmp_path: Path) -> None:
     """popoto is an optional extra: without it the docs still build, and say why the
     popoto-memory tables are missing."""

@@ -225,6 +225,7 @@ def bad_calls(tool: str, schema: dict[str, Any]) -> list[dict[str, Any]]:
     return calls
 
 
+@pytest.mark.slow  # (a storm: every bad-argument shape against every tool, ~4 s of CPU)
 async def test_every_tool_of_the_shipped_config_survives_bad_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

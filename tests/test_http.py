@@ -604,7 +604,10 @@ def _open_get_stream(port: int, session: str) -> http.client.HTTPResponse:
     return response
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+# SIGINT takes the same path as SIGTERM: its run waits out the same grace in the slow lane
+@pytest.mark.parametrize(
+    "sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+)
 async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_path, sig) -> None:
     with http_launcher(tmp_path, SLOW.format(grace=600)) as launched:
         port = launched.port
@@ -631,6 +634,7 @@ async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_pa
     assert " ERROR " not in err
 
 
+@pytest.mark.slow  # (waits out the shutdown grace)
 async def test_a_call_past_the_grace_period_is_cut_and_the_exit_is_still_clean(tmp_path) -> None:
     with http_launcher(tmp_path, SLOW.format(grace=0.5)) as launched:
         session = await anyio.to_thread.run_sync(open_session, launched.port)

@@ -173,28 +173,31 @@ async def test_names_a_server_adds_while_serving_are_shown_as_every_client_takes
             assert result.structured_content == {"tool": own, "number": 3}, text(result)
 
 
-def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_config) -> None:
+def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_config, capsys) -> None:
+    """The launch (a real process) exits 2 with the fix; ``--check`` (run in-process: the same
+    composition) says FAIL with the reason."""
     import subprocess
 
     from conftest import launcher_command
 
+    from doc_processing_std_tools.launcher.cli.main import main
+
     config = write_config(CONFIG.format(collide=", --collide"))
     why = "tool 'get.issue' of 'odd' would be shown to clients as 'get_issue'"
     fix = "servers.odd.tools.exclude: [get.issue]"
-    done, check = (
-        subprocess.run(
-            [*launcher_command(), "--config", str(config), *extra],
-            capture_output=True,
-            text=True,
-            stdin=subprocess.DEVNULL,
-            timeout=120,
-        )
-        for extra in ((), ("--check",))
+    done = subprocess.run(
+        [*launcher_command(), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
     )
     assert done.returncode == 2, done.stderr
     assert why in done.stderr and fix in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    assert check.returncode == 1 and f"FAIL {why}" in " ".join(check.stdout.split())
+    capsys.readouterr()
+    assert main(["--config", str(config), "--check"]) == 1
+    assert f"FAIL {why}" in " ".join(capsys.readouterr().out.split())
 
 
 async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> None:

@@ -1061,6 +1061,7 @@ async def test_three_launchers_share_one_store(tmp_path):
         assert fact in found.content[0].text
 
 
+@pytest.mark.slow  # (kills a launcher and waits for the lease it held to be noticed)
 @needs_redis
 @needs_proc
 async def test_first_call_after_a_restart_that_followed_a_sigkill(tmp_path):
