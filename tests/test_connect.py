@@ -413,7 +413,8 @@ def test_a_missing_token_variable_is_one_clear_line() -> None:
     assert bad.returncode == 2 and "is not an http(s) URL" in bad.stderr
 
 
-@pytest.mark.parametrize("how", ["eof", "sigterm"])
+# (SIGTERM takes the bridge's same way out as EOF: its run is in the slow lane)
+@pytest.mark.parametrize("how", ["eof", pytest.param("sigterm", marks=pytest.mark.slow)])
 def test_eof_or_sigterm_stop_the_bridge_at_once(daemon: Daemon, how: str) -> None:
     proc = subprocess.Popen(
         connect_command(daemon.url),

@@ -107,22 +107,26 @@ def test_a_call_before_initialize_is_refused_as_alone(tmp_path: Path) -> None:
             peer.close()
 
 
-@pytest.mark.parametrize(
-    "tail",
-    [b"\x0c", "\u00a0".encode(), "\u2028".encode(), b"\x0b"],
-    ids=["form feed", "no-break space", "line separator", "vertical tab"],
-)
-def test_only_json_whitespace_may_follow_a_call(tmp_path: Path, tail: bytes) -> None:
+TAILS = {
+    "form feed": b"\x0c",
+    "no-break space": "\u00a0".encode(),
+    "line separator": "\u2028".encode(),
+    "vertical tab": b"\x0b",
+}
+
+
+def test_only_json_whitespace_may_follow_a_call(tmp_path: Path) -> None:
     """The server alone serves none of these lines (it drops them); the launcher answers each
-    with a parse error carrying the id, and runs nothing."""
+    with a parse error carrying the id, runs nothing, and serves the next line."""
     launcher = _launcher(tmp_path)
     try:
         launcher.initialize()
-        launcher.send(_call(5) + tail)
-        reply = launcher.answer_to(5)
-        assert reply is not None and reply["error"]["code"] == -32700, reply
-        launcher.send(_call(6) + b" \t\r")  # JSON's own whitespace is fine
-        assert _served(launcher.answer_to(6))
+        for i, (name, tail) in enumerate(TAILS.items()):
+            launcher.send(_call(10 + 2 * i) + tail)
+            reply = launcher.answer_to(10 + 2 * i)
+            assert reply is not None and reply["error"]["code"] == -32700, (name, reply)
+            launcher.send(_call(11 + 2 * i) + b" \t\r")  # JSON's own whitespace is fine
+            assert _served(launcher.answer_to(11 + 2 * i)), name
     finally:
         launcher.close()
 

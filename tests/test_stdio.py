@@ -50,8 +50,7 @@ def ping() -> str:
 """
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
+def write_config(tmp_path: Path) -> Path:
     (tmp_path / "slow_server.py").write_text(SLOW_SERVER)
     path = tmp_path / "tools.yaml"
     path.write_text(
@@ -64,6 +63,11 @@ def config(tmp_path: Path) -> Path:
         "    module: slow_server:server\n"
     )
     return path
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    return write_config(tmp_path)
 
 
 class Wire(RawStdio):
@@ -100,6 +104,14 @@ def wire(config: Path) -> Iterator[Wire]:
         yield w
 
 
+@pytest.fixture(scope="module")
+def lasting_wire(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wire]:
+    """One launcher for a module's worth of requests that must each leave the session usable
+    (each test checks that it does); a spawn per request would cost ~1 s of CPU each."""
+    with initialized(write_config(tmp_path_factory.mktemp("lasting"))) as w:
+        yield w
+
+
 MALFORMED = [
     # (raw line, expected code, expected id)
     (
@@ -124,8 +136,9 @@ MALFORMED = [
 
 @pytest.mark.parametrize(("raw", "code", "request_id"), MALFORMED)
 def test_every_malformed_request_gets_an_error_reply(
-    wire: Wire, raw: bytes, code: int, request_id: object
+    lasting_wire: Wire, raw: bytes, code: int, request_id: object
 ) -> None:
+    wire = lasting_wire
     reply = wire.request(raw)
     assert reply["jsonrpc"] == "2.0"
     assert reply["id"] == request_id
