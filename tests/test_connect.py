@@ -263,6 +263,7 @@ async def test_two_bridges_share_the_daemons_lock(daemon: Daemon) -> None:
     assert sorted(lines) == sorted(f"line {n}" for n in range(50))
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_daemon_restart_fails_calls_clearly_then_they_work_again(daemon: Daemon) -> None:
     async with bridged(daemon.url) as client:
         ok = await client.call_tool("memory_create", {"path": "a.md", "file_text": "one\n"})
@@ -292,6 +293,7 @@ async def test_a_daemon_restart_fails_calls_clearly_then_they_work_again(daemon:
         assert "memory_view" in {tool.name for tool in (await client.list_tools()).tools}
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_bridge_started_before_the_daemon_heals_when_it_comes_up(
     daemon_config: Path,
 ) -> None:

@@ -222,6 +222,7 @@ def test_sigkill_of_the_launcher_leaves_no_child(write_config, tmp_path) -> None
     assert not any(alive(pid) for pid in children)
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
     write_config, tmp_path: Path
 ) -> None:
@@ -266,6 +267,7 @@ async def test_prompts_and_resources_are_mounted_namespaced(write_config, tmp_pa
         assert read.contents[0].text == "a note from the external server"
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_timed_out_call_is_cancelled_at_the_server(write_config, tmp_path: Path) -> None:
     marker = tmp_path / "cancelled"
     config = write_config(
@@ -349,6 +351,7 @@ async def test_external_calls_are_relayed_on_the_session_not_through_fastmcp(
     assert (tmp_path / "c").read_text() == "2"
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
     write_config, tmp_path: Path
 ) -> None:
@@ -422,6 +425,7 @@ async def test_overlapping_relayed_calls_keep_their_own_replies(
         assert replies == {n: f"reply {n}" for n in range(100)}
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_hung_url_server_times_out_on_time(
     write_config, http_server_process: tuple[str, subprocess.Popen[bytes]]
 ) -> None:
@@ -589,6 +593,7 @@ def wrapper_with_a_helper(tmp_path: Path, marker: str) -> Path:
     return script
 
 
+@pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)
 async def test_a_wrapped_server_that_dies_is_noticed_and_leaves_nothing(
     write_config, tmp_path: Path
 ) -> None:
