@@ -127,7 +127,7 @@ def _working_dir(world: dict[str, Path], where: str) -> Path:
     return Path("/") if where == "root" else world["home"]
 
 
-@pytest.mark.parametrize("where", ["root", "home"])
+@pytest.mark.parametrize("where", ["root", pytest.param("home", marks=pytest.mark.slow)])
 async def test_launcher_from_root_or_home_serves_only_the_client_roots(
     world: dict[str, Path], where: str
 ) -> None:
@@ -170,7 +170,7 @@ async def test_launcher_from_root_or_home_serves_only_the_client_roots(
     assert not _user_memory(world).exists()  # the client's root was used instead
 
 
-@pytest.mark.parametrize("where", ["root", "home"])
+@pytest.mark.parametrize("where", ["root", pytest.param("home", marks=pytest.mark.slow)])
 async def test_a_client_without_roots_gets_no_folder_and_the_fix(
     world: dict[str, Path], where: str
 ) -> None:

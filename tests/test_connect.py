@@ -239,6 +239,7 @@ async def test_roots_notifications_and_cancellation_are_forwarded(
         assert text_of(await client.call_tool("announce", {})) == "announced"
 
 
+@pytest.mark.slow  # (two bridges and a daemon: a small fleet)
 async def test_two_bridges_share_the_daemons_lock(daemon: Daemon) -> None:
     """50 overlapping inserts into one file, 25 through each of two bridges: none is lost."""
     async with bridged(daemon.url) as first, bridged(daemon.url) as second:

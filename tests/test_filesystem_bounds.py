@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import anyio
+import pytest
 from conftest import launched, launcher_command, text_of
 from rpc_helpers import initialize, message, send
 
@@ -96,6 +97,7 @@ def next_reply(process: subprocess.Popen[bytes]) -> dict:
             return reply
 
 
+@pytest.mark.slow  # (a lifecycle test: a signal during a slow edit)
 def test_sigterm_stops_the_launcher_while_a_slow_edit_runs(write_config, tmp_path: Path) -> None:
     """A raw JSON-RPC client over pipes, so the test controls exactly when SIGTERM is sent."""
     root, memory = tmp_path / "root", tmp_path / "memory"

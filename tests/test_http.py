@@ -814,6 +814,7 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
+@pytest.mark.slow  # (a 5 MiB reply: a size storm)
 async def test_a_5_mib_first_reply_reaches_a_client_that_declares_roots(tmp_path: Path) -> None:
     """The roots are asked for at tools/list, so the first call's reply is not an SSE event."""
     import mcp_types as types

@@ -466,7 +466,9 @@ def _spawn(config: Path, *extra: str) -> subprocess.Popen[bytes]:
     )
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
+)
 def test_signal_stops_the_server_cleanly(write_config, signum: int) -> None:
     path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
     proc = _spawn(path)
@@ -491,7 +493,7 @@ def test_stdin_eof_stops_the_server(write_config) -> None:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/PID/maps")
-@pytest.mark.parametrize("choice", ["auto", "asyncio"])
+@pytest.mark.parametrize("choice", ["auto", pytest.param("asyncio", marks=pytest.mark.slow)])
 def test_serves_on_uvloop_unless_told_asyncio(write_config, choice: str) -> None:
     """uvloop's event loop where it is installed; DPTTOOLS_EVENT_LOOP=asyncio keeps asyncio's."""
     pytest.importorskip("uvloop")
@@ -580,6 +582,7 @@ async def test_a_server_with_a_lifespan_runs_it(write_config, tmp_path: Path) ->
     assert marker.read_text() == "stopped"
 
 
+@pytest.mark.slow  # (a launch in an environment without the extra)
 def test_missing_popoto_extra_is_reported_and_the_others_still_start(
     write_config, tmp_path
 ) -> None:

@@ -840,7 +840,9 @@ needs_proc = pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason=
 
 @needs_redis
 @needs_proc
-@pytest.mark.parametrize("ending", ["eof", "sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "ending", ["eof", "sigterm", pytest.param("sigkill", marks=pytest.mark.slow)]
+)
 async def test_through_the_launcher(tmp_path, ending):
     from mcp import ClientSession
     from mcp.client.stdio import stdio_client
@@ -957,6 +959,7 @@ async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
     assert not (tmp_path / ".dpt").exists()
 
 
+@pytest.mark.slow  # (a lifecycle test: a launcher restarted)
 @needs_redis
 async def test_launcher_contract_and_memories_survive_a_restart(tmp_path):
     """Through dpt-launch with the default (embedded) backend and no Redis started by the test:
@@ -1149,6 +1152,7 @@ async def test_no_redis_server_skips_popoto_and_serves_the_others(tmp_path, popo
     assert "apt-get install redis-server" in lines[0] and "backend: redis" in lines[0]  # the fix
 
 
+@pytest.mark.slow  # (three launches in an environment without redis-server)
 def test_no_redis_server_check_fails_and_required_or_strict_exit_1(tmp_path):
     config, env = _no_redis_launch(tmp_path, "{}")
     check = _run_launcher(config, env, "--check")

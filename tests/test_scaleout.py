@@ -87,6 +87,7 @@ class RoundRobinClient:
         return text
 
 
+@pytest.mark.slow  # (two launchers and a bridge: a small fleet)
 async def test_two_stateless_launchers_serve_one_client_alternately(two_launchers) -> None:
     import httpx2
 

@@ -565,6 +565,7 @@ def test_an_otlp_endpoint_that_is_not_a_url_is_refused_in_one_line(write_config:
     assert "\n" not in message
 
 
+@pytest.mark.slow  # (the shipped config composed without the extra)
 async def test_an_otlp_endpoint_without_the_otel_extra_names_the_extra(
     write_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
