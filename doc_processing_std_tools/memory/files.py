@@ -14,16 +14,14 @@ if TYPE_CHECKING:
     pass
 from .folder import MemoryFolder
 from .formats import (
-    MAX_LINES,
     MemoryStoreError,
-    _decode_text,
     _edited,
     _human_size,
     _multiple_occurrences,
-    _numbered,
     _snippet,
     _snippet_at,
     _split_lines,
+    file_view,
 )
 
 
@@ -47,34 +45,7 @@ class FileCommands(MemoryFolder):
             raise MemoryStoreError(f"Unsupported file type for {display}")
         with self._guard(display, "read"):
             data = jail.read_bytes(target)
-        lines = _split_lines(_decode_text(data, display))
-        if len(lines) > MAX_LINES:
-            raise MemoryStoreError(
-                f"File {display} exceeds maximum line limit of {MAX_LINES:,} lines."
-            )
-        start, end = 0, len(lines)
-        if view_range is not None:
-            if len(view_range) != 2:
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. It should be a list of two "
-                    "integers [start, end] (1-based; end -1 means to the end of the file)."
-                )
-            first, last = view_range
-            if first < 1 or first > max(len(lines), 1):
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. Its first element `{first}` "
-                    f"should be within the range of lines of the file: [1, {len(lines)}]."
-                )
-            if last != -1 and last < first:
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. Its second element `{last}` "
-                    f"should be -1 (to the end) or at least the first element `{first}`."
-                )
-            start = first - 1
-            end = len(lines) if last == -1 else min(last, len(lines))
-        header = f"Here's the content of {display} with line numbers:"
-        body = _numbered(lines, start, end)
-        return f"{header}\n{body}" if body else header
+        return file_view(data, display, view_range)
 
     def _view_dir(self, jail: Jail, target: str, display: str, info: os.stat_result) -> str:
         base = jail.realpath(target)

@@ -125,6 +125,37 @@ def _decode_text(data: bytes, display: str) -> str:
         ) from None
 
 
+def file_view(data: bytes, display: str, view_range: list[int] | None) -> str:
+    """``view`` of a file, as Anthropic's memory tool words it: numbered lines, optionally a
+    range of them (every store reads its bytes its own way, then answers the same text)."""
+    lines = _split_lines(_decode_text(data, display))
+    if len(lines) > MAX_LINES:
+        raise MemoryStoreError(f"File {display} exceeds maximum line limit of {MAX_LINES:,} lines.")
+    start, end = 0, len(lines)
+    if view_range is not None:
+        if len(view_range) != 2:
+            raise MemoryStoreError(
+                f"Invalid `view_range` parameter: {quote(view_range)}. It should be a list of two "
+                "integers [start, end] (1-based; end -1 means to the end of the file)."
+            )
+        first, last = view_range
+        if first < 1 or first > max(len(lines), 1):
+            raise MemoryStoreError(
+                f"Invalid `view_range` parameter: {quote(view_range)}. Its first element `{first}` "
+                f"should be within the range of lines of the file: [1, {len(lines)}]."
+            )
+        if last != -1 and last < first:
+            raise MemoryStoreError(
+                f"Invalid `view_range` parameter: {quote(view_range)}. Its second element `{last}` "
+                f"should be -1 (to the end) or at least the first element `{first}`."
+            )
+        start = first - 1
+        end = len(lines) if last == -1 else min(last, len(lines))
+    header = f"Here's the content of {display} with line numbers:"
+    body = _numbered(lines, start, end)
+    return f"{header}\n{body}" if body else header
+
+
 def _encode_text(text: str, display: str) -> bytes:
     try:
         return text.encode("utf-8")

@@ -32,7 +32,6 @@ from . import redis_scripts as lua
 from .formats import (
     HEAD_BYTES,
     MAX_KEY_FILE_BYTES,
-    MAX_LINES,
     MAX_PATH_CHARS,
     RESERVED_PREFIX,
     MemoryStoreError,
@@ -41,8 +40,7 @@ from .formats import (
     _encode_entry,
     _human_size,
     _key_in_head,
-    _numbered,
-    _split_lines,
+    file_view,
 )
 from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
 from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry
@@ -557,34 +555,7 @@ class RedisMemoryStore:
                         f"The `view_range` parameter is not allowed when {display} is a directory"
                     )
                 return self._view_dir(target, display)
-        lines = _split_lines(_decode_text(data, display))
-        if len(lines) > MAX_LINES:
-            raise MemoryStoreError(
-                f"File {display} exceeds maximum line limit of {MAX_LINES:,} lines."
-            )
-        start, end = 0, len(lines)
-        if view_range is not None:
-            if len(view_range) != 2:
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. It should be a list of two "
-                    "integers [start, end] (1-based; end -1 means to the end of the file)."
-                )
-            first, last = view_range
-            if first < 1 or first > max(len(lines), 1):
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. Its first element `{first}` "
-                    f"should be within the range of lines of the file: [1, {len(lines)}]."
-                )
-            if last != -1 and last < first:
-                raise MemoryStoreError(
-                    f"Invalid `view_range` parameter: {quote(view_range)}. Its second element `{last}` "
-                    f"should be -1 (to the end) or at least the first element `{first}`."
-                )
-            start = first - 1
-            end = len(lines) if last == -1 else min(last, len(lines))
-        header = f"Here's the content of {display} with line numbers:"
-        body = _numbered(lines, start, end)
-        return f"{header}\n{body}" if body else header
+        return file_view(data, display, view_range)
 
     def _view_dir(self, target: str, display: str) -> str:
         prefix = target + "/" if target else ""
