@@ -41,13 +41,16 @@ class RedisUnavailable(RuntimeError):
     """No redis-server to start, or it did not come up; the message says what to install."""
 
 
-def start_redis(workdir: Path, timeout: float = 10.0) -> tuple[subprocess.Popen[bytes], int]:
-    """A redis-server on a free 127.0.0.1 port, no password, no persistence, answering PING."""
+def start_redis(
+    workdir: Path, timeout: float = 10.0, port: int | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A redis-server on 127.0.0.1 (*port*, or a free one), no password, no persistence,
+    answering PING."""
     import redis
 
     if REDIS_SERVER is None:
         raise RedisUnavailable(SKIP_REASON)
-    port = free_port()
+    port = free_port() if port is None else port
     proc = subprocess.Popen(
         [
             REDIS_SERVER,

@@ -15,7 +15,7 @@ import anyio
 import pytest
 import redis
 from fleet_helpers import HAPROXY, ConnectClient, fleet_config, launchers, running_haproxy
-from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis
+from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis, start_redis
 
 pytestmark = [
     pytest.mark.slow,
@@ -105,32 +105,8 @@ async def test_three_launchers_on_two_machines_take_turns_and_a_killed_holder_fr
 
 
 def _redis_on(port: int, folder: Path) -> subprocess.Popen[bytes]:
-    assert REDIS_SERVER is not None
-    proc = subprocess.Popen(
-        [
-            REDIS_SERVER,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = redis.Redis(port=port, socket_connect_timeout=1)
-    for _ in range(500):
-        try:
-            client.ping()
-            return proc
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    raise AssertionError("redis-server did not come back")
+    """A redis-server on *port* (again, after a restart)."""
+    return start_redis(folder, port=port)[0]
 
 
 def _writes(
