@@ -111,9 +111,11 @@ class RedisMemory:
         *,
         connect_url: Callable[[], str] | None = None,
         label: str | None = None,
+        cluster: bool = False,
     ) -> None:
         self.url = url
         self.namespace = namespace
+        self.cluster = cluster  # a Redis Cluster: redis-py's RedisCluster follows the slots
         self._connect_url = connect_url  # embedded: (re)starts the server, returns its url
         self.label = label or (redact(url) if url else "the embedded redis-server")
         tag = "{" + namespace + "}"
@@ -137,7 +139,10 @@ class RedisMemory:
 
                 url = self._connect_url() if self._connect_url else self.url
                 assert url is not None
-                self._client = redis.Redis.from_url(
+                kind: Any = redis.Redis
+                if self.cluster:
+                    from redis.cluster import RedisCluster as kind
+                self._client = kind.from_url(
                     split_store_url(url)[0],
                     socket_connect_timeout=CONNECT_TIMEOUT,
                     socket_timeout=SOCKET_TIMEOUT,
@@ -188,6 +193,18 @@ class RedisMemory:
                 f"Redis at {self.label} is out of memory (maxmemory reached, noeviction); nothing "
                 "was changed: raise its maxmemory or delete memories you no longer need"
             )
+        if isinstance(exc, redis.exceptions.RedisClusterException):
+            self.reset()
+            return RedisStoreError(
+                f"Cannot use Redis Cluster at {self.label} ({reason}); start it, or correct "
+                "memory-tools' url setting (cluster: true needs a Redis Cluster)"
+            )
+        if isinstance(exc, redis.exceptions.MovedError | redis.exceptions.AskError):
+            return RedisStoreError(
+                f"Redis at {self.label} is a Redis Cluster (this namespace's slot is on "
+                f"{reason.split()[-1]}); set memory-tools' "
+                "cluster setting to true; nothing was changed"
+            )
         if isinstance(exc, redis.ConnectionError | redis.TimeoutError | OSError):
             self.reset()
             return RedisStoreError(f"Cannot reach Redis at {self.label} ({reason}); {self.fix()}")
@@ -214,7 +231,7 @@ class RedisMemory:
             yield
         except MemoryStoreError:
             raise
-        except (redis.RedisError, OSError) as exc:
+        except (redis.RedisError, redis.exceptions.RedisClusterException, OSError) as exc:
             raise self.translate(exc) from None
         except Exception as exc:  # e.g. the embedded server could not start
             if type(exc).__name__ == "EmbeddedRedisError":
@@ -479,11 +496,25 @@ class RedisMemoryStore:
                 names[i : i + FETCH_BATCH]
                 for i in range(start, min(start + step, len(names)), FETCH_BATCH)
             ]
+            yield from zip(batches, self._fetch_round(script, batches), strict=True)
+
+    def _fetch_round(self, script: Any, batches: list[list[str]]) -> list[Any]:
+        """FETCH of each batch in one pipeline. A cluster's pipeline does not load a script a
+        node lacks (new or restarted node): then load it on every primary and read again."""
+        import redis
+
+        for attempt in (1, 2):
             pipe = self.db.client().pipeline(transaction=False)
             for batch in batches:
                 args = [n.encode("utf-8", "surrogateescape") for n in batch]
                 script(keys=self.db.keys, args=[MAX_INDEXED_BYTES, HEAD_BYTES, *args], client=pipe)
-            yield from zip(batches, pipe.execute(), strict=True)
+            try:
+                return list(pipe.execute())
+            except redis.exceptions.NoScriptError:
+                if not self.db.cluster or attempt == 2:
+                    raise
+                self.db.client().script_load(lua.FETCH)
+        raise AssertionError("unreachable")
 
     def _entry(self, name: str, version: int, size: int, data: bytes) -> IndexedEntry:
         """The entry of *name* at *version* (its sig: (version, size, 0, 0), saved as the

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -91,6 +92,12 @@ class Settings(ServerSettings):
         "is under the hash tag {namespace}, so one namespace is one cluster slot.",
     )
 
+    cluster: bool = Field(
+        default=False,
+        description="backend redis: url names one node of a Redis Cluster (or Valkey cluster); "
+        "the client follows the slots (a namespace is one slot). The url's DB must be 0.",
+    )
+
     _source: str = PrivateAttr(default=FROM_SETTING)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -149,6 +156,14 @@ class Settings(ServerSettings):
             raise ValueError("backend redis needs a url: set 'url' (redis://HOST:PORT/DB)")
         if self.backend != "redis" and self.url is not None:
             raise ValueError(f"'url' only applies to backend: redis, not {self.backend}")
+        if self.cluster and self.backend != "redis":
+            raise ValueError(f"'cluster' only applies to backend: redis, not {self.backend}")
+        if (
+            self.cluster
+            and self.url is not None
+            and urlsplit(self.url).path.strip("/") not in ("", "0")
+        ):
+            raise ValueError("a Redis Cluster has only DB 0: end the url with /0 or no /DB")
         if self.backend == "folder" and "namespace" in self.model_fields_set:
             raise ValueError("'namespace' only applies to backend: redis or embedded")
         if self.backend != "folder" and "memory_dir" in self.model_fields_set:
@@ -181,7 +196,8 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
         from .redis_store import redact
 
         where = redact(settings.url) if settings.url else "the embedded redis-server (per user)"
-        return [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
+        rows = [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
+        return rows + ([("cluster", "yes (Redis Cluster client)")] if settings.cluster else [])
     path = settings.memory_dir
     state = "exists" if path.is_dir() else "created on first use"
     if settings.follows_client_roots:
@@ -240,7 +256,7 @@ def _redis_check(settings: Settings) -> list[tuple[str, str]]:
         return []
     from .redis_store import RedisMemory
 
-    problem = RedisMemory(settings.url, settings.namespace).ping()
+    problem = RedisMemory(settings.url, settings.namespace, cluster=settings.cluster).ping()
     if problem is None:
         return []
     level = FAIL if "refused the credentials" in problem else UNAVAILABLE

@@ -30,7 +30,7 @@ def open_store(settings: Settings) -> Any:
 
     if settings.backend == "embedded":
         return RedisMemoryStore(RedisMemory(None, settings.namespace, connect_url=_embedded_url))
-    return RedisMemoryStore(RedisMemory(settings.url, settings.namespace))
+    return RedisMemoryStore(RedisMemory(settings.url, settings.namespace, cluster=settings.cluster))
 
 
 _EMBEDDED: Any = None
