@@ -42,10 +42,10 @@ class RedisUnavailable(RuntimeError):
 
 
 def start_redis(
-    workdir: Path, timeout: float = 10.0, port: int | None = None
+    workdir: Path, timeout: float = 10.0, port: int | None = None, *extra: str
 ) -> tuple[subprocess.Popen[bytes], int]:
     """A redis-server on 127.0.0.1 (*port*, or a free one), no password, no persistence,
-    answering PING."""
+    answering PING; *extra* are further redis-server arguments."""
     import redis
 
     if REDIS_SERVER is None:
@@ -64,6 +64,7 @@ def start_redis(
             "no",
             "--dir",
             str(workdir),
+            *extra,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -94,3 +95,48 @@ def running_redis(workdir: Path) -> Iterator[int]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@contextmanager
+def running_cluster(workdir: Path, masters: int = 3, timeout: float = 30.0) -> Iterator[list[int]]:
+    """A Redis Cluster of *masters* primaries on 127.0.0.1 (no replicas), yielding their ports once
+    ``cluster_state:ok``; every node is killed on exit."""
+    import redis
+
+    if REDIS_SERVER is None:
+        raise RedisUnavailable(SKIP_REASON)
+    cli = Path(REDIS_SERVER).with_name("redis-cli")
+    if not cli.exists():
+        raise RedisUnavailable(f"needs redis-cli next to {REDIS_SERVER}")
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        ports: list[int] = []
+        for _ in range(masters):
+            port = free_port()
+            ports.append(port)
+            bus = free_port()  # not port + 10000, which may be past 65535
+            proc, _ = start_redis(
+                workdir, timeout, port, "--cluster-enabled", "yes", "--cluster-port", str(bus),
+                "--cluster-config-file", str(workdir / f"nodes-{port}.conf"),
+            )  # fmt: skip
+            procs.append(proc)
+        subprocess.run(
+            [str(cli), "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+             "--cluster-replicas", "0", "--cluster-yes"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=timeout,
+        )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        for port in ports:
+            client = redis.Redis(port=port, socket_connect_timeout=1)
+            try:
+                while client.cluster("info").get("cluster_state") != "ok":
+                    if time.monotonic() > deadline:
+                        raise RedisUnavailable(f"the cluster on ports {ports} did not become ok")
+                    time.sleep(0.05)
+            finally:
+                client.close()
+        yield ports
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

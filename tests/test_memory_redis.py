@@ -501,3 +501,84 @@ def test_a_new_store_starts_from_the_saved_index_and_fetches_only_what_changed(
     third = counting(RedisMemoryStore(RedisMemory(redis_url, namespace)))
     assert search(third, "") == {"k0": "new data 0", "k1": "new data 1"}
     assert sorted(fetched) == ["k0.json", "k1.json"]
+
+
+# -- Redis Cluster ---------------------------------------------------------------------
+
+
+def test_cluster_settings_refuse_what_a_cluster_cannot_do():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="only DB 0"):
+        Settings(url="redis://127.0.0.1:6379/2", cluster=True)
+    with pytest.raises(ValidationError, match="'cluster' only applies to backend: redis"):
+        Settings(backend="embedded", cluster=True)
+    assert Settings(url="redis://127.0.0.1:6379/0", cluster=True).cluster
+
+
+def test_cluster_client_on_a_plain_redis_is_one_line(redis_url: str):
+    url = redis_url.rsplit("/", 1)[0] + "/0"
+    problem = RedisMemory(url, "plain", cluster=True).ping()
+    assert problem is not None
+    one_line_naming(problem, url)
+    assert "cluster: true needs a Redis Cluster" in problem
+
+
+def tour(store: object) -> list[str]:
+    """The same calls on any store; their texts (errors included) in order."""
+    from doc_processing_std_tools.memory import MemoryStoreError
+
+    steps: list[tuple[str, tuple[object, ...]]] = [
+        ("write", ("colour", "blue")),
+        ("write", ("size", "large, blue box")),
+        ("read", ("colour",)),
+        ("create", ("/memories/notes/a.md", "alpha\nbeta\n")),
+        ("create", ("/memories/notes/deep/b.md", "gamma\n")),
+        ("str_replace", ("/memories/notes/a.md", "beta", "BETA")),
+        ("view", ("/memories/notes/a.md",)),
+        ("rename", ("/memories/notes", "/memories/moved")),
+        ("view", ("/memories",)),
+        ("view", ("/memories/moved/deep/b.md",)),
+        ("search", ("blue",)),
+        ("delete", ("colour",)),
+        ("search", ("blue",)),
+        ("read", ("colour",)),
+        ("delete", ("/memories/moved",)),
+        ("view", ("/memories",)),
+    ]
+    texts = []
+    for name, args in steps:
+        try:
+            texts.append(getattr(store, name)(*args))
+        except MemoryStoreError as exc:
+            texts.append(f"error: {exc}")
+    return texts
+
+
+@pytest.mark.slow
+def test_a_redis_cluster_serves_namespaces_on_different_nodes_as_the_folder_does(tmp_path: Path):
+    from redis.cluster import RedisCluster
+    from redis_helpers import running_cluster
+
+    from doc_processing_std_tools.memory import MemoryStoreError
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
+    from doc_processing_std_tools.memory.stores import MemoryStore
+
+    expected = tour(MemoryStore(tmp_path / "folder"))
+    assert not any(t.startswith("error:") for t in expected[:13]), expected
+    with running_cluster(tmp_path) as ports:
+        url = f"redis://127.0.0.1:{ports[0]}/0"
+        cluster = RedisCluster.from_url(url)
+        nodes: dict[int, str] = {}  # port of the node holding the namespace's slot -> namespace
+        for ns in ("team-a", "team-b", "team-c", "team-d", "team-e", "team-f"):
+            key = f"dpt-memory:{{{ns}}}:files"
+            assert cluster.keyslot(key) == cluster.cluster_keyslot(f"{{{ns}}}")
+            nodes.setdefault(cluster.get_node_from_key(key).port, ns)
+        cluster.close()
+        assert len(nodes) >= 2, nodes
+        elsewhere = next(ns for port, ns in nodes.items() if port != ports[0])
+        with pytest.raises(MemoryStoreError, match="set memory-tools' cluster setting to true"):
+            RedisMemoryStore(RedisMemory(url, elsewhere)).read("colour")
+        for ns in list(nodes.values())[:2]:
+            store = RedisMemoryStore(RedisMemory(url, ns, cluster=True))
+            assert tour(store) == expected, ns
