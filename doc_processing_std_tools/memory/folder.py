@@ -15,7 +15,7 @@ from typing import TypeVar
 from .. import locking
 from ..containment import ContainmentError, Jail
 from ..text import quote
-from .formats import MAX_PATH_CHARS, RESERVED_PREFIX, MemoryStoreError, _decode_text, _encode_text
+from .formats import MemoryStoreError, _decode_text, _encode_text, checked_path
 from .index import EntryIndex
 
 R = TypeVar("R")
@@ -109,18 +109,7 @@ class MemoryFolder:
                 if parts[: len(own)] == own:
                     parts = parts[len(own) :]
                     break
-        display = quote("/" + "/".join(parts))
-        if len(path) > MAX_PATH_CHARS:
-            raise MemoryStoreError(
-                f"The path {display} is {len(path):,} characters long; the limit is "
-                f"{MAX_PATH_CHARS:,}"
-            )
-        for part in parts:
-            if part.startswith(RESERVED_PREFIX):
-                raise MemoryStoreError(
-                    f"The path {display} uses the reserved name {part!r}: names starting with "
-                    f"{RESERVED_PREFIX!r} belong to the memory server"
-                )
+        display = checked_path(path, parts)
         return parts, display
 
     @contextmanager

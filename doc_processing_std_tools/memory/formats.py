@@ -125,6 +125,23 @@ def _decode_text(data: bytes, display: str) -> str:
         ) from None
 
 
+def checked_path(path: str, parts: list[str]) -> str:
+    """The display form of *path* (split into *parts*), once it is within the length limit and
+    names nothing reserved: every store refuses the same paths with the same words."""
+    display = quote("/" + "/".join(parts))
+    if len(path) > MAX_PATH_CHARS:
+        raise MemoryStoreError(
+            f"The path {display} is {len(path):,} characters long; the limit is {MAX_PATH_CHARS:,}"
+        )
+    for part in parts:
+        if part.startswith(RESERVED_PREFIX):
+            raise MemoryStoreError(
+                f"The path {display} uses the reserved name {part!r}: names starting with "
+                f"{RESERVED_PREFIX!r} belong to the memory server"
+            )
+    return display
+
+
 def file_view(data: bytes, display: str, view_range: list[int] | None) -> str:
     """``view`` of a file, as Anthropic's memory tool words it: numbered lines, optionally a
     range of them (every store reads its bytes its own way, then answers the same text)."""

@@ -32,14 +32,13 @@ from . import redis_scripts as lua
 from .formats import (
     HEAD_BYTES,
     MAX_KEY_FILE_BYTES,
-    MAX_PATH_CHARS,
-    RESERVED_PREFIX,
     MemoryStoreError,
     _decode_entry,
     _decode_text,
     _encode_entry,
     _human_size,
     _key_in_head,
+    checked_path,
     file_view,
 )
 from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
@@ -289,18 +288,7 @@ class RedisMemoryStore:
                 f"Invalid path {quote(repr(path))}: paths cannot contain NUL bytes"
             )
         parts = [part for part in path.split("/") if part not in ("", ".")]
-        display = quote("/" + "/".join(parts))
-        if len(path) > MAX_PATH_CHARS:
-            raise MemoryStoreError(
-                f"The path {display} is {len(path):,} characters long; the limit is "
-                f"{MAX_PATH_CHARS:,}"
-            )
-        for part in parts:
-            if part.startswith(RESERVED_PREFIX):
-                raise MemoryStoreError(
-                    f"The path {display} uses the reserved name {part!r}: names starting with "
-                    f"{RESERVED_PREFIX!r} belong to the memory server"
-                )
+        display = checked_path(path, parts)
         resolved = "/".join(_folder_parts(path, display))
         try:
             resolved.encode("utf-8")
