@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..containment import ContainmentError, Jail
 from ..text import quote
@@ -22,7 +22,7 @@ from .formats import (
     _flatten_key,
     _key_in_head,
 )
-from .index_entry import LARGE, TEXT, IndexedEntry
+from .index_entry import IndexedEntry, matches
 
 
 class KeyValueStore(MemoryFolder):
@@ -121,20 +121,7 @@ class KeyValueStore(MemoryFolder):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
         needle = query.casefold()
         jail, entries = self._indexed()
-        results: list[dict[str, Any]] = []
-        for entry in entries:
-            if entry.kind == TEXT:
-                value, folded = entry.value, entry.folded_value
-                if value is None or folded is None:  # not kept in memory: read it now
-                    value = self.index.value_of(jail, entry)
-                    if value is None:
-                        continue
-                    folded = value.casefold() if needle not in entry.folded_key else ""
-                if needle in entry.folded_key or needle in folded:
-                    results.append({"key": entry.key, "value": value})
-            elif entry.kind == LARGE and needle in entry.folded_key:
-                results.append({"key": entry.key, "value": None, "size": entry.size})
-        results.sort(key=lambda item: item["key"])
+        results = matches(entries, needle, lambda entry: self.index.value_of(jail, entry))
         return json.dumps(results, ensure_ascii=False)
 
     def list_keys(self) -> str:

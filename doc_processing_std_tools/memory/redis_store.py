@@ -42,7 +42,7 @@ from .formats import (
     file_view,
 )
 from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
-from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry
+from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry, matches
 
 R = TypeVar("R")
 
@@ -520,25 +520,14 @@ class RedisMemoryStore:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
         needle = query.casefold()
-        results: list[dict[str, Any]] = []
         with self.db.guard():
-            for entry in self._indexed():
-                if entry.kind == TEXT:
-                    value, folded = entry.value, entry.folded_value
-                    if value is None or folded is None:  # over the budget: read it now
-                        data = self.db.client().hget(self.db.k_files, entry.name)
-                        if data is None:
-                            continue
-                        value = _decode_entry(entry.name[:-5], data)[1]
-                        if value is None:
-                            continue
-                        folded = value.casefold()
-                    if needle in entry.folded_key or needle in folded:
-                        results.append({"key": entry.key, "value": value})
-                elif entry.kind == LARGE and needle in entry.folded_key:
-                    results.append({"key": entry.key, "value": None, "size": entry.size})
-        results.sort(key=lambda item: item["key"])
+            results = matches(self._indexed(), needle, self._stored_value)
         return json.dumps(results, ensure_ascii=False)
+
+    def _stored_value(self, entry: IndexedEntry) -> str | None:
+        """The text value of an entry the index did not keep (over its budget)."""
+        data = self.db.client().hget(self.db.k_files, entry.name)
+        return None if data is None else _decode_entry(entry.name[:-5], data)[1]
 
     def list_keys(self) -> str:
         with self.db.guard():
