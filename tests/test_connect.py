@@ -489,3 +489,41 @@ async def test_a_token_protected_daemon_through_the_bridge(
         assert "s3cret-token-for-the-daemon" not in running.stderr()
     finally:
         running.stop()
+
+
+def test_a_balancer_s_html_error_page_is_one_line(tmp_path: Path) -> None:
+    """HAProxy answers 502 with an HTML page over several lines; the bridge's error quotes it
+    on one line (seen in the fleet test when a launcher was killed under load)."""
+    import http.server
+
+    page = b"<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid response.\n</body></html>\n"
+
+    class BadGateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(502)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BadGateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    proc = subprocess.Popen(
+        connect_command(f"http://127.0.0.1:{server.server_address[1]}/mcp"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        reply = initialize(proc)
+        message = reply["error"]["message"]
+        assert "HTTP 502" in message and "Bad Gateway" in message, message
+        assert "\n" not in message, message
+    finally:
+        proc.kill()
+        proc.wait()
+        server.shutdown()

@@ -171,7 +171,9 @@ class Upstream:
                 "VAR being an environment variable holding the daemon's token"
             )
         else:
-            why = f"HTTP {response.status_code}: {body.decode('utf-8', 'replace')[:200]}"
+            # (a balancer's error page is HTML over several lines: the message stays one line)
+            text = " ".join(body.decode("utf-8", "replace").split())
+            why = f"HTTP {response.status_code}: {text[:200]}"
         deliver(error_reply(request_id, f"the dpt-launch daemon at {self.url} said: {why}"))
 
     def mark_lost(self, generation: int) -> None:
