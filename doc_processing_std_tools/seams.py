@@ -7,8 +7,6 @@ small: anything that works through public API belongs elsewhere.
 
 from __future__ import annotations
 
-import logging
-import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -160,50 +158,6 @@ def answer_server_requests(client: Any, *, sampling: Any, elicitation: Any, root
     )
     kwargs["elicitation_callback"] = elicitation
     kwargs["list_roots_callback"] = roots
-
-
-TOOL_CALL_LOGGER = (
-    "fastmcp.server.server"  # logs "Error calling tool '<name>'" for each failed call
-)
-_TOOL_LOG = logging.getLogger("doc_processing_std_tools.tools")
-
-
-class _ToolCallLogs(logging.Filter):
-    """fastmcp's line for a failed tool call, made one plain line on our own logger.
-
-    A ``ToolError`` raised below WARNING (:func:`errors.refused`) is an ordinary answer:
-    one DEBUG line, without its text (it may repeat the arguments). Any other
-    ``ToolError`` is a WARNING with its text; an unexpected exception is one ERROR
-    line with its type and text (the traceback only at DEBUG). fastmcp's own rich
-    record is dropped.
-    """
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not (isinstance(record.msg, str) and record.msg.startswith("Error calling tool")):
-            return True
-        head = record.getMessage()
-        error = record.exc_info[1] if record.exc_info else sys.exc_info()[1]
-        text = " ".join(str(error).split())[:1000] if error is not None else ""
-        if record.levelno < logging.WARNING:
-            _TOOL_LOG.debug("%s: refused (an error result, as the tool means to)", head)
-        elif record.exc_info:
-            _TOOL_LOG.error("%s: %s: %s", head, type(error).__name__, text)
-            _TOOL_LOG.debug("the traceback of %s", head, exc_info=record.exc_info)
-        elif text.startswith(head):
-            _TOOL_LOG.log(logging.WARNING, "%s", text)
-        else:
-            _TOOL_LOG.log(logging.WARNING, "%s: %s", head, text)
-        return False
-
-
-def quiet_tool_call_logs() -> None:
-    """Log failed tool calls as :class:`_ToolCallLogs` says, not as fastmcp's rich records.
-
-    Installed by the launcher's and each standalone server's logging setup (idempotent).
-    """
-    logger = logging.getLogger(TOOL_CALL_LOGGER)
-    if not any(isinstance(f, _ToolCallLogs) for f in logger.filters):
-        logger.addFilter(_ToolCallLogs())
 
 
 def mounted_provider(
@@ -382,7 +336,6 @@ def _guarded_tool_class() -> Any:
     from fastmcp.tools import Tool
 
     from . import telemetry as tm
-    from .fleet_lock import FleetLockUnavailable
     from .locking import (
         CALL_ARRIVAL,
         CALL_DEADLINE,
@@ -390,6 +343,7 @@ def _guarded_tool_class() -> Any:
         admit_self_locking,
         hold_async,
     )
+    from .locking.fleet_lock import FleetLockUnavailable
 
     class GuardedTool(Tool):
         _inner: Any = None

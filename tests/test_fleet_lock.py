@@ -17,8 +17,8 @@ from conftest import launched, text_of
 from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis
 
 from doc_processing_std_tools.embedded_redis import free_port
-from doc_processing_std_tools.fleet_lock import FleetLock, FleetLockUnavailable
 from doc_processing_std_tools.locking import LockWaitTimeout
+from doc_processing_std_tools.locking.fleet_lock import FleetLock, FleetLockUnavailable
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 TESTS = Path(__file__).resolve().parent
@@ -224,7 +224,7 @@ async def test_an_unreachable_lock_redis_refuses_locked_calls_in_one_line(tmp_pa
     assert result.is_error, text
     assert "\n" not in text and "hunter2" not in text and "lock.url" in text, text
     assert not (tmp_path / "memory" / "memories" / "b.txt").exists()
-    assert locking.fleet_lock() is None  # closing the composition put the lock away
+    assert locking.fleet_lock_in_use() is None  # closing the composition put the lock away
 
 
 def test_check_fails_when_the_lock_redis_cannot_be_used(tmp_path: Path, capsys) -> None:
@@ -242,7 +242,7 @@ def test_check_fails_when_the_lock_redis_cannot_be_used(tmp_path: Path, capsys) 
     from doc_processing_std_tools import locking
 
     assert main(["--config", str(config), "--check"]) == 1
-    assert locking.fleet_lock() is None  # put away with the composition
+    assert locking.fleet_lock_in_use() is None  # put away with the composition
     out = " ".join(capsys.readouterr().out.split())
     assert "FAIL servers.lock: the fleet lock's Redis at redis://***@127.0.0.1" in out
     assert "hunter2" not in out

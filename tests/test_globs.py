@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from doc_processing_std_tools.globs import (
+from doc_processing_std_tools.shared.globs import (
     MAX_PATTERN_CHARS,
     MAX_PATTERNS,
     MAX_TOTAL_CHARS,

@@ -144,7 +144,7 @@ def test_module_imports_without_popoto():
 def test_the_snapshot_of_popotos_tools_is_what_popoto_gives():
     """create_server lists popoto's tools from popoto_snapshot when the version matches:
     that copy must be exactly popoto's (update it when popoto is upgraded)."""
-    from doc_processing_std_tools import popoto_snapshot
+    from doc_processing_std_tools.popoto_memory import snapshot as popoto_snapshot
 
     if pm.installed_popoto_version() != popoto_snapshot.POPOTO_VERSION:
         pytest.skip("another popoto version: create_server asks popoto itself")

@@ -12,6 +12,7 @@ from fastmcp.tools import ToolResult
 
 from doc_processing_std_tools import seams
 from doc_processing_std_tools.locking import PROCESS_LOCK
+from doc_processing_std_tools.shared import tool_call_logs
 
 
 def child_with_lifespan(events: list[str]) -> FastMCP:
@@ -317,7 +318,7 @@ async def test_failed_tool_calls_are_logged_by_one_logger_with_the_error_at_hand
 
     from fastmcp.exceptions import ToolError
 
-    from doc_processing_std_tools.errors import refused
+    from doc_processing_std_tools.shared.argument_errors import refused
 
     server = FastMCP("x")
 
@@ -333,9 +334,9 @@ async def test_failed_tool_calls_are_logged_by_one_logger_with_the_error_at_hand
     def crash() -> str:
         raise RuntimeError("bug\nsecond line")
 
-    seams.quiet_tool_call_logs()
-    seams.quiet_tool_call_logs()
-    fastmcp_log = logging.getLogger(seams.TOOL_CALL_LOGGER)
+    tool_call_logs.quiet_tool_call_logs()
+    tool_call_logs.quiet_tool_call_logs()
+    fastmcp_log = logging.getLogger(tool_call_logs.TOOL_CALL_LOGGER)
     assert len(fastmcp_log.filters) == 1
     caplog.set_level(logging.DEBUG, logger="doc_processing_std_tools.tools")
     fastmcp_log.setLevel(logging.DEBUG)
@@ -355,7 +356,7 @@ async def test_failed_tool_calls_are_logged_by_one_logger_with_the_error_at_hand
         ("WARNING", "Error calling tool 'fail': the connection closed"),
         ("ERROR", "Error calling tool 'crash': RuntimeError: bug second line"),
     ]
-    assert not [r for r in caplog.records if r.name == seams.TOOL_CALL_LOGGER]
+    assert not [r for r in caplog.records if r.name == tool_call_logs.TOOL_CALL_LOGGER]
 
 
 async def test_raw_callbacks_answer_server_requests_unchanged_and_are_declared() -> None:

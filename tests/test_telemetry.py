@@ -247,8 +247,8 @@ def test_a_store_fault_is_counted_once_for_its_call() -> None:
     counts in dpt_store_errors_total of the call's server; a missing file does not."""
     import errno
 
+    from doc_processing_std_tools.shared.server_module import tool_errors
     from doc_processing_std_tools.telemetry import Telemetry
-    from doc_processing_std_tools.wiring import tool_errors
 
     class StoreError(Exception):
         pass
@@ -280,8 +280,8 @@ def test_memory_tools_redis_store_errors_are_counted() -> None:
     """memory-tools on a Redis it cannot use refuses the call with a RedisStoreError: a store
     error of the call's server, like a failing disk."""
     from doc_processing_std_tools.memory.redis_store import RedisStoreError
+    from doc_processing_std_tools.shared.server_module import tool_errors
     from doc_processing_std_tools.telemetry import Telemetry
-    from doc_processing_std_tools.wiring import tool_errors
 
     @tool_errors(RedisStoreError)
     def failing() -> str:
@@ -544,7 +544,7 @@ servers:
 def test_importing_the_package_loads_neither_prometheus_nor_opentelemetry() -> None:
     code = (
         "import sys, doc_processing_std_tools.telemetry, doc_processing_std_tools.locking, "
-        "doc_processing_std_tools.wiring\n"
+        "doc_processing_std_tools.shared.server_module\n"
         "loaded = [m for m in sys.modules if m.startswith(('opentelemetry', 'prometheus_client'))]\n"
         "assert not loaded, loaded"
     )

@@ -10,8 +10,8 @@ import pytest
 from fastmcp import FastMCP
 from pydantic import BaseModel
 
-from doc_processing_std_tools import wiring
 from doc_processing_std_tools.servers import ServerSpec
+from doc_processing_std_tools.shared import server_module as wiring
 
 
 class Settings(BaseModel):

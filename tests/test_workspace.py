@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from doc_processing_std_tools import workspace
-from doc_processing_std_tools.workspace import (
+from doc_processing_std_tools.shared import workspace
+from doc_processing_std_tools.shared.workspace import (
     is_project_like,
     paths_from_uris,
     unsuitable_reason,
@@ -130,7 +130,7 @@ WRITABLE_REASONS = """\
 import sys
 from pathlib import Path
 
-from doc_processing_std_tools.workspace import writable_reason
+from doc_processing_std_tools.shared.workspace import writable_reason
 
 caps = next(line for line in open("/proc/self/status") if line.startswith("CapEff:"))
 print(int(caps.split()[1], 16))

@@ -7,7 +7,7 @@ import errno
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..text import quote
+from ..shared.client_text import quote
 from .conventions import RESERVED_PREFIX
 
 

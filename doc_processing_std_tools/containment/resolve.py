@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..text import quote
+from ..shared.client_text import quote
 from .conventions import _DIR_FLAGS, MAX_PATH_ARGUMENT_CHARS, MAX_PATH_CHARS, RESERVED_PREFIX
 from .errors import ContainmentError, ReservedName
 

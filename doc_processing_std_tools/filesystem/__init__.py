@@ -12,7 +12,7 @@ The tool logic lives in :class:`FileSystem` (plain Python, raises
 diffs in ``edits``; :func:`create_server` in ``server`` only wires it to FastMCP.
 
 Roots, in this order: the ``roots`` setting; ``$DPTTOOLS_FS_ROOTS``; the client's
-MCP roots (per session, see :mod:`~doc_processing_std_tools.workspace`); the
+MCP roots (per session, see :mod:`~doc_processing_std_tools.shared.workspace`); the
 working directory, only when it looks like a project. With none of them the
 tools stay listed and refuse every path with the fix.
 
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import wiring
-from ..globs import glob_match as glob_match  # re-exported: the one-pattern matcher
+from ..shared import server_module as wiring
+from ..shared.globs import glob_match as glob_match  # re-exported: the one-pattern matcher
 from .base import MAX_TREE_DEPTH, EditOperation, FileSystemError, format_size
 from .edits import apply_edit, unified_diff
 from .server import create_server

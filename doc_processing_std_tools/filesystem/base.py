@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import locking
 from ..containment import ContainmentError, FileTooLarge, Jail, ReservedName
-from ..text import quote
+from ..shared.client_text import quote
 
 if TYPE_CHECKING:
     pass

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..diffs import unified_lines
-from ..text import quote
+from ..shared.client_text import quote
+from ..shared.diffs import unified_lines
 
 if TYPE_CHECKING:
     pass

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..containment import FileTooLarge
-from ..text import quote
+from ..shared.client_text import quote
 
 if TYPE_CHECKING:
     pass

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field
 
-from ..wiring import tool_annotations, tool_errors
+from ..shared.server_module import tool_annotations, tool_errors
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -54,7 +54,7 @@ def create_server(settings: Settings) -> FastMCP:
     from fastmcp import FastMCP
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
-    from ..errors import check_arguments
+    from ..shared.argument_errors import check_arguments
 
     fs: Any = SessionFileSystems(settings)
     mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))

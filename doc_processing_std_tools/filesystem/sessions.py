@@ -8,8 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import workspace
 from ..containment import Jail
+from ..shared import workspace
 
 if TYPE_CHECKING:
     pass

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .. import workspace
 from ..settings import ServerSettings, resolve_path
+from ..shared import workspace
 
 if TYPE_CHECKING:
     pass

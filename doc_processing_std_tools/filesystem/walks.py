@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
-from ..globs import GlobError, Globs, check_pattern
-from ..text import quote
+from ..shared.client_text import quote
+from ..shared.globs import GlobError, Globs, check_pattern
 
 if TYPE_CHECKING:
     pass

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import wiring
+from ..shared import server_module as wiring
 from .files import FileCommands
 from .folder import EDIT_ATTEMPTS, MemoryFolder
 from .formats import MAX_KEY_FILE_BYTES, MAX_LINES, MemoryStoreError

@@ -8,7 +8,7 @@ import stat
 from typing import TYPE_CHECKING
 
 from ..containment import Jail, rmtree_at
-from ..text import quote
+from ..shared.client_text import quote
 
 if TYPE_CHECKING:
     pass

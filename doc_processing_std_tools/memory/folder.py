@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from .. import locking
 from ..containment import ContainmentError, Jail
-from ..text import quote
+from ..shared.client_text import quote
 from .formats import MemoryStoreError, _decode_text, _encode_text, checked_path
 from .index import EntryIndex
 

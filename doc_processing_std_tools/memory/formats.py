@@ -6,7 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..text import QUOTE_LIMIT, quote
+from ..shared.client_text import QUOTE_LIMIT, quote
 
 if TYPE_CHECKING:
     pass

@@ -8,7 +8,7 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from ..containment import ContainmentError, Jail
-from ..text import quote
+from ..shared.client_text import quote
 
 if TYPE_CHECKING:
     pass

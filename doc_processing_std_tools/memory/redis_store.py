@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from ..text import quote
+from ..shared.client_text import quote
 from . import redis_scripts as lua
 from .formats import (
     HEAD_BYTES,

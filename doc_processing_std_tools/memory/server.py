@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
-from ..wiring import tool_annotations, tool_errors
+from ..shared.server_module import tool_annotations, tool_errors
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -105,7 +105,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     """Build a fresh ``memory-tools`` server on ``settings.memory_dir``."""
     from fastmcp import FastMCP
 
-    from ..errors import check_arguments
+    from ..shared.argument_errors import check_arguments
 
     settings = settings if settings is not None else Settings()
     store: Any = SessionStores(settings)

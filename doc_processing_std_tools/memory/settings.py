@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from .. import workspace
 from ..settings import ServerSettings, resolve_path
+from ..shared import workspace
 
 if TYPE_CHECKING:
     pass

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import workspace
+from ..shared import workspace
 
 if TYPE_CHECKING:
     pass

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .. import wiring
+from ..shared import server_module as wiring
 from .calls import MAX_SAVE_CHARS, MAX_SAVE_RUN, CallResult, oversized_save
 from .checks import check, describe, installed_popoto_version
 from .runtime import IMPORT_DELAY, START_TIMEOUT, PopotoUnavailable, Runtime

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import locking, workspace
+from .. import locking
+from ..shared import workspace
+from ..shared.client_text import QUOTE_LIMIT, bounded, quote
 from ..telemetry import store_failed
-from ..text import QUOTE_LIMIT, bounded, quote
 from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime, Scope
 from .settings import scope_of_root
 

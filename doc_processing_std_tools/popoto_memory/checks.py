@@ -1,7 +1,7 @@
 """What ``dpt-launch --check`` prints for popoto-memory: its rows and its problems.
 
 No network, no server started; popoto is imported only when the installed copy is
-not the one :mod:`~doc_processing_std_tools.popoto_snapshot` describes.
+not the one :mod:`~doc_processing_std_tools.popoto_memory.snapshot` describes.
 """
 
 from __future__ import annotations

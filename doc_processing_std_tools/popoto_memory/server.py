@@ -1,6 +1,6 @@
 """The MCP wiring: popoto's four tools as fastmcp tools, in a provider that runs the backend.
 
-The tools are listed from :mod:`~doc_processing_std_tools.popoto_snapshot` when the
+The tools are listed from :mod:`~doc_processing_std_tools.popoto_memory.snapshot` when the
 installed popoto is that version, so building the server does not wait for popoto's
 import; their calls go to :func:`.calls.call`.
 """
@@ -91,7 +91,7 @@ def popoto_definitions() -> tuple[str, list[dict[str, Any]]]:
     (and it is the one ``import popoto`` would load), that copy is used and popoto is
     imported later, in the background; otherwise popoto is imported and asked.
     """
-    from .. import popoto_snapshot
+    from . import snapshot as popoto_snapshot
 
     if installed_popoto_version() == popoto_snapshot.POPOTO_VERSION:
         return popoto_snapshot.SERVER_INSTRUCTIONS, copy.deepcopy(popoto_snapshot.TOOL_DEFINITIONS)

@@ -18,9 +18,10 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from .. import APP_NAME, workspace
+from .. import APP_NAME
 from ..embedded_redis import redact
 from ..settings import ServerSettings, resolve_path
+from ..shared import workspace
 
 SERVER_NAME = "popoto-memory"
 ONE_PER_PROCESS = True
@@ -255,7 +256,7 @@ def default_scope() -> tuple[str, str]:
     """(agent_id, where it came from) when no agent_id is set and the client sends no roots.
 
     The working directory's name when it is a project folder (the rule
-    :func:`~doc_processing_std_tools.workspace.unsuitable_reason` gives memory-tools), else
+    :func:`~doc_processing_std_tools.shared.workspace.unsuitable_reason` gives memory-tools), else
     one scope per user: clients started from ``/`` or ``$HOME`` would otherwise file every
     project under one name that means nothing (``default``, the home folder's name).
     """

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ... import __version__
-from ...seams import quiet_tool_call_logs
+from ...shared.tool_call_logs import quiet_tool_call_logs
 from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
@@ -255,7 +255,7 @@ def _lock_findings() -> list[tuple[str, str, str]]:
     """``--check``'s line for the fleet lock (``lock:``): FAIL when its Redis cannot be used."""
     from ... import locking
 
-    fleet = locking.fleet_lock()
+    fleet = locking.fleet_lock_in_use()
     problem = fleet.problem() if fleet is not None else None
     return [("lock", "FAIL", problem)] if problem else []
 

@@ -457,13 +457,13 @@ def telemetry_of(loaded: LoadedConfig) -> Telemetry:
 def use_fleet_lock(sessions: AsyncExitStack, config: LockConfig) -> None:
     """Make every locked call take the fleet lock of *config* too, until *sessions* close."""
     from ... import locking
-    from ...fleet_lock import FleetLock
+    from ...locking.fleet_lock import FleetLock
 
     fleet = FleetLock(config.url, config.name, config.lease)
     locking.use_fleet_lock(fleet)
 
     def stop() -> None:
-        if locking.fleet_lock() is fleet:
+        if locking.fleet_lock_in_use() is fleet:
             locking.use_fleet_lock(None)
         fleet.close()
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...seams import session_connection
-from ...workspace import RootsWatch
+from ...shared.workspace import RootsWatch
 from ..external.front import Fronts
 
 log = logging.getLogger("dpt-launch")
@@ -58,7 +58,7 @@ class SessionRegistry(RootsWatch):
         SSE, which the official client caps at 1 MiB per event; with the roots already
         cached, a session's first big ``read_text_file`` goes out as one JSON body.
         """
-        from ...workspace import client_roots
+        from ...shared.workspace import client_roots
 
         ctx = context.fastmcp_context
         if ctx is not None:

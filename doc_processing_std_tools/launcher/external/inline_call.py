@@ -25,7 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ... import telemetry as tm
-from ...locking import PROCESS_LOCK, fleet_lock
+from ...locking import PROCESS_LOCK, fleet_lock_in_use
 from .child_pipe import ConnectionLost, cancelled_note
 from .relay_lines import child_request, client_reply, error_result
 
@@ -74,7 +74,7 @@ class InlineCalls:
             return False
         # (a locked tool's call holds the lock from here to _end; a fleet lock means a wait)
         if target.locked and (
-            target.self_locking or fleet_lock() is not None or not PROCESS_LOCK.try_acquire()
+            target.self_locking or fleet_lock_in_use() is not None or not PROCESS_LOCK.try_acquire()
         ):
             return False
         key = pipe.next_key()

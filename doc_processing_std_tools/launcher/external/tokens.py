@@ -54,7 +54,7 @@ def _keyring() -> Any | None:
 
 
 def default_folder() -> Path:
-    from ...workspace import user_data_dir
+    from ...shared.workspace import user_data_dir
 
     return user_data_dir() / "oauth"
 

@@ -400,7 +400,7 @@ def event_store(transport: TransportConfig) -> Any:
     from fastmcp.server.event_store import EventStore
     from key_value.aio.stores.redis import RedisStore
 
-    from ...fleet_lock import client_url
+    from ...locking.fleet_lock import client_url
 
     return EventStore(
         storage=RedisStore(url=client_url(config.url)),

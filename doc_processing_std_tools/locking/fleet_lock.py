@@ -155,7 +155,7 @@ class FleetLock:
         ``time.monotonic()`` value), :class:`FleetLockUnavailable` when Redis cannot be reached."""
         import redis
 
-        from .locking import LockWaitTimeout
+        from .process_lock import LockWaitTimeout
 
         self._listen()
         token = uuid.uuid4().hex

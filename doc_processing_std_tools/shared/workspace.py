@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
-from . import APP_NAME
-from .seams import session_connection
+from .. import APP_NAME
+from ..seams import session_connection
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

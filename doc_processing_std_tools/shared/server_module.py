@@ -22,16 +22,16 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from .errors import refused
-from .seams import quiet_tool_call_logs
-from .telemetry import note_store_fault
-from .text import bounded, sendable
+from ..telemetry import note_store_fault
+from .argument_errors import refused
+from .client_text import bounded, sendable
+from .tool_call_logs import quiet_tool_call_logs
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from mcp.types import ToolAnnotations
 
-    from .servers import ServerSpec
+    from ..servers import ServerSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -146,7 +146,7 @@ class ServerModule:
         follow_client_roots: bool = True,
         settings_from_args: Callable[[list[str]], Any] | None = None,
     ) -> None:
-        from .servers import spec_from_module
+        from ..servers import spec_from_module
 
         self.spec: ServerSpec = spec_from_module(sys.modules[module_name], name)
         self.follow_client_roots = follow_client_roots

@@ -1,48 +1,19 @@
-"""The one process-wide write lock, plus an OS file lock for stores shared between processes.
-
-Guarantee (documented in docs/guarantees.md):
-
-* In one process, every tool that changes state, in every mounted server, runs
-  while holding :data:`PROCESS_LOCK`, from its checks to the end of its change.
-  Overlapping calls therefore behave as if they ran one after the other.
-* A store on disk (the memory directory, each writable filesystem root) is also
-  guarded by ``flock`` on the folder itself, taken after the process lock, so two
-  *processes* on the same folder serialize their changes too. A marker tells writers
-  of other servers to take that lock as well (:func:`locked_folders`): a ``.dpt.lock``
-  file in a memory folder (the server's own folder, which ignores itself for git), and,
-  for a filesystem root (the user's project), an entry named by the folder's identity
-  in a per-user folder (:func:`register`), so nothing is added to the project.
-  ``flock`` is advisory: it protects against other users of this module, not against
-  an unrelated program writing into the folder.
-
-:data:`PROCESS_LOCK` is a :class:`ProcessLock`: worker threads take it with ``with``
-(fastmcp runs sync tools in AnyIO worker threads); async code uses :func:`hold_async`,
-which waits on the event loop itself. Waiters of both kinds queue in one FIFO, so
-neither starves the other, and an async wait never occupies a worker thread (the
-pool is small: 40 threads waiting for the lock would leave none for its holder).
-Calls of servers that take the lock themselves, around their disk work only, are let
-in by :func:`admit_self_locking`, at most half the pool at once, for the same reason.
-Every wait for the lock on behalf of a call is reported to that call's telemetry record
-(:func:`.telemetry.lock_waited`: ``dpt_lock_wait_seconds``).
-"""
+"""The one process-wide write lock: :data:`PROCESS_LOCK`, how a call holds it from async code
+(:func:`hold_async`) or is admitted to take it itself (:func:`admit_self_locking`), and the
+call's deadline for waiting on it (:data:`CALL_DEADLINE`). See the package docstring."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-import fcntl
-import os
-import stat
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from contextlib import ExitStack, asynccontextmanager, contextmanager
-from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
-from . import APP_NAME
-from .telemetry import lock_waited
+from ..telemetry import lock_waited
 
 
 class _ThreadWaiter:
@@ -182,7 +153,7 @@ def use_fleet_lock(fleet: Any) -> None:
     _FLEET = fleet
 
 
-def fleet_lock() -> Any:
+def fleet_lock_in_use() -> Any:
     """The fleet lock in use, or None. (A call that must not wait, the relay's inline path,
     leaves a locked call to the path that can.)"""
     return _FLEET
@@ -289,163 +260,6 @@ def _release_for_call() -> None:
 def _held_by_caller() -> bool:
     hold = _HOLD.get()
     return hold is not None and hold is PROCESS_LOCK.owner
-
-
-LOCK_FILE_NAME = ".dpt.lock"
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-@contextmanager
-def file_lock(lock_path: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on *lock_path* (created if missing). Blocking: worker threads only."""
-    # O_NOFOLLOW: a symlink planted at the lock path must not lock (or create) a file elsewhere.
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the flock
-
-
-@contextmanager
-def folder_lock(folder: str | os.PathLike[str], *, marked: bool = False) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on the folder itself (its descriptor).
-
-    Locking the folder, not a file in it, means nothing done to ``.dpt.lock`` (moved
-    away, replaced by a folder) can break or split the lock. With *marked*, the marker
-    in the folder is (re)made so that writers of other servers find the folder (see
-    :func:`locked_folders`): memory-tools' own folder; never a filesystem root.
-    """
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if marked:
-            mark(fd)
-        yield
-    finally:
-        os.close(fd)
-
-
-def mark(folder: int | str | os.PathLike[str]) -> None:
-    """Create the ``.dpt.lock`` marker in a folder (a path or a descriptor) if it is missing."""
-    flags = os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        if isinstance(folder, int):
-            os.close(os.open(LOCK_FILE_NAME, flags, 0o600, dir_fd=folder))
-        else:
-            os.close(os.open(os.path.join(folder, LOCK_FILE_NAME), flags, 0o600))
-    except OSError:
-        pass  # something else sits there; the lock is on the folder, so it still works
-
-
-def registry() -> Path:
-    """The per-user folder of markers kept outside the folders they mark.
-
-    ``$XDG_RUNTIME_DIR``, else ``/run/user/<uid>`` (what the former is on systemd
-    machines, for processes started without it), else the per-user cache folder: each is
-    used only when it is a folder of this user's, so every launcher of one user on one
-    machine finds the same one.
-    """
-    uid = os.getuid()
-    for base in (os.environ.get("XDG_RUNTIME_DIR"), f"/run/user/{uid}"):
-        if not base:
-            continue
-        try:
-            info = os.stat(base)
-        except OSError:
-            continue
-        if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
-            return Path(base) / APP_NAME / "locked-folders"
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir(APP_NAME)) / "locked-folders"
-
-
-def _identity(info: os.stat_result) -> str:
-    return f"{info.st_dev:x}-{info.st_ino:x}"
-
-
-def register(folder: str | os.PathLike[str]) -> None:
-    """Mark *folder* as locked by its writers, in :func:`registry` rather than in the folder
-    (a filesystem root is the user's project); in the folder only when that cannot be done."""
-    try:
-        where = registry()
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = where / _identity(os.stat(folder))
-        os.close(os.open(name, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
-    except OSError:
-        mark(folder)
-
-
-def locked_folders(path: str | os.PathLike[str]) -> list[Path]:
-    """The folders above *path*, outermost first, that are marked: a ``.dpt.lock`` in the
-    folder, or the folder's identity in :func:`registry`.
-
-    Every writer of a file takes the flock of each of them (memory-tools: its memory
-    folder; filesystem: all of them), so two writers of one file always share one.
-    """
-    try:
-        registered = set(os.listdir(registry()))
-    except OSError:
-        registered = set()
-    found = []
-    for folder in reversed(Path(os.path.normpath(path)).parents):
-        if os.path.lexists(os.path.join(folder, LOCK_FILE_NAME)):
-            found.append(folder)
-        elif registered:
-            try:
-                info = os.stat(folder)
-            except OSError:
-                continue
-            if _identity(info) in registered:
-                found.append(folder)
-    return found
-
-
-@contextmanager
-def exclusive(
-    lock_path: str | os.PathLike[str] | None = None,
-    *,
-    folders: Iterable[str | os.PathLike[str]] = (),
-    marked: bool = False,
-) -> Iterator[None]:
-    """Hold the process lock, then the file lock on *lock_path* and the folder locks of *folders*
-    (with *marked*, each keeps a ``.dpt.lock`` marker: see :func:`folder_lock`).
-
-    The order is always process lock first, then the folders outermost first (by
-    depth, then name), so two processes can never deadlock on each other. When the
-    async caller already holds the process lock for this very call (:func:`hold_async`,
-    e.g. the launcher), it is not taken again; otherwise not re-entrant.
-    """
-    ordered = sorted({Path(os.path.normpath(f)) for f in folders}, key=_lock_order)
-    with ExitStack() as stack:
-        if not _held_by_caller():
-            _acquire_for_call()
-            stack.callback(_release_for_call)
-        if lock_path is not None:
-            stack.enter_context(file_lock(lock_path))
-        held: set[tuple[int, int]] = set()
-        for folder in ordered:
-            try:
-                info = os.stat(folder)
-            except OSError:
-                continue  # gone: nobody can write below it through this path
-            if (info.st_dev, info.st_ino) not in held:  # one folder, two spellings: lock once
-                held.add((info.st_dev, info.st_ino))
-                stack.enter_context(folder_lock(folder, marked=marked))
-        yield
-
-
-def _lock_order(folder: Path) -> tuple[int, str]:
-    return len(folder.parts), str(folder)
-
-
-def run_exclusive(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
-    """Call *fn* while holding the process lock (sync; for worker threads)."""
-    with exclusive():
-        return fn(*args, **kwargs)
 
 
 @asynccontextmanager

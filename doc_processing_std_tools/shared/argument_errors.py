@@ -23,7 +23,7 @@ import reprlib
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from .text import quote
+from .client_text import quote
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -189,7 +189,7 @@ def check_arguments(server: FastMCP) -> None:
     """
     from fastmcp.tools.function_tool import FunctionTool
 
-    from .seams import local_tools, retype_tool
+    from ..seams import local_tools, retype_tool
 
     checked = _checked_tool_class()
     for tool in local_tools(server):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from .text import quote
+from .client_text import quote
 
 MAX_PATTERN_CHARS = 4096  # one glob; longer than any path it could usefully match
 MAX_PATTERNS = 256  # globs in one excludePatterns list
