@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
-from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
-from tree_helpers import make_chain  # noqa: E402
+from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
+from helpers.trees import make_chain  # noqa: E402
 
 CONFIG = """\
 servers:

@@ -1,7 +1,7 @@
 """Calls/s through HAProxy in front of 1, 2 and 3 stateless launchers, and the CPU each part
 spends per call (balancer, launchers, redis-server, the load generator itself).
 
-The fleet is the one ``tests/test_fleet.py`` runs: HAProxy with the config of
+The fleet is the one ``tests/end_to_end/test_fleet.py`` runs: HAProxy with the config of
 docs/scaling.md, launchers on one config (memory-tools on one shared folder, the fleet lock
 on one redis-server). Two workloads, each for ``--seconds``:
 
@@ -33,9 +33,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from fleet_helpers import fleet_config, launchers, running_haproxy  # noqa: E402
-from redis_helpers import running_redis  # noqa: E402
-from rpc_helpers import PROTOCOL, message  # noqa: E402
+from helpers.fleet import fleet_config, launchers, running_haproxy  # noqa: E402
+from helpers.redis_server import running_redis  # noqa: E402
+from helpers.rpc import PROTOCOL, message  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

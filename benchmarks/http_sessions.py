@@ -22,8 +22,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from launch_helpers import http_launcher  # noqa: E402
-from rpc_helpers import open_session  # noqa: E402  (tests/ holds the helpers benchmarks share)
+from helpers.launch import http_launcher  # noqa: E402
+from helpers.rpc import open_session  # noqa: E402  (tests/ holds the helpers benchmarks share)
 
 CONFIG = """\
 transport:

@@ -25,7 +25,7 @@ import anyio
 from memory_scale import SETTLE_SECONDS, launch_command, make_folder, session_calls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from redis_helpers import running_redis
+from helpers.redis_server import running_redis
 
 
 def config(workdir: Path, name: str, settings: str) -> Path:

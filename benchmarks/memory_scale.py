@@ -29,7 +29,7 @@ import anyio
 from side_by_side import open_sessions  # (benchmarks/ is on sys.path: see run.py)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
-from memory_helpers import list_and_search_peak, write_entry, write_sparse
+from helpers.memory_files import list_and_search_peak, write_entry, write_sparse
 
 PY = sys.executable
 NEEDLE_EVERY = 1000  # one key in this many holds the needle

@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 
 sys.path.insert(0, str(HERE.parent / "tests"))  # the shared helpers
-from proc_helpers import child_pids, cpu_seconds  # noqa: E402  (pid 0: no CPU)
+from helpers.processes import child_pids, cpu_seconds  # noqa: E402  (pid 0: no CPU)
 
 _STDIO_SCRIPT = """
 import sys
@@ -44,10 +44,10 @@ server.run(transport="stdio", show_banner=False)
 
 
 def start_test_redis(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """A throw-away redis-server (no persistence) on a free port, ready (tests/redis_helpers)."""
+    """A throw-away redis-server (no persistence) on a free port, ready (tests/helpers/redis_server.py)."""
     if str(HERE.parent / "tests") not in sys.path:
         sys.path.insert(0, str(HERE.parent / "tests"))
-    from redis_helpers import RedisUnavailable, start_redis
+    from helpers.redis_server import RedisUnavailable, start_redis
 
     try:
         return start_redis(workdir)

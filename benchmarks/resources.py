@@ -30,7 +30,7 @@ PY = sys.executable
 LAUNCHER = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config"]
 
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
-from rpc_helpers import initialize, message, receive, send  # noqa: E402
+from helpers.rpc import initialize, message, receive, send  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:

@@ -49,8 +49,9 @@ sys.path.insert(0, str(HERE))
 from report import Section, print_figures, write_report  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
-from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
 from side_by_side import Measured, open_sessions, side_by_side  # noqa: E402
+
+from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
 
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
 EXTRA_SECTIONS = [

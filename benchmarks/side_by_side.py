@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the shared helpers
-from proc_helpers import child_pids, cpu_seconds, descendant_pids
+from helpers.processes import child_pids, cpu_seconds, descendant_pids
 
 WARM_CALLS = 20  # per server, before anything is measured
 

@@ -1,4 +1,4 @@
-"""Soak: the SIGKILL storm of ``tests/test_crash_storm.py`` for 100 rounds (CI runs 10).
+"""Soak: the SIGKILL storm of ``tests/end_to_end/test_crash_storm.py`` (``tests/helpers/crash_storm.py``) for 100 rounds (CI runs 10).
 
 Real ``dpt-launch`` processes with memory-tools and filesystem on one folder, writes over
 stdio with the official mcp client, each launcher SIGKILLed mid-write; after each round
@@ -27,7 +27,7 @@ QUICK_ROUNDS = 10
 
 def run(rounds: int) -> tuple[dict[str, float], list[str]]:
     """Run the storm; (figures, problems)."""
-    from test_crash_storm import storm
+    from helpers.crash_storm import storm
 
     with tempfile.TemporaryDirectory(prefix="dpt-soak-") as tmp:
         start = time.perf_counter()

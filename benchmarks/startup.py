@@ -26,8 +26,9 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 
-from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
 from run import bench_first_list  # noqa: E402
+
+from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
 
 PY = sys.executable
 

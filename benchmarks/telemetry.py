@@ -32,7 +32,7 @@ import anyio
 from side_by_side import WARM_CALLS, Measured, _blocks, side_by_side
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from launch_helpers import http_launcher
+from helpers.launch import http_launcher
 
 PY = sys.executable
 CALLS_PER_BLOCK = 40

@@ -30,7 +30,7 @@ async def _definitions() -> list[dict[str, Any]]:
     finally:
         await composition.aclose()
     sys.path.insert(0, str(REPO / "tests"))
-    import many_tools_server
+    from helpers.servers import many_tools_server
 
     big = [
         definition(t.to_mcp_tool().model_dump(by_alias=True, exclude_none=True, mode="json"))

@@ -17,7 +17,7 @@ query is a need phrased as an agent would, with the tool that meets it, in two s
   phrasings from elsewhere.
 
 The figures are given per set and for both together (the issue's recall@5 target is judged on
-both). ``tests/tool_fixtures.py`` loads and checks the fixtures.
+both). ``tests/helpers/tool_fixtures.py`` loads and checks the fixtures.
 
 The ranker is the launcher's own:
 ``doc_processing_std_tools.launcher.compose.tool_search.search_catalog``, asked for the whole
@@ -56,7 +56,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 
-from tool_fixtures import (  # noqa: E402
+from helpers.tool_fixtures import (  # noqa: E402
     HELDOUT,
     QUERIES,
     SHIPPED,

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
+ROOT = REPO
 
 
 def _import_graph() -> dict[str, set[str]]:

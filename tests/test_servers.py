@@ -21,6 +21,7 @@ from doc_processing_std_tools.servers import (
     resolve_registered,
 )
 from doc_processing_std_tools.settings import ConfigPath, ServerSettings
+from helpers.paths import REPO
 
 
 def test_the_built_in_servers_register_through_the_entry_point_group() -> None:
@@ -105,7 +106,7 @@ def test_a_factory_gets_typed_validated_settings(tmp_path: Path) -> None:
 
 
 def test_a_ready_made_server_refuses_settings_by_key(tmp_path: Path) -> None:
-    spec = resolve_module("sample_servers:echo_server")
+    spec = resolve_module("helpers.servers.sample_servers:echo_server")
     assert spec.validate_settings({}, tmp_path) is not None
     with pytest.raises(ValidationError):
         spec.validate_settings({"greeting": "hi"}, tmp_path)
@@ -117,7 +118,7 @@ async def test_the_launcher_doc_example_with_a_path_setting_works_next_to_the_co
     """docs/launcher.md's "write your own server" example, saved next to a config, as written."""
     import re
 
-    doc = (Path(__file__).parent.parent / "docs" / "launcher.md").read_text(encoding="utf-8")
+    doc = (REPO / "docs" / "launcher.md").read_text(encoding="utf-8")
     section = doc.split("### `module: pkg.mod`: a server module", 1)[1]
     python, yaml = re.findall(r"```(?:python|yaml)\n(.*?)```", section, re.S)[:2]
     package = tmp_path / "my_package"

@@ -20,11 +20,12 @@ from typing import Any
 
 import anyio
 import pytest
-from launch_helpers import http_launcher
-from rpc_helpers import open_session, reply_message, request, rpc
 
-TESTS = Path(__file__).resolve().parent
-EXTERNAL = TESTS / "external_server.py"
+from helpers.launch import http_launcher
+from helpers.paths import SERVERS
+from helpers.rpc import open_session, reply_message, request, rpc
+
+EXTERNAL = SERVERS / "external_server.py"
 TOKEN = "metrics-test-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
@@ -377,7 +378,7 @@ def test_spans_reach_the_otlp_endpoint_with_the_incoming_trace_as_parent(
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("popoto")
-    from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+    from helpers.redis_server import REDIS_SERVER, SKIP_REASON, start_redis
 
     if REDIS_SERVER is None:
         pytest.skip(SKIP_REASON)

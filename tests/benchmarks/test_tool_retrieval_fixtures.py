@@ -9,7 +9,8 @@ import copy
 from typing import Any
 
 import pytest
-from tool_fixtures import (
+
+from helpers.tool_fixtures import (
     EXTERNAL,
     HELDOUT,
     QUERIES,

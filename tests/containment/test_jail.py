@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import snapshot
-from tree_helpers import make_chain, swap_pair, swapping
 
 from doc_processing_std_tools.containment import (
     TEMP_PREFIX,
@@ -19,6 +17,7 @@ from doc_processing_std_tools.containment import (
     Jail,
     RootChangeRefused,
 )
+from helpers.trees import make_chain, snapshot, swap_pair, swapping
 
 SECRET = "TOP-SECRET-5f3a"
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from doc_processing_std_tools.launcher.cli.main import VERBS, parse_args
+from helpers.paths import REPO
 
 DAEMON_DOCS = REPO / "docs" / "daemon"
 UNIT = DAEMON_DOCS / "dpt-launch.service"

@@ -29,7 +29,9 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
+ROOT = REPO
 DOCS = ROOT / "docs"
 TOOL_PAGES = sorted(p for p in (DOCS / "tools").glob("*.md") if p.name != "index.md")
 TOOLS_INDEX = DOCS / "tools" / "index.md"

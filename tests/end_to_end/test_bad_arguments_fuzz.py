@@ -25,14 +25,14 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import REPO
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rpc_helpers import initialize_params, message
 
 from doc_processing_std_tools.launcher.compose import compose
 from doc_processing_std_tools.launcher.config import load_config
+from helpers.paths import REPO
+from helpers.rpc import initialize_params, message
 
 HUGE = "x" * (2 * 1024 * 1024)
 HUGE_PATH = "a/" * (1024 * 1024)

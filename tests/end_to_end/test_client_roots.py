@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import launch_helpers
 import pytest
-from conftest import SPAWN_TIMEOUT, launched, launcher_command, text_of
+
+from helpers.launch import SPAWN_TIMEOUT, http_launcher, launched, launcher_command, text_of
 
 # The roots capability is deprecated in the 2026-07-28 protocol; clients still use it.
 pytestmark = pytest.mark.filterwarnings("ignore:The roots capability is deprecated")
@@ -289,7 +289,7 @@ async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> Non
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    with launch_helpers.http_launcher(
+    with http_launcher(
         world["config"],
         args=("--transport", "http", "--log-level", "INFO"),
         cwd="/",

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, text_of
+
+from helpers.launch import launched, text_of
 
 CALLS = 50
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 import redis
-from fleet_helpers import HAPROXY, ConnectClient, fleet_config, launchers, running_haproxy
-from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis, start_redis
+
+from helpers.fleet import HAPROXY, ConnectClient, fleet_config, launchers, running_haproxy
+from helpers.redis_server import REDIS_SERVER, SKIP_REASON, running_redis, start_redis
 
 pytestmark = [
     pytest.mark.slow,
@@ -274,17 +275,17 @@ def test_a_tokenless_client_on_a_thousand_connections_does_not_lock_out_a_legit_
     """The case measured before: 34 of 38 legitimate requests failed with 503 while one client
     trickled headers on 1,050 connections. Here it comes from 20 addresses (so the per-address
     cap alone cannot stop it) with 1,000 connections at a time, reconnecting when cut off."""
-    import launch_helpers
-    from rpc_helpers import request
+    from helpers.launch import http_launcher
+    from helpers.rpc import request
 
     token = "fleet-token-8d1e"
     config = tmp_path / "tools.yaml"
     config.write_text(
         "transport: {type: http, stateless: true, auth: {token: '${DPT_TOKEN}'}}\n"
-        "servers:\n  echo:\n    module: sample_servers:echo_server\n",
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n",
         encoding="utf-8",
     )
-    with launch_helpers.http_launcher(config, env={"DPT_TOKEN": token}) as launched:
+    with http_launcher(config, env={"DPT_TOKEN": token}) as launched:
         stop = anyio.Event()
         opened: list[int] = []
         answers: list[int] = []

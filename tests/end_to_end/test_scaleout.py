@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import launch_helpers
 import pytest
-from redis_helpers import REDIS_SERVER, running_redis
-from rpc_helpers import initialize_params, message, reply_message, rpc_headers
+
+from helpers.launch import http_launcher
+from helpers.redis_server import REDIS_SERVER, running_redis
+from helpers.rpc import initialize_params, message, reply_message, rpc_headers
 
 HAVE_POPOTO = importlib.util.find_spec("popoto") is not None and REDIS_SERVER is not None
 
@@ -52,8 +53,8 @@ def two_launchers(tmp_path: Path) -> Iterator[tuple[list[str], Path]]:
             encoding="utf-8",
         )
         # stateless HTTP comes from the config's transport; each launcher logs on its own
-        one = launch_helpers.http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "1.log")
-        two = launch_helpers.http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "2.log")
+        one = http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "1.log")
+        two = http_launcher(config, args=(), cwd=tmp_path, errlog=tmp_path / "2.log")
         with one as first, two as second:
             assert first.url != second.url
             yield [first.url, second.url], shared

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, launcher_command, text_of
-from rpc_helpers import initialize, message, send
+
+from helpers.launch import launched, launcher_command, text_of
+from helpers.rpc import initialize, message, send
 
 LINES = 150_000
 EDITS = 150

@@ -15,15 +15,16 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import launched, snapshot, text_of
 from fastmcp import Client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from memory_helpers import FolderFiles, RedisFiles
 
 from doc_processing_std_tools import filesystem, memory
 from doc_processing_std_tools.containment import TEMP_PREFIX, Jail
 from doc_processing_std_tools.locking import LOCK_FILE_NAME
+from helpers.launch import launched, text_of
+from helpers.memory_files import FolderFiles, RedisFiles
+from helpers.trees import snapshot
 
 LONG_NAME = "n" * 300  # over NAME_MAX (255 bytes)
 

@@ -16,17 +16,16 @@ from typing import Any
 
 import pytest
 from anyio import fail_after as anyio_fail_after
-from conftest import snapshot
 from fastmcp import Client, FastMCP
 from mcp.types import AudioContent, EmbeddedResource, ImageContent
 from pydantic import ValidationError
-from tree_helpers import swap_pair, swapping
 
 from doc_processing_std_tools import filesystem as fsmod
 from doc_processing_std_tools import locking
 from doc_processing_std_tools.containment import Jail
 from doc_processing_std_tools.filesystem import Settings, create_server
 from doc_processing_std_tools.filesystem import writes as fs_writes
+from helpers.trees import snapshot, swap_pair, swapping
 
 SECRET = "TOP-SECRET-9c1e"
 

@@ -18,14 +18,12 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import launch_helpers
-from launch_helpers import Launched
-from rpc_helpers import initialize_params, message
-
 from doc_processing_std_tools.embedded_redis import free_port
+from helpers.launch import Launched, http_launcher, wait_until_serving
+from helpers.paths import REPO, SERVERS
+from helpers.rpc import initialize_params, message
 
-TESTS = Path(__file__).resolve().parent
-SCALING_DOC = TESTS.parent / "docs" / "scaling.md"
+SCALING_DOC = REPO / "docs" / "scaling.md"
 HAPROXY = shutil.which("haproxy") or (
     "/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None
 )
@@ -89,7 +87,7 @@ def running_haproxy(
     with (folder / "haproxy.log").open("wb") as log:
         proc = subprocess.Popen([HAPROXY, "-db", "-f", str(config)], stdout=log, stderr=log)
     try:
-        launch_helpers.wait_until_serving(port)
+        wait_until_serving(port)
         yield port, proc
     finally:
         proc.terminate()
@@ -116,7 +114,7 @@ def fleet_config(
     writer_entry = (
         "  writer:\n"
         f"    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(TESTS / 'fleet_writer.py'))}, '{redis_port}']\n"
+        f"    args: [{json.dumps(str(SERVERS / 'fleet_writer.py'))}, '{redis_port}']\n"
         "    lock: always\n"
         f"    timeout: {timeout}\n"
         if writer
@@ -146,7 +144,7 @@ def launchers(base: Path, config: Path, count: int, machines: int = 2) -> Iterat
             root, env = machine(base, f"machine-{i % machines + 1}")
             started.append(
                 stack.enter_context(
-                    launch_helpers.http_launcher(
+                    http_launcher(
                         config, args=(), env=env, cwd=root, errlog=root / f"launcher-{i + 1}.log"
                     )
                 )

@@ -12,17 +12,16 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from rpc_helpers import request
-
-TESTS = Path(__file__).resolve().parent
-WAIT = 30.0  # seconds a condition may take before the test fails (no timing is asserted)
+from helpers.paths import SERVERS
+from helpers.rpc import request
+from helpers.waiting import WAIT, wait_for
 
 
 def start_oauth_server(folder: Path, token_seconds: int) -> tuple[subprocess.Popen[bytes], str]:
     """``oauth_server.py`` issuing tokens of *token_seconds*: the process and its base URL."""
     port_file = folder / f"oauth-{token_seconds}.port"
     proc = subprocess.Popen(
-        [sys.executable, str(TESTS / "oauth_server.py"), str(port_file), str(token_seconds)],
+        [sys.executable, str(SERVERS / "oauth_server.py"), str(port_file), str(token_seconds)],
         stdout=subprocess.DEVNULL,
         stderr=(folder / "oauth-server.log").open("wb"),
     )
@@ -108,11 +107,3 @@ def stored(env: dict[str, str], name: str, user: str | None = None) -> dict[str,
     record = TokenStore(folder, keyring=None).get(name, user)
     assert record is not None
     return record
-
-
-def wait_for(condition: Any, what: str) -> Any:
-    deadline = time.monotonic() + WAIT
-    while not (found := condition()):
-        assert time.monotonic() < deadline, f"waited {WAIT:g} s for {what}"
-        time.sleep(0.1)
-    return found

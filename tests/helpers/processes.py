@@ -63,3 +63,18 @@ def cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def launcher_pid(config: Path) -> int:
+    """The dpt-launch process serving *config* (a child of this process)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if parent == os.getpid() and str(config).encode() in cmdline:
+            return int(entry)
+    raise AssertionError(f"no dpt-launch serving {config}")

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+
 from doc_processing_std_tools.embedded_redis import INSTALL_HINT, find_executable, free_port
 
 REDIS_SERVER = find_executable()
@@ -140,3 +142,6 @@ def running_cluster(workdir: Path, masters: int = 3, timeout: float = 30.0) -> I
         for proc in procs:
             proc.kill()
             proc.wait()
+
+
+needs_redis_server = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)

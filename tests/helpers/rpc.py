@@ -1,14 +1,11 @@
 """Raw MCP JSON-RPC for tests and benchmarks that must see the wire (one place for both).
 
-Most tests talk through the official ``mcp`` client (``conftest.launched``). These
+Most tests talk through the official ``mcp`` client (:func:`helpers.launch.launched`). These
 helpers are for the ones that check the bytes themselves: stdout carries nothing but
 protocol lines, a signal stops a server mid-session, a Host header is refused, a
 session expires, or a benchmark times the first answer without a client library in
 the way. Over stdio a message is one JSON line; over HTTP it is one POST to ``/mcp``
 (stdlib ``http.client``, full control over every header), answered with JSON or SSE.
-
-Benchmarks import this module with ``tests/`` put on ``sys.path``, as they do
-``redis_helpers``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The tool-retrieval benchmark's fixtures: loading them, checking them, and the live list they
-must match. ``benchmarks/tool_retrieval.py`` imports this module with ``tests/`` put on
-``sys.path``, as it does ``rpc_helpers``.
+must match (``benchmarks/tool_retrieval.py`` measures with them).
 
 Four files under ``benchmarks/fixtures/``:
 
 * ``shipped_tools.json``: the tools ``configs/tools.yaml`` lists (``tools/list``, as a client
   gets it, without fastmcp's ``_meta``), one entry per server. Regenerate it with
-  ``python benchmarks/tool_retrieval.py --regenerate``; ``tests/test_tool_retrieval_fixtures.py``
+  ``python benchmarks/tool_retrieval.py --regenerate``; ``tests/benchmarks/test_tool_retrieval_fixtures.py``
   fails when it no longer matches.
 * ``external_tools.json``: tool definitions of the kind public MCP servers expose, one entry per
   server with the namespace a config would give it; the tools carry the server's own names.
@@ -23,7 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from helpers.paths import REPO
+
 FIXTURES = REPO / "benchmarks" / "fixtures"
 SHIPPED = FIXTURES / "shipped_tools.json"
 EXTERNAL = FIXTURES / "external_tools.json"

@@ -1,13 +1,14 @@
-"""Folder trees for tests and benchmarks (one place for both): chains deeper than any path
-can name, and a folder swapped for an outside symlink over and over (the containment race).
+"""Folder trees for tests and benchmarks (one place for both): a snapshot of everything under a
+folder (to show that a refused call changed nothing), chains deeper than any path can name,
+and a folder swapped for an outside symlink over and over (the containment race).
 
-Built and removed through descriptors: a chain of thousands of folders has no usable path,
-and ``shutil.rmtree`` (pytest's clean-up too) stops on it with RecursionError. Benchmarks
-import this module with ``tests/`` put on ``sys.path``, as they do ``rpc_helpers``.
+Chains are built and removed through descriptors: a chain of thousands of folders has no
+usable path, and ``shutil.rmtree`` (pytest's clean-up too) stops on it with RecursionError.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import stat
 import threading
@@ -17,6 +18,37 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from doc_processing_std_tools.containment import rmtree_at
+
+
+def snapshot(base: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
+    """Everything under *base* except the *skip* subtrees: type, content or link, mode."""
+    state: dict[str, tuple] = {}
+    for folder, dirs, files in os.walk(base):
+        here = Path(folder)
+        dirs[:] = [d for d in dirs if here / d not in skip]
+        for name in [*dirs, *files]:
+            path = here / name
+            if path in skip:
+                continue
+            info = os.lstat(path)
+            if stat.S_ISLNK(info.st_mode):
+                state[str(path)] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(info.st_mode):
+                state[str(path)] = ("dir", stat.S_IMODE(info.st_mode))
+            else:
+                state[str(path)] = ("file", path.read_bytes(), stat.S_IMODE(info.st_mode))
+    return state
+
+
+def exchange(a: Path, b: Path) -> None:
+    """Atomically swap two names (renameat2 RENAME_EXCHANGE); fall back to two renames."""
+    func = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if func is not None and func(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:
+        return
+    spare = a.with_name(a.name + ".spare")
+    os.rename(a, spare)
+    os.rename(b, a)
+    os.rename(spare, b)
 
 
 def make_chain(
@@ -65,8 +97,6 @@ def swap_pair(root: Path, outside: Path, inside_text: str, outside_text: str) ->
 def swapping(a: Path, b: Path) -> Iterator[list[int]]:
     """Exchange *a* and *b* atomically, over and over in a thread, until the block ends;
     yields a one-item list counting the swaps done."""
-    from conftest import exchange
-
     stop = threading.Event()
     swaps = [0]
 

@@ -13,15 +13,15 @@ from pathlib import Path
 import anyio
 import pytest
 import redis
-from conftest import launched, text_of
-from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis
 
 from doc_processing_std_tools.embedded_redis import free_port
 from doc_processing_std_tools.locking import LockWaitTimeout
 from doc_processing_std_tools.locking.fleet_lock import FleetLock, FleetLockUnavailable
+from helpers.launch import launched, text_of
+from helpers.paths import SERVERS
+from helpers.redis_server import REDIS_SERVER, SKIP_REASON, running_redis
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
-TESTS = Path(__file__).resolve().parent
 LOG = "fleet-writer:log"
 
 
@@ -140,7 +140,7 @@ def _config(folder: Path, redis_url: str, writer_port: int, name: str) -> Path:
         "servers:\n"
         "  writer:\n"
         f"    command: {json.dumps(sys.executable)}\n"
-        f"    args: [{json.dumps(str(TESTS / 'fleet_writer.py'))}, '{writer_port}']\n"
+        f"    args: [{json.dumps(str(SERVERS / 'fleet_writer.py'))}, '{writer_port}']\n"
         "    lock: always\n"
         "    timeout: 20\n"
         "  memory:\n"

@@ -11,7 +11,6 @@ import pytest
 from fastmcp import Client
 from hypothesis import given
 from hypothesis import strategies as st
-from memory_helpers import FolderFiles, RedisFiles
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import (
@@ -21,6 +20,7 @@ from doc_processing_std_tools.memory import (
     create_server,
     formats,
 )
+from helpers.memory_files import FolderFiles, RedisFiles
 
 ALL_TOOLS = {
     "write_memory",

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from fastmcp import Client
-from redis_helpers import REDIS_SERVER, SKIP_REASON
 
 from doc_processing_std_tools.embedded_redis import free_port
 from doc_processing_std_tools.memory import Settings, create_server
 from doc_processing_std_tools.memory.redis_store import RedisMemory
+from helpers.redis_server import REDIS_SERVER, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -329,9 +329,8 @@ def dpt(*args: str) -> subprocess.CompletedProcess[str]:
 def test_memory_copy_folder_to_redis_to_folder(
     redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    from memory_helpers import FolderFiles, RedisFiles
-
     from doc_processing_std_tools.memory import MemoryStore
+    from helpers.memory_files import FolderFiles, RedisFiles
 
     source = MemoryStore(tmp_path / "a")
     source.write("color", "blue ☃")
@@ -558,11 +557,11 @@ def tour(store: object) -> list[str]:
 @pytest.mark.slow
 def test_a_redis_cluster_serves_namespaces_on_different_nodes_as_the_folder_does(tmp_path: Path):
     from redis.cluster import RedisCluster
-    from redis_helpers import running_cluster
 
     from doc_processing_std_tools.memory import MemoryStoreError
     from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
     from doc_processing_std_tools.memory.stores import MemoryStore
+    from helpers.redis_server import running_cluster
 
     expected = tour(MemoryStore(tmp_path / "folder"))
     assert not any(t.startswith("error:") for t in expected[:13]), expected

@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import snapshot
 from fastmcp import Client
-from memory_helpers import list_and_search_peak, write_sparse
-from memory_helpers import write_entry as entry
 
 from doc_processing_std_tools import memory
 from doc_processing_std_tools.memory import MemoryStore, MemoryStoreError, index, index_file
+from helpers.memory_files import list_and_search_peak, write_sparse
+from helpers.memory_files import write_entry as entry
+from helpers.trees import snapshot
 
 
 @pytest.fixture

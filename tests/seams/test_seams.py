@@ -297,7 +297,7 @@ async def test_session_connection_is_one_object_per_stdio_client_with_a_state_di
     tmp_path,
 ) -> None:
     """Over stdio (one connection per client) every call sees the same connection and state."""
-    from conftest import launched, text_of
+    from helpers.launch import launched, text_of
 
     (tmp_path / "conn_server.py").write_text(CONNECTION_SERVER)
     config = tmp_path / "tools.yaml"

@@ -12,7 +12,8 @@ import tempfile
 import textwrap
 
 import anyio
-from conftest import launched, text_of
+
+from helpers.launch import launched, text_of
 
 BOOM_SERVER = '''\
 from fastmcp import FastMCP

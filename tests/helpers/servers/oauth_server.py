@@ -1,6 +1,6 @@
 """An OAuth-protected MCP server with its own authorization server, for the upstream OAuth tests.
 
-Run as ``python tests/oauth_server.py PORT_FILE [TOKEN_SECONDS]``: it binds 127.0.0.1 on a
+Run as ``python tests/helpers/servers/oauth_server.py PORT_FILE [TOKEN_SECONDS]``: it binds 127.0.0.1 on a
 free port, writes the port to PORT_FILE and serves until killed. fastmcp's
 ``InMemoryOAuthProvider`` is the authorization server (metadata, dynamic client
 registration, an authorize endpoint that approves at once, tokens, refresh); ``/mcp`` is

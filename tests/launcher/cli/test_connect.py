@@ -19,9 +19,10 @@ from typing import Any
 
 import anyio
 import pytest
-from conftest import launcher_command, text_of
 from mcp import MCPError
-from rpc_helpers import initialize
+
+from helpers.launch import launcher_command, text_of
+from helpers.rpc import initialize
 
 SPAWN_TIMEOUT = 60
 DOWN_TEXT = "the dpt-launch daemon at {url} is not reachable: "

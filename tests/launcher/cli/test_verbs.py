@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import launcher_command
+from helpers.launch import launcher_command
+from helpers.paths import SERVERS
 
 
 def run(
@@ -369,7 +370,7 @@ def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     """An in-process tool starts no external server; an external tool starts only the server
     whose namespace can produce its name."""
     script = tmp_path / "marking_server.py"
-    server = Path(__file__).resolve().parent / "external_server.py"
+    server = SERVERS / "external_server.py"
     script.write_text(MARKING_SERVER.format(server=str(server)))
     config = write_memory_config(tmp_path)
     for name in ("ext", "other"):

@@ -25,13 +25,14 @@ def text_of(result) -> str:
 
 
 async def test_masked_errors_stay_masked(write_config) -> None:
-    import sample_servers
+    from helpers.servers import sample_servers
 
     alone = sample_servers.make_secretive()
     async with Client(alone) as client:
         expected = text_of(await client.call_tool("boom", {}, raise_on_error=False))
     composition = await composed(
-        write_config, "servers:\n  secret:\n    module: sample_servers:make_secretive\n"
+        write_config,
+        "servers:\n  secret:\n    module: helpers.servers.sample_servers:make_secretive\n",
     )
     async with Client(composition.root) as client:
         result = await client.call_tool("boom", {}, raise_on_error=False)
@@ -48,7 +49,7 @@ async def test_overlapping_sync_calls_of_an_unlocked_server_finish_exactly(
         f"""\
         servers:
           counter:
-            module: sample_servers:make_sync_counter
+            module: helpers.servers.sample_servers:make_sync_counter
           memory-tools:
             settings: {{memory_dir: {tmp_path / "mem"}}}
         """,
@@ -80,7 +81,7 @@ async def test_memory_writes_work_without_any_extra_step(write_config, tmp_path)
         f"""\
         servers:
           counter:
-            module: sample_servers:make_sync_counter
+            module: helpers.servers.sample_servers:make_sync_counter
           memory-tools:
             settings: {{memory_dir: {tmp_path / "mem"}}}
         """,
@@ -98,7 +99,7 @@ async def test_own_middleware_and_lifespan_keep_working(write_config, tmp_path) 
         f"""\
         servers:
           guarded:
-            module: sample_servers:make_guarded
+            module: helpers.servers.sample_servers:make_guarded
             settings: {{marker: {marker}}}
             namespace: g
         """,
@@ -113,7 +114,8 @@ async def test_own_middleware_and_lifespan_keep_working(write_config, tmp_path) 
 
 async def test_a_tool_added_after_start_is_served_and_locked(write_config) -> None:
     composition = await composed(
-        write_config, "servers:\n  counter:\n    module: sample_servers:make_sync_counter\n"
+        write_config,
+        "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_sync_counter\n",
     )
     server = composition.mounts[0].server
     state = {"n": 0}
@@ -139,7 +141,7 @@ async def test_a_tool_added_after_start_is_served_and_locked(write_config) -> No
 async def test_exposed_names_come_from_fastmcp_namespacing(write_config) -> None:
     composition = await composed(
         write_config,
-        "servers:\n  a:\n    module: sample_servers:echo_server\n    namespace: ns\n",
+        "servers:\n  a:\n    module: helpers.servers.sample_servers:echo_server\n    namespace: ns\n",
     )
     async with Client(composition.root) as client:
         listed = {t.name for t in await client.list_tools()}
@@ -150,7 +152,7 @@ async def test_the_server_version_is_this_package_s(write_config) -> None:
     from doc_processing_std_tools import __version__
 
     composition = await composed(
-        write_config, "servers:\n  a:\n    module: sample_servers:echo_server\n"
+        write_config, "servers:\n  a:\n    module: helpers.servers.sample_servers:echo_server\n"
     )
     async with Client(composition.root) as client:
         assert client.server_info.version == __version__
@@ -190,7 +192,7 @@ async def test_a_slow_memory_edit_blocks_no_other_writer(
         f"""\
         servers:
           counter:
-            module: sample_servers:make_sync_counter
+            module: helpers.servers.sample_servers:make_sync_counter
           memory-tools:
             settings: {{memory_dir: {tmp_path / "mem"}}}
           filesystem:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from doc_processing_std_tools.launcher.compose.composition import TOOL_NAME
@@ -25,17 +24,15 @@ from doc_processing_std_tools.launcher.compose.profiles import (
     resolve,
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
-
-TESTS = Path(__file__).resolve().parent
-sys.path.insert(0, str(TESTS))
-from odd_names_server import LONG  # noqa: E402
+from helpers.paths import SERVERS
+from helpers.servers.odd_names_server import LONG
 
 SHORT = exposed_name(LONG, PLAIN_RULE)
 CONFIG = f"""\
 servers:
   odd:
     command: {sys.executable}
-    args: [{TESTS / "odd_names_server.py"}{{collide}}]
+    args: [{SERVERS / "odd_names_server.py"}{{collide}}]
 profiles:
   keep:
     map_chars: false
@@ -92,8 +89,9 @@ async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_take
     import signal
 
     import anyio
-    from conftest import launched
-    from test_reload import launcher_pid
+
+    from helpers.launch import launched
+    from helpers.processes import launcher_pid
 
     config = write_config(CONFIG.format(collide=""))
     errlog = config.parent / "stderr.log"
@@ -110,7 +108,7 @@ async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_take
         assert unknown.is_error and "get.issue" in text(unknown)
 
         two = f"  two:\n    command: {sys.executable}\n    namespace: two\n"
-        two += f"    args: [{TESTS / 'odd_names_server.py'}, --collide]\n"
+        two += f"    args: [{SERVERS / 'odd_names_server.py'}, --collide]\n"
         config.write_text(config.read_text().replace("profiles:", two + "profiles:"))
         os.kill(launcher_pid(config), signal.SIGHUP)
         with anyio.fail_after(30):
@@ -127,9 +125,10 @@ async def test_a_profile_shows_its_own_rule_and_the_plain_path_the_default_one(
 ) -> None:
     """One HTTP process: ``/mcp/keep`` (``map_chars: false``, no length limit) shows the
     server's names as they are; ``/mcp`` shows names every client takes."""
-    from launch_helpers import http_launcher
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+
+    from helpers.launch import http_launcher
 
     config = write_config(CONFIG.format(collide=""))
     with http_launcher(config) as served:
@@ -157,8 +156,8 @@ async def test_names_a_server_adds_while_serving_are_shown_as_every_client_takes
 ) -> None:
     """At launch every name fits (nothing installed); the server then adds ``get.issue`` and a
     100-character name: the default rule comes in, for the list and the stdio fast path."""
-    from conftest import launched
-    from test_runtime_lists import CHANGED, Notices
+    from helpers.launch import launched
+    from helpers.notices import CHANGED, Notices
 
     config = write_config(CONFIG.format(collide=", --later"))
     notices = Notices()
@@ -178,9 +177,8 @@ def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_confi
     composition) says FAIL with the reason."""
     import subprocess
 
-    from conftest import launcher_command
-
     from doc_processing_std_tools.launcher.cli.main import main
+    from helpers.launch import launcher_command
 
     config = write_config(CONFIG.format(collide=", --collide"))
     why = "tool 'get.issue' of 'odd' would be shown to clients as 'get_issue'"
@@ -218,7 +216,9 @@ async def test_nothing_is_installed_when_every_name_is_fine(write_config) -> Non
     from doc_processing_std_tools.launcher.compose.profiles import gate_of, install_profiles
     from doc_processing_std_tools.launcher.config.schema import load_config
 
-    config = write_config("servers:\n  counter:\n    module: sample_servers:make_counter\n")
+    config = write_config(
+        "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_counter\n"
+    )
     composition = await compose(load_config(config))
     try:
         assert install_profiles(composition, [], None) is None

@@ -27,18 +27,18 @@ from doc_processing_std_tools.launcher.compose.profiles import (
     short_description,
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
+from helpers.paths import SERVERS, python_path
 
-TESTS = Path(__file__).resolve().parent
 NAMESPACE = "github-enterprise-cloud"
 HIDDEN = f"{NAMESPACE}_export_dependabot_alert"  # 47 characters: shortened under the profile
 DELETED = f"{NAMESPACE}_delete_gist"  # left out by the profile's exclude
 FILTERED = f"{NAMESPACE}_secret_wipe_everything"  # left out by the server's own filter
-EXTERNAL = f"command: {sys.executable}\n    args: [{TESTS / 'many_tools_server.py'}]"
-IN_PROCESS = "module: many_tools_server:server"
+EXTERNAL = f"command: {sys.executable}\n    args: [{SERVERS / 'many_tools_server.py'}]"
+IN_PROCESS = "module: helpers.servers.many_tools_server:server"
 CONFIG = f"""\
 servers:
   counter:
-    module: sample_servers:make_counter
+    module: helpers.servers.sample_servers:make_counter
     namespace: counter
   many:
     {{many}}
@@ -193,10 +193,10 @@ async def _overlap_of_bumps(first: Any, second: Any) -> list[int]:
 async def test_a_40_tool_profile_over_stdio(write_config) -> None:
     """The big server is a ``command:``: over stdio its calls take the fast path, which must
     know the profile's names too (a left-out tool called by its own name stays unknown)."""
-    from conftest import launched
+    from helpers.launch import launched
 
     config = write_config(CONFIG.format(many=EXTERNAL))
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+    env = {"PYTHONPATH": python_path()}
     async with launched(config, env=env, args=("--profile", "small")) as session:
         await _check_profile_session(session)
         # The lock holds for a hidden tool called through call_tool (a second stdio client
@@ -205,9 +205,10 @@ async def test_a_40_tool_profile_over_stdio(write_config) -> None:
 
 
 async def test_profiles_served_by_path_from_one_http_process_share_the_lock(write_config) -> None:
-    from launch_helpers import http_launcher
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+
+    from helpers.launch import http_launcher
 
     config = write_config(CONFIG.format(many=IN_PROCESS))
     with http_launcher(config) as served:
@@ -239,9 +240,9 @@ async def test_profiles_served_by_path_from_one_http_process_share_the_lock(writ
 def _run(*args: str, cwd: Path) -> Any:
     import subprocess
 
-    from conftest import launcher_command
+    from helpers.launch import launcher_command
 
-    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    pythonpath = python_path()
     return subprocess.run(
         [*launcher_command(), *args],
         capture_output=True,
@@ -306,7 +307,7 @@ async def test_client_config_runs_the_client_with_its_profile(write_config, caps
 
 def test_a_profile_that_cannot_be_served_refuses_the_launch_with_the_fix(write_config) -> None:
     config = write_config(
-        "servers:\n  counter:\n    module: sample_servers:make_counter\n"
+        "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_counter\n"
         "profiles:\n  strict:\n    max_tools: 2\n    search: off\n"
     )
     why = "profiles.strict: 3 tools, over its max_tools (2), and search is off; set "
@@ -334,7 +335,7 @@ async def test_a_call_through_call_tool_times_out_as_a_direct_call_does(write_co
     from doc_processing_std_tools.launcher.config.schema import load_config
 
     config = write_config(
-        "servers:\n  counter:\n    module: sample_servers:make_counter\n    timeout: 0.2\n"
+        "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_counter\n    timeout: 0.2\n"
         "profiles:\n  p:\n    search: always\n"
     )
     composition = await compose(load_config(config))

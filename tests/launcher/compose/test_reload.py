@@ -9,37 +9,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, text_of
-from proc_helpers import child_pids
 
-TESTS = Path(__file__).resolve().parent
-EXTERNAL = TESTS / "external_server.py"
+from helpers.config_entries import external
+from helpers.launch import launched, text_of, tool_names
+from helpers.paths import SERVERS
+from helpers.processes import child_pids, launcher_pid
 
-
-def external(name: str, counter: Path) -> str:
-    return (
-        f"  {name}:\n    command: {sys.executable}\n    args: [{EXTERNAL}, {counter}]\n"
-        f"    namespace: {name}\n"
-    )
-
-
-def launcher_pid(config: Path) -> int:
-    """The dpt-launch process serving *config* (a child of this test process)."""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        if parent == os.getpid() and str(config).encode() in cmdline:
-            return int(entry)
-    raise AssertionError(f"no dpt-launch serving {config}")
-
-
-async def tool_names(session) -> set[str]:
-    return {tool.name for tool in (await session.list_tools()).tools}
+EXTERNAL = SERVERS / "external_server.py"
 
 
 async def refused_reload_changes_nothing(session, config: Path, new_text: str) -> None:

@@ -14,38 +14,19 @@ import sys
 from pathlib import Path
 
 import anyio
-from conftest import launched, text_of
-from test_reload import external, launcher_pid, tool_names
 
-TESTS = Path(__file__).resolve().parent
-GROWING = TESTS / "growing_server.py"
-CHANGED = "notifications/tools/list_changed"
+from helpers.config_entries import external, memory
+from helpers.launch import launched, text_of, tool_names
+from helpers.notices import CHANGED, Notices
+from helpers.paths import SERVERS
+from helpers.processes import launcher_pid
+
+GROWING = SERVERS / "growing_server.py"
 
 
 def growing(record: Path, extra: str = "") -> str:
     """The ``grower`` entry (first under ``servers:``), with *extra* YAML lines of its own."""
     return f"  grower:\n    command: {sys.executable}\n    args: [{GROWING}, {record}]\n{extra}"
-
-
-def memory(folder: Path) -> str:
-    return f"  memory-tools:\n    settings: {{memory_dir: {folder}}}\n"
-
-
-class Notices:
-    """The notifications the client received, by method."""
-
-    def __init__(self) -> None:
-        self.methods: list[str] = []
-
-    async def __call__(self, message: object) -> None:
-        method = getattr(getattr(message, "root", message), "method", None)
-        if method:
-            self.methods.append(method)
-
-    async def wait_for(self, method: str, count: int = 1) -> None:
-        with anyio.fail_after(30):
-            while self.methods.count(method) < count:
-                await anyio.sleep(0.05)
 
 
 def takeover_warnings(errlog: Path) -> list[str]:

@@ -7,14 +7,15 @@ used, and ``resources/unsubscribe`` reaches it too. An unknown URI is refused wi
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, text_of
 from mcp.shared.exceptions import MCPError
 
-CHILD = Path(__file__).with_name("subscribing_child.py")
+from helpers.launch import launched, text_of
+from helpers.paths import SERVERS
+
+CHILD = SERVERS / "subscribing_child.py"
 UPDATED = "notifications/resources/updated"
 
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, launcher_command, text_of
-from proc_helpers import alive, child_pids, cmdline, pids_with
 
-TESTS = Path(__file__).resolve().parent
-EXTERNAL = TESTS / "external_server.py"
-RESULTS = TESTS / "results_server.py"  # a tool for each part of a result
+from helpers.launch import launched, launcher_command, text_of
+from helpers.paths import SERVERS
+from helpers.processes import alive, child_pids, cmdline, pids_with
+
+EXTERNAL = SERVERS / "external_server.py"
+RESULTS = SERVERS / "results_server.py"  # a tool for each part of a result
 
 
 def run_check(config: Path) -> subprocess.CompletedProcess[str]:

@@ -9,6 +9,7 @@ import pytest
 from fastmcp.exceptions import ToolError
 
 from doc_processing_std_tools.launcher.external.relay_lines import client_reply as _client_reply
+from helpers.paths import SERVERS
 
 
 def test_a_reply_in_the_sdks_shape_is_spliced_byte_for_byte() -> None:
@@ -66,7 +67,7 @@ def test_replies_the_client_could_not_take_become_tool_errors(line: bytes, says:
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory):
     pytest.importorskip("popoto")
-    from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+    from helpers.redis_server import REDIS_SERVER, SKIP_REASON, start_redis
 
     if REDIS_SERVER is None:
         pytest.skip(SKIP_REASON)
@@ -147,7 +148,6 @@ async def test_middleware_added_to_the_root_later_sees_every_call(write_config, 
     """The fast path's table is kept between calls: middleware added to the composed root
     afterwards still empties it, so that every call reaches that middleware."""
     import sys
-    from pathlib import Path
 
     from fastmcp.server.middleware import Middleware
 
@@ -155,7 +155,7 @@ async def test_middleware_added_to_the_root_later_sees_every_call(write_config, 
     from doc_processing_std_tools.launcher.config import load_config
     from doc_processing_std_tools.launcher.external.relay import fast_path_of
 
-    server = Path(__file__).parent / "external_server.py"
+    server = SERVERS / "external_server.py"
     config = write_config(
         f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{server}, {tmp_path / 'n'}]\n"
         "    namespace: ext\n"
@@ -249,7 +249,6 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
     """The process lock is free: the call is sent at once and finished by the child's reply,
     no task. The lock is taken: the call waits in a task for its turn, then runs."""
     import sys
-    from pathlib import Path
 
     import anyio
 
@@ -258,7 +257,7 @@ async def test_a_call_that_need_not_wait_runs_without_a_task_and_one_that_must_w
     from doc_processing_std_tools.launcher.external.relay import fast_path_of
     from doc_processing_std_tools.locking import PROCESS_LOCK
 
-    server = Path(__file__).parent / "external_server.py"
+    server = SERVERS / "external_server.py"
     counter = tmp_path / "count"
     config = write_config(
         f"servers:\n  ext:\n    command: {sys.executable}\n    args: [{server}, {counter}]\n"

@@ -1,6 +1,6 @@
 """What a mounted server asks of the client reaches the client (issue 26, section 1), over stdio.
 
-A real FastMCP child (``tests/asking_server.py``) is mounted with ``command:``; the
+A real FastMCP child (``tests/helpers/servers/asking_server.py``) is mounted with ``command:``; the
 official mcp client talks to ``dpt-launch`` and answers sampling, elicitation and
 roots itself. Where a case has an answer of its own (a client without a capability),
 the same child run alone is the reference.
@@ -18,10 +18,12 @@ from typing import Any
 
 import anyio
 import mcp_types
-from conftest import launched, text_of
 
-ASKER = Path(__file__).with_name("asking_server.py")
-NOTES = Path(__file__).with_name("subscribing_child.py")
+from helpers.launch import launched, text_of
+from helpers.paths import SERVERS
+
+ASKER = SERVERS / "asking_server.py"
+NOTES = SERVERS / "subscribing_child.py"
 WAIT = 30  # seconds before a test that waits for a message gives up (never expected)
 
 
@@ -202,9 +204,10 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
     guessed."""
     from contextlib import AsyncExitStack
 
-    from launch_helpers import http_launcher
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
+
+    from helpers.launch import http_launcher
 
     logs: dict[str, list[Any]] = {"first": [], "second": []}
     held: dict[str, anyio.Event] = {}  # the client's answer to an elicitation waits for it

@@ -15,11 +15,13 @@ import sys
 from pathlib import Path
 
 import anyio
-from conftest import launched, text_of
-from test_reload import tool_names
-from test_runtime_lists import CHANGED, Notices, memory
 
-LATE = Path(__file__).with_name("late_child.py")
+from helpers.config_entries import memory
+from helpers.launch import launched, text_of, tool_names
+from helpers.notices import CHANGED, Notices
+from helpers.paths import SERVERS
+
+LATE = SERVERS / "late_child.py"
 
 
 def gated(name: str, gate: Path, timeout: float, start_timeout: float = 600) -> str:

@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import launcher_command
-from launch_helpers import http_launcher
-from oauth_helpers import (
+
+from helpers.launch import http_launcher, launcher_command
+from helpers.oauth import (
     WAIT,
     login_cli_in_process,
     login_in_process,
     server_log,
     start_oauth_server,
     stored,
-    wait_for,
 )
-from rpc_helpers import request
+from helpers.rpc import request
+from helpers.waiting import wait_for
 
 
 @pytest.fixture(scope="module")

@@ -23,16 +23,17 @@ from typing import Any
 
 import anyio
 import pytest
-from idp_helpers import AUDIENCE, SCOPE, KeyServer, bearer, rsa_key, signed
-from launch_helpers import Launched, http_launcher
-from oauth_helpers import (
+
+from helpers.idp import AUDIENCE, SCOPE, KeyServer, bearer, rsa_key, signed
+from helpers.launch import Launched, http_launcher
+from helpers.oauth import (
     login_cli_in_process,
     login_in_process,
     server_log,
     start_oauth_server,
     stored,
 )
-from rpc_helpers import request
+from helpers.rpc import request
 
 STATIC_TOKEN = "static-token-7c2d"
 CALLS_EACH = 4  # calls per user, all in flight at once

@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import launcher_command
-from stdio_wire import RawStdio
 
-HERE = Path(__file__).resolve().parent
-RESULTS = HERE / "results_server.py"
-RAW_CHILD = HERE / "raw_child.py"
+from helpers.launch import launcher_command
+from helpers.paths import SERVERS
+from helpers.stdio_wire import RawStdio
+
+RESULTS = SERVERS / "results_server.py"
+RAW_CHILD = SERVERS / "raw_child.py"
 
 
 def _peer(command: list[str], cwd: Path) -> RawStdio:
@@ -201,8 +202,8 @@ def test_over_http_params_get_the_answer_the_server_alone_gives(tmp_path: Path) 
     """The same params POSTed to the launcher over streamable HTTP: a relayed call there goes
     through ``ToolRelay``, which must refuse what the SDK refuses (the answers of the server
     alone come from its stdio run: the same SDK checks)."""
-    from launch_helpers import http_launcher
-    from rpc_helpers import open_session, reply_message, request, rpc_headers
+    from helpers.launch import http_launcher
+    from helpers.rpc import open_session, reply_message, request, rpc_headers
 
     alone = _alone(tmp_path)
     try:

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import launched, launcher_command, text_of
-from proc_helpers import alive, cmdline, pids_with
 
-TESTS = Path(__file__).resolve().parent
-SERIAL = TESTS / "serial_child.py"
-EXTERNAL = TESTS / "external_server.py"
+from helpers.launch import launched, launcher_command, text_of
+from helpers.paths import SERVERS
+from helpers.processes import alive, cmdline, pids_with
+
+SERIAL = SERVERS / "serial_child.py"
+EXTERNAL = SERVERS / "external_server.py"
 
 
 @pytest.mark.slow  # waits out a 5 s call

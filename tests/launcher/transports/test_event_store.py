@@ -7,11 +7,11 @@ import http.client
 import json
 from collections.abc import Iterator
 
-import launch_helpers
 import pytest
-from launch_helpers import Launched
-from redis_helpers import REDIS_SERVER, SKIP_REASON, running_redis
-from rpc_helpers import message, open_session, rpc_headers
+
+from helpers.launch import Launched, http_launcher
+from helpers.redis_server import REDIS_SERVER, SKIP_REASON, running_redis
+from helpers.rpc import message, open_session, rpc_headers
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
 
@@ -27,10 +27,10 @@ def resumable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
             f"  event_store: {{url: 'redis://127.0.0.1:{port}/0'}}\n"
             "servers:\n"
             "  stepper:\n"
-            "    module: sample_servers:make_stepper\n",
+            "    module: helpers.servers.sample_servers:make_stepper\n",
             encoding="utf-8",
         )
-        with launch_helpers.http_launcher(config, args=()) as launched:
+        with http_launcher(config, args=()) as launched:
             yield launched
 
 

@@ -20,15 +20,14 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import anyio
-import launch_helpers
 import pytest
-from conftest import launcher_command, text_of
-from launch_helpers import Launched
-from rpc_helpers import PROTOCOL, Reply, initialize_params, open_session, request, rpc
 
 from doc_processing_std_tools.launcher.cli.main import main
+from helpers import launch
+from helpers.launch import Launched, launcher_command, text_of
+from helpers.paths import SERVERS, python_path
+from helpers.rpc import PROTOCOL, Reply, initialize_params, open_session, request, rpc
 
-TESTS = Path(__file__).resolve().parent
 TOKENS = ("first-token-3f9a", "second-token-77c1")
 
 
@@ -42,7 +41,7 @@ def http_launcher(
     """``dpt-launch --transport http --port 0`` on the YAML text *config*, written to *folder*."""
     path = folder / "tools.yaml"
     path.write_text(textwrap.dedent(config), encoding="utf-8")
-    with launch_helpers.http_launcher(path, env=env) as launched:
+    with launch.http_launcher(path, env=env) as launched:
         yield launched
 
 
@@ -59,7 +58,7 @@ GUARDED = """\
         server: filesystem
         settings: {{roots: [{root}], max_read_bytes: 6291456}}
       echo:
-        module: sample_servers:echo_server
+        module: helpers.servers.sample_servers:echo_server
 """
 
 
@@ -227,7 +226,7 @@ AUTHED = """\
       log_format: json
     servers:
       echo:
-        module: sample_servers:echo_server
+        module: helpers.servers.sample_servers:echo_server
 """
 
 
@@ -308,7 +307,9 @@ async def test_the_official_client_calls_with_a_token_and_nothing_leaks_into_log
 
 
 def test_a_non_loopback_bind_without_auth_refuses_to_start(write_config, capsys) -> None:
-    path = write_config("servers:\n  echo:\n    module: sample_servers:echo_server\n")
+    path = write_config(
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
+    )
     status = main(["--config", str(path), "--transport", "http", "--host", "0.0.0.0"])
     err = capsys.readouterr().err
     assert status == 2
@@ -318,7 +319,7 @@ def test_a_non_loopback_bind_without_auth_refuses_to_start(write_config, capsys)
 
 def test_a_non_loopback_host_in_the_config_names_file_and_line(write_config, capsys) -> None:
     path = write_config(
-        "transport:\n  type: http\n  host: 0.0.0.0\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
+        "transport:\n  type: http\n  host: 0.0.0.0\nservers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
     )
     assert main(["--config", str(path)]) == 2
     err = capsys.readouterr().err
@@ -329,7 +330,7 @@ def test_a_non_loopback_host_in_the_config_names_file_and_line(write_config, cap
 def test_auth_none_or_a_token_allows_a_non_loopback_host(write_config, capsys, auth) -> None:
     path = write_config(
         f"transport:\n  type: http\n  host: 0.0.0.0\n  auth: {auth}\n"
-        "servers:\n  echo:\n    module: sample_servers:echo_server\n"
+        "servers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
     )
     assert main(["--config", str(path), "--check"]) == 0, capsys.readouterr().err
 
@@ -429,7 +430,7 @@ LIMITED = """\
       max_sessions: 3
     servers:
       echo:
-        module: sample_servers:echo_server
+        module: helpers.servers.sample_servers:echo_server
 """
 
 
@@ -583,7 +584,7 @@ SLOW = """\
       shutdown_grace: {grace}
     servers:
       counter:
-        module: sample_servers:make_counter
+        module: helpers.servers.sample_servers:make_counter
 """
 
 
@@ -691,7 +692,7 @@ def test_accepted_connections_get_tcp_nodelay() -> None:
 
 def test_sigterm_over_http_stops_every_lifespan(tmp_path) -> None:
     marker = tmp_path / "marker"
-    config = f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+    config = f"servers:\n  life:\n    module: helpers.servers.sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
     with http_launcher(tmp_path, config) as launched:
         assert marker.read_text() == "started"
         assert launched.stop(signal.SIGTERM) == 0
@@ -703,9 +704,9 @@ def test_a_lifespan_failing_at_start_over_http_is_one_line_and_exit_1(tmp_path) 
     path = tmp_path / "tools.yaml"
     marker = tmp_path / "missing-folder" / "marker"
     path.write_text(
-        f"servers:\n  life:\n    module: sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
+        f"servers:\n  life:\n    module: helpers.servers.sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
     )
-    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    pythonpath = python_path()
     done = subprocess.run(
         [*launcher_command(), "--config", str(path), "--transport", "http", "--port", "0"],
         capture_output=True,
@@ -746,7 +747,7 @@ async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None
 
     (tmp_path / "asks.py").write_text(ROOTS_SERVER)
     config = "servers:\n  asks:\n    module: asks:mcp\n"
-    pythonpath = os.pathsep.join([str(tmp_path), str(TESTS), os.environ.get("PYTHONPATH", "")])
+    pythonpath = python_path(tmp_path)
 
     async def list_roots(_context: object) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/project", name="p")])
@@ -768,7 +769,7 @@ def test_ready_reports_live_states_of_external_servers(tmp_path: Path) -> None:
     """A failed optional server is reported; a required one that restarts makes /ready 503."""
     import sys
 
-    external = TESTS / "external_server.py"
+    external = SERVERS / "external_server.py"
     config = f"""\
         servers:
           memory-tools:

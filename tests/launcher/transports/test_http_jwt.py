@@ -19,14 +19,12 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import anyio
-import launch_helpers
 import pytest
-from conftest import text_of
-from idp_helpers import AUDIENCE, SCOPE, KeyServer, bearer, rsa_key, signed
-from launch_helpers import Launched
-from rpc_helpers import initialize_params, open_session, request, rpc
 
 from doc_processing_std_tools.launcher.cli.main import main
+from helpers.idp import AUDIENCE, SCOPE, KeyServer, bearer, rsa_key, signed
+from helpers.launch import Launched, http_launcher, text_of
+from helpers.rpc import initialize_params, open_session, request, rpc
 
 STATIC_TOKEN = "static-token-5b1e"
 
@@ -51,7 +49,7 @@ CONFIG = """\
           jwks_refresh_interval: 0
     servers:
       who:
-        module: identity_server:whoami_server
+        module: helpers.servers.identity_server:whoami_server
 """
 
 
@@ -82,7 +80,7 @@ def daemon() -> Iterator[Launched]:
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "tools.yaml"
             path.write_text(textwrap.dedent(config), encoding="utf-8")
-            with launch_helpers.http_launcher(path, env={"DPT_TOKEN": STATIC_TOKEN}) as launched:
+            with http_launcher(path, env={"DPT_TOKEN": STATIC_TOKEN}) as launched:
                 yield launched
     finally:
         keys.server.close()
@@ -417,7 +415,7 @@ def test_bad_jwt_config_names_file_line_and_key(write_config, capsys, auth, line
 def test_jwt_alone_allows_a_non_loopback_host(write_config, capsys) -> None:
     path = write_config(
         "transport:\n  type: http\n  host: 0.0.0.0\n  auth:\n    jwt: {jwks_uri: https://idp.example/jwks, "
-        "issuer: https://idp.example/, audience: dpt}\nservers:\n  echo:\n    module: sample_servers:echo_server\n"
+        "issuer: https://idp.example/, audience: dpt}\nservers:\n  echo:\n    module: helpers.servers.sample_servers:echo_server\n"
     )
     assert main(["--config", str(path), "--check"]) == 0, capsys.readouterr().err
 

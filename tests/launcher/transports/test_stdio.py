@@ -18,11 +18,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import launcher_command
-from stdio_wire import INITIALIZE, REPLY_TIMEOUT, RawStdio
 
 from doc_processing_std_tools.launcher.lines import read_lines
 from doc_processing_std_tools.launcher.transports.wire_errors import error_reply
+from helpers.launch import launcher_command
+from helpers.paths import SERVERS
+from helpers.stdio_wire import INITIALIZE, REPLY_TIMEOUT, RawStdio
 
 SLOW_SERVER = """
 import time
@@ -410,7 +411,7 @@ def test_error_reply_quotes_no_input_and_recovers_the_id() -> None:
 def external_wire(tmp_path: Path) -> Iterator[Wire]:
     import sys
 
-    results = Path(__file__).resolve().parent / "results_server.py"
+    results = SERVERS / "results_server.py"
     path = tmp_path / "external.yaml"
     path.write_text(
         "transport: {type: stdio, shutdown_grace: 3}\n"
