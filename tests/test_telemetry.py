@@ -21,8 +21,10 @@ from typing import Any
 import anyio
 import pytest
 
+from doc_processing_std_tools.embedded_redis import free_port
 from helpers.launch import http_launcher
 from helpers.paths import SERVERS
+from helpers.redis_server import needs_redis_server, start_redis
 from helpers.rpc import open_session, reply_message, request, rpc
 
 EXTERNAL = SERVERS / "external_server.py"
@@ -33,12 +35,6 @@ PARENT_ID = "b7ad6b7169203331"
 TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
 REQUEST_IDS = itertools.count(100)
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Collector:
@@ -277,26 +273,49 @@ def test_a_store_fault_is_counted_once_for_its_call() -> None:
     )
 
 
-def test_memory_tools_redis_store_errors_are_counted() -> None:
-    """memory-tools on a Redis it cannot use refuses the call with a RedisStoreError: a store
-    error of the call's server, like a failing disk."""
-    from doc_processing_std_tools.memory.redis_store import RedisStoreError
-    from doc_processing_std_tools.shared.server_module import tool_errors
+@needs_redis_server
+async def test_memory_tools_redis_store_errors_are_counted(
+    write_config: Any, tmp_path: Path
+) -> None:
+    """memory-tools on a Redis that goes away while it serves (in-process, through fastmcp):
+    the write it refuses (a RedisStoreError) counts as a store error of its server, like a
+    failing disk, and as a tool_error call."""
+    from fastmcp import Client
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
     from doc_processing_std_tools.telemetry import Telemetry
 
-    @tool_errors(RedisStoreError)
-    def failing() -> str:
-        raise RedisStoreError("redis://127.0.0.1:1/2 is not reachable")
-
+    pytest.importorskip("redis")
+    (tmp_path / "redis").mkdir()
+    proc, port = start_redis(tmp_path / "redis")
+    config = write_config(
+        "servers:\n  notes:\n    server: memory-tools\n"
+        f"    settings: {{backend: redis, url: 'redis://127.0.0.1:{port}/0'}}\n"
+    )
     telemetry = Telemetry()
     metrics = telemetry.enable_metrics()
     assert metrics is not None
-    record = telemetry.begin("notes", "write_memory")
-    record.enter()
-    with pytest.raises(Exception, match="not reachable"):
-        failing()
-    record.end("tool_error")
-    assert 'dpt_store_errors_total{server="notes"} 1.0' in metrics.render()[0].decode()
+    composition = await compose(load_config(config), telemetry=telemetry)
+    try:
+        async with Client(composition.root) as client:
+            arguments = {"key": "k", "value": "v"}
+            saved = await client.call_tool("write_memory", arguments, raise_on_error=False)
+            assert not saved.is_error, saved.content[0].text
+            proc.terminate()
+            proc.wait(timeout=10)
+            refused = await client.call_tool("write_memory", arguments, raise_on_error=False)
+    finally:
+        await composition.aclose()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert refused.is_error and "Cannot reach Redis" in refused.content[0].text
+    text = metrics.render()[0].decode()
+    assert 'dpt_store_errors_total{server="notes"} 1.0' in text
+    assert (
+        'dpt_tool_calls_total{outcome="tool_error",server="notes",tool="write_memory"} 1.0' in text
+    )
 
 
 @pytest.mark.slow  # (popoto-memory gives up on a Redis that is not there after a few seconds)
@@ -347,13 +366,17 @@ def test_a_call_that_waits_out_its_timeout_for_the_lock_is_a_lock_timeout(daemon
     )  # (the wait of about 0.5 s is in no bucket below 0.5)
 
 
-def wait_for_spans(collector: Collector, tool: str, count: int) -> list[Any]:
+def spans_once_exported(collector: Collector, daemon: Any, tools: list[str]) -> dict[str, list]:
+    """The spans of the calls of *tools* made just before, once the span of a later call (a
+    ``whoami``) has reached the collector: a second span of any of them would have come first
+    (the launcher exports its spans in the order they end, one batch after the other)."""
+    marked = len(collector.of_tool("whoami"))
+    assert call(daemon, "whoami", {})["isError"] is False
     deadline = time.monotonic() + 20
-    while len(collector.of_tool(tool)) < count:
-        assert time.monotonic() < deadline, f"no span for {tool}: {collector.spans}"
+    while len(collector.of_tool("whoami")) <= marked:
+        assert time.monotonic() < deadline, f"no span for the later call: {collector.spans}"
         time.sleep(0.05)
-    time.sleep(0.3)  # (one more batch: a second span for the same call would be here by now)
-    return collector.of_tool(tool)
+    return {tool: collector.of_tool(tool) for tool in tools}
 
 
 def test_spans_reach_the_otlp_endpoint_with_the_incoming_trace_as_parent(
@@ -363,8 +386,9 @@ def test_spans_reach_the_otlp_endpoint_with_the_incoming_trace_as_parent(
         pytest.skip("needs the otel extra")
     call(daemon, "list_memory_keys", {}, headers={"traceparent": TRACEPARENT})
     call(daemon, "web_nap", {"seconds": 0}, meta={"traceparent": TRACEPARENT})
+    exported = spans_once_exported(collector, daemon, ["list_memory_keys", "web_nap"])
     for tool, server in [("list_memory_keys", "notes"), ("web_nap", "web")]:
-        (span,) = wait_for_spans(collector, tool, 1)
+        (span,) = exported[tool]
         assert _attributes(span) == {"dpt.server": server, "dpt.tool": tool, "dpt.outcome": "ok"}
         assert span.trace_id.hex() == TRACE_ID
         assert span.parent_span_id.hex() == PARENT_ID

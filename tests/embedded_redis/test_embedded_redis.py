@@ -8,7 +8,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import anyio
@@ -29,10 +28,12 @@ from doc_processing_std_tools.embedded_redis import pid_alive as _pid_alive
 from helpers.paths import REPO
 from helpers.popoto import call, listening
 from helpers.popoto import wait_gone as _wait_gone
+from helpers.processes import wakeups
 from helpers.redis_server import (
     REDIS_SERVER,
     needs_redis_server,
 )
+from helpers.waiting import wait_for
 
 
 @needs_redis_server
@@ -102,7 +103,8 @@ def test_embedded_server_stops_when_its_last_user_is_killed(tmp_path):
         assert pid2 == pid  # attached, not a second server
         first.kill()  # the starter dies; the server must stay up for the other user
         first.wait(timeout=10)
-        time.sleep(1.0)  # several supervisor rounds
+        rounds = wakeups(supervisor) + 5  # (it wakes once per look at the lease)
+        wait_for(lambda: wakeups(supervisor) >= rounds, "five more rounds of the supervisor")
         assert _pid_alive(pid) and listening(port), "server stopped under a live user"
         second.kill()
         second.wait(timeout=10)

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -17,6 +16,7 @@ import redis
 
 from helpers.fleet import HAPROXY, ConnectClient, fleet_config, launchers, running_haproxy
 from helpers.redis_server import REDIS_SERVER, SKIP_REASON, running_redis, start_redis
+from helpers.waiting import until, wait_for
 
 pytestmark = [
     pytest.mark.slow,
@@ -93,8 +93,10 @@ async def test_three_launchers_on_two_machines_take_turns_and_a_killed_holder_fr
             async with anyio.create_task_group() as group:
                 group.start_soon(hold_forever)
                 await held.wait()
-                while not store.lrange(LOG, -1, -1)[0].startswith(b"enter held"):
-                    await anyio.sleep(0.02)
+                await until(
+                    lambda: store.lrange(LOG, -1, -1)[0].startswith(b"enter held"),
+                    "the held write to enter",
+                )
                 writer_pid = int(store.lrange(LOG, -1, -1)[0].split()[3])
                 fleet[0].proc.kill()
                 os.kill(writer_pid, signal.SIGKILL)
@@ -155,8 +157,7 @@ def test_haproxy_in_front_of_three_launchers_one_killed_under_load(
                 ]
                 for thread in threads:
                     thread.start()
-                while len(outcomes) < 30:
-                    time.sleep(0.01)
+                wait_for(lambda: len(outcomes) >= 30, "30 calls answered", timeout=120)
                 fleet[1].proc.kill()
                 for thread in threads:
                     thread.join(300)
@@ -210,13 +211,15 @@ def test_redis_restarted_under_load_errors_while_down_and_serves_after(tmp_path:
                 ]
                 for thread in threads:
                     thread.start()
-                while len(outcomes) < 20:
-                    time.sleep(0.01)
+                wait_for(lambda: len(outcomes) >= 20, "20 calls answered", timeout=120)
                 server.terminate()
                 server.wait()
                 down_at = len(outcomes)
-                while sum(1 for o in outcomes[down_at:] if not o[2]) < 10:
-                    time.sleep(0.01)
+                wait_for(
+                    lambda: sum(1 for o in outcomes[down_at:] if not o[2]) >= 10,
+                    "10 calls refused while Redis is down",
+                    timeout=120,
+                )
                 server = _redis_on(redis_port, tmp_path)
                 for thread in threads:
                     thread.join(300)
@@ -296,8 +299,7 @@ def test_a_tokenless_client_on_a_thousand_connections_does_not_lock_out_a_legit_
                     group.start_soon(
                         _trickle_forever, launched.port, f"127.0.0.{2 + i % 20}", stop, opened
                     )
-                while len(opened) < 1000:
-                    await anyio.sleep(0.05)
+                await until(lambda: len(opened) >= 1000, "1,000 connections open", timeout=120)
                 for _ in range(40):
                     reply = await anyio.to_thread.run_sync(
                         lambda: request(

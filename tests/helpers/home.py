@@ -40,10 +40,9 @@ def private_home_environment(home: Path) -> dict[str, str]:
     for folder in folders.values():
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     return {
+        # (popoto writes the errors it swallows to ~/.popoto/memory.log: popoto.integrations.
+        # config reads POPOTO_MEMORY_LOG, which tests that clear POPOTO_* would clear; HOME stays)
         **{name: str(folder) for name, folder in folders.items()},
-        # popoto writes the errors it swallows to ~/.popoto/memory.log (popoto.integrations.config)
-        "POPOTO_MEMORY_LOG": str(home / ".popoto" / "memory.log"),
-        "POPOTO_CONTENT_PATH": str(home / ".popoto" / "content"),
         # no OS keyring (a desktop's Secret Service would hold test logins): the token store
         # falls back to its files, under XDG_DATA_HOME (launcher/external/tokens.py)
         "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",

@@ -78,3 +78,12 @@ def launcher_pid(config: Path) -> int:
         if parent == os.getpid() and str(config).encode() in cmdline:
             return int(entry)
     raise AssertionError(f"no dpt-launch serving {config}")
+
+
+def wakeups(pid: int) -> int:
+    """How many times *pid* has blocked and woken up so far (Linux: its voluntary context
+    switches): a process polling in a loop wakes once per round."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no voluntary_ctxt_switches in /proc/{pid}/status")

@@ -4,6 +4,7 @@ instances stand for two launchers), and one launcher whose locked calls take it.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -82,23 +83,46 @@ def test_waiters_get_the_lock_one_at_a_time_in_arrival_order(
             lock.close()
 
 
+HOLDER = """
+import sys
+from doc_processing_std_tools.locking.fleet_lock import FleetLock
+
+lock = FleetLock(sys.argv[1], sys.argv[2], lease=float(sys.argv[3]))
+lock.acquire(None)
+print("held", flush=True)
+sys.stdin.read()  # until killed
+"""
+
+
 def test_a_dead_holders_lease_runs_out_and_a_live_holders_is_renewed(
     redis_port: int, lock_name: str
 ) -> None:
-    holder = FleetLock(_url(redis_port), lock_name, lease=0.3)
-    other = FleetLock(_url(redis_port), lock_name, lease=0.3)
+    """Another process holds the lock with a lease of 1.5 s: alive, it renews the lease (every
+    0.5 s) for as long as it holds it, so a wait of two leases ends in a timeout; SIGKILLed (no
+    renewal, no release), its lease runs out and the waiter gets the lock."""
+    lease = 1.5
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, _url(redis_port), lock_name, str(lease)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    other = FleetLock(_url(redis_port), lock_name, lease=lease)
     try:
-        holder.acquire(None)
-        # alive: renewed past its lease, so the other waits in vain
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "held\n"
         with pytest.raises(LockWaitTimeout):
-            other.acquire(time.monotonic() + 0.6)
+            other.acquire(time.monotonic() + 2 * lease)
         assert _queued(redis_port, lock_name) == 0  # the waiter that gave up left the queue
-        holder._closed.set()  # dead: no more renewals, no release (as after SIGKILL)
-        other.acquire(time.monotonic() + 5)
+        holder.kill()
+        holder.wait(timeout=10)
+        other.acquire(time.monotonic() + lease + 10)
         other.release_now()
     finally:
-        holder.close()
         other.close()
+        if holder.poll() is None:
+            holder.kill()
+        holder.communicate()
 
 
 async def test_a_cancelled_async_wait_leaves_the_lock_free(redis_port: int, lock_name: str) -> None:
@@ -162,7 +186,8 @@ async def test_a_launchers_locked_call_waits_for_the_fleet_lock(
     config = _config(tmp_path, _url(redis_port), redis_port, lock_name)
     try:
         async with launched(config) as session:
-            await session.call_tool("write", {"label": "warm-up"})  # lock free: runs
+            warm = await session.call_tool("write", {"label": "warm-up"})  # lock free: runs
+            assert not warm.is_error, text_of(warm)
             other.acquire(None)
             results: dict[str, str] = {}
 

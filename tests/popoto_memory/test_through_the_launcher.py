@@ -167,6 +167,7 @@ def test_the_launchers_replies_are_the_servers_own_byte_for_byte(tmp_path, redis
     ]
 
 
+@needs_redis_server  # (its default backend is the embedded redis-server)
 async def test_runs_alone_with_python_dash_m(tmp_path: Path) -> None:
     """``python -m doc_processing_std_tools.popoto_memory`` serves the four tools over stdio."""
     from mcp import ClientSession, StdioServerParameters

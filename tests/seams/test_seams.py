@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 
+import anyio
+import httpx2
 from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
+from mcp import ClientSession
+from mcp.shared.memory import create_client_server_memory_streams
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
 
 from doc_processing_std_tools import seams
 from doc_processing_std_tools.locking import PROCESS_LOCK
@@ -55,9 +62,27 @@ async def test_lifespan_manager_enters_the_mounted_servers_lifespans() -> None:
     assert events == ["enter", "exit"]
 
 
-def test_low_level_server_speaks_the_protocol() -> None:
-    server = seams.low_level_server(FastMCP("x"))
-    assert callable(server.run) and callable(server.create_initialization_options)
+async def test_low_level_server_speaks_the_protocol() -> None:
+    """The SDK server behind a FastMCP serves a client session on streams of its own, with the
+    server's lifespan entered (how the launcher's stdio transport runs it)."""
+    server = FastMCP("x")
+
+    @server.tool
+    def ping() -> str:
+        return "pong"
+
+    low = seams.low_level_server(server)
+    async with (
+        seams.lifespan_manager(server),
+        create_client_server_memory_streams() as (client_streams, server_streams),
+        anyio.create_task_group() as group,
+    ):
+        group.start_soon(low.run, *server_streams, low.create_initialization_options())
+        async with ClientSession(*client_streams) as session:
+            await session.initialize()
+            result = await session.call_tool("ping", {})
+        group.cancel_scope.cancel()
+    assert not result.is_error and result.content[0].text == "pong"
 
 
 async def test_mounted_provider_namespaces_and_locks_only_what_it_is_told() -> None:
@@ -109,9 +134,19 @@ def test_the_session_manager_gives_each_transport_its_own_event_stream_prefix() 
     assert seams.session_manager(app=seams.low_level_server(FastMCP("x"))).event_store is None
 
 
-def test_additional_http_routes_is_a_list_of_routes() -> None:
-    routes = seams.additional_http_routes(FastMCP("x"))
-    assert isinstance(routes, list)
+async def test_additional_http_routes_serve_the_servers_custom_routes() -> None:
+    """A mounted server's ``custom_route`` is among the routes, and answers when served."""
+    server = FastMCP("x")
+
+    @server.custom_route("/hello", methods=["GET"])
+    async def hello(request: Request) -> PlainTextResponse:
+        return PlainTextResponse("hi")
+
+    app = Starlette(routes=seams.additional_http_routes(server))
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
+        reply = await client.get("/hello")
+    assert (reply.status_code, reply.text) == (200, "hi")
 
 
 def test_only_servers_with_fastmcp_defaults_are_served_through_their_providers() -> None:

@@ -32,15 +32,23 @@ def whoami() -> int:
     return os.getpid()
 
 
+def _mark_started(started: str) -> None:
+    """Create the file *started* (when given): what a test waits on to know the call runs here."""
+    if started:
+        Path(started).write_text("started")
+
+
 @server.tool(annotations={"readOnlyHint": True})
-async def nap(seconds: float) -> str:
+async def nap(seconds: float, started: str = "") -> str:
+    _mark_started(started)
     await anyio.sleep(seconds)
     return "rested"
 
 
 @server.tool(annotations={"readOnlyHint": True})
-async def nap_and_mark(seconds: float, marker: str) -> str:
+async def nap_and_mark(seconds: float, marker: str, started: str = "") -> str:
     """Sleep; if the call is cancelled (MCP cancellation), leave a marker file saying so."""
+    _mark_started(started)
     try:
         await anyio.sleep(seconds)
     except BaseException:
@@ -50,8 +58,9 @@ async def nap_and_mark(seconds: float, marker: str) -> str:
 
 
 @server.tool
-async def hold(seconds: float) -> str:
+async def hold(seconds: float, started: str = "") -> str:
     """A slow call that changes state: the launcher holds the process lock while it runs."""
+    _mark_started(started)
     await anyio.sleep(seconds)
     return "held"
 

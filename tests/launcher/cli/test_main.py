@@ -21,6 +21,7 @@ from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config import load_config
 from helpers.launch import launched, launcher_command, run_main, text_of
 from helpers.paths import REPO, python_path
+from helpers.redis_server import needs_redis_server
 from helpers.rpc import initialize as _initialize
 from helpers.rpc import message, receive, send
 
@@ -31,6 +32,7 @@ def _sample_servers_importable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", python_path())
 
 
+@needs_redis_server  # the shipped config mounts popoto-memory: no redis-server, --check fails
 def test_check_prints_the_tool_table(capsys) -> None:
     status, out, err = run_main(
         ["--config", str(REPO / "configs" / "tools.yaml"), "--check"], capsys
@@ -67,6 +69,7 @@ def test_import_is_cheap() -> None:
 # -- serving for real ---------------------------------------------------------------
 
 
+@needs_redis_server  # (popoto-memory, in the shipped config, would not be mounted)
 async def test_stdio_end_to_end_with_the_shipped_config(tmp_path: Path) -> None:
     """configs/tools.yaml, copied so its relative data folders land in tmp_path: every server works."""
     config = tmp_path / "tools.yaml"

@@ -28,6 +28,7 @@ from doc_processing_std_tools.launcher.compose.profiles import (
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
 from helpers.paths import SERVERS, python_path
+from helpers.waiting import until
 
 NAMESPACE = "github-enterprise-cloud"
 HIDDEN = f"{NAMESPACE}_export_dependabot_alert"  # 47 characters: shortened under the profile
@@ -171,21 +172,27 @@ async def _check_profile_session(session: Any) -> None:
 
 async def _overlap_of_bumps(first: Any, second: Any) -> list[int]:
     """Two ``bump`` calls at once, *first* through ``call_tool``, *second* direct: each returns
-    the most bumps it saw running at once (1 under the process lock)."""
+    the most bumps it saw running at once (1 under the process lock). The second is sent once
+    the first runs (``counter_active``, read-only, answers while it does), and the first runs
+    long enough that, were the lock not held, the second would run beside it."""
     seen: list[int] = []
 
     async def bump(session: Any, through_call_tool: bool) -> None:
         if through_call_tool:
             result = await session.call_tool(
-                CALL_TOOL, {"name": "counter_bump", "arguments": {"delay": 0.3}}
+                CALL_TOOL, {"name": "counter_bump", "arguments": {"delay": 1.0}}
             )
         else:
-            result = await session.call_tool("counter_bump", {"delay": 0.3})
+            result = await session.call_tool("counter_bump", {"delay": 0.05})
         assert not result.is_error, text(result)
         seen.append(int(text(result)))
 
+    async def running() -> bool:
+        return text(await first.call_tool("counter_active", {})) == "1"
+
     async with anyio.create_task_group() as group:
         group.start_soon(bump, first, True)
+        await until(running, "the first bump to run")
         group.start_soon(bump, second, False)
     return seen
 

@@ -14,18 +14,29 @@ from helpers.config_entries import external
 from helpers.launch import launched, text_of, tool_names
 from helpers.paths import SERVERS
 from helpers.processes import child_pids, launcher_pid
+from helpers.waiting import until
 
 EXTERNAL = SERVERS / "external_server.py"
 
 
-async def refused_reload_changes_nothing(session, config: Path, new_text: str) -> None:
-    """Write *new_text* over *config* and SIGHUP: the same tools, and memory-tools still works."""
+def refusals(errlog: Path) -> int:
+    """How many reloads the launcher writing *errlog* has refused so far (its log says so)."""
+    return errlog.read_text(errors="replace").count("reload refused")
+
+
+async def refused_reload_changes_nothing(
+    session, config: Path, errlog: Path, new_text: str
+) -> None:
+    """Write *new_text* over *config* and SIGHUP: once the launcher logs the refusal, the same
+    tools, and memory-tools still works."""
     before = await tool_names(session)
+    refused = refusals(errlog)
     config.write_text(new_text)
     os.kill(launcher_pid(config), signal.SIGHUP)
-    await anyio.sleep(3)
+    await until(lambda: refusals(errlog) > refused, "the reload to be refused", timeout=60)
     assert await tool_names(session) == before
-    await session.call_tool("write_memory", {"key": "k", "value": "v"})
+    written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
+    assert not written.is_error, text_of(written)
 
 
 async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
@@ -41,7 +52,8 @@ async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
         if method:
             notices.append(method)
 
-    async with launched(config, message_handler=on_message) as session:
+    errlog = tmp_path / "stderr.log"
+    async with launched(config, message_handler=on_message, errlog=errlog) as session:
         before = await tool_names(session)
         assert "one_bump" in before and "write_memory" in before
         pid_one = int(text_of(await session.call_tool("one_whoami", {})))
@@ -71,7 +83,7 @@ async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
         # A broken config changes nothing: same tools, same child, still serving.
         config.write_text("servers:\n  memory-tools: {settings: {memory_dirr: x}}\n")
         os.kill(launcher_pid(config), signal.SIGHUP)
-        await anyio.sleep(1.5)
+        await until(lambda: refusals(errlog) == 1, "the broken config to be refused")
         assert "two_bump" in await tool_names(session)
         assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one
 
@@ -81,19 +93,21 @@ async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
         with anyio.fail_after(30):
             while "two_bump" in await tool_names(session):
                 await anyio.sleep(0.2)
-        await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        assert not written.is_error, text_of(written)
         assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one
 
 
 async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_path: Path) -> None:
     memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
     config = write_config("servers:\n" + memory)
-    async with launched(config) as session:
+    errlog = tmp_path / "stderr.log"
+    async with launched(config, errlog=errlog) as session:
         clash = (
             f"  mem2:\n    command: {sys.executable}\n"
             "    args: [-m, doc_processing_std_tools.memory]\n"
         )
-        await refused_reload_changes_nothing(session, config, "servers:\n" + memory + clash)
+        await refused_reload_changes_nothing(session, config, errlog, "servers:\n" + memory + clash)
 
 
 @pytest.mark.slow  # a failing start
@@ -117,9 +131,10 @@ async def test_a_reload_whose_new_server_fails_changes_nothing(
     memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
     config = write_config("servers:\n" + memory)
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    async with launched(config, env=env) as session:
+    errlog = tmp_path / "stderr.log"
+    async with launched(config, env=env, errlog=errlog) as session:
         boom = "  boom:\n    module: boom:server\n"
-        await refused_reload_changes_nothing(session, config, "servers:\n" + memory + boom)
+        await refused_reload_changes_nothing(session, config, errlog, "servers:\n" + memory + boom)
 
 
 @pytest.mark.slow  # a signal during start-up

@@ -13,9 +13,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from doc_processing_std_tools.embedded_redis import free_port
 from helpers.launch import launched, launcher_command, text_of
 from helpers.paths import SERVERS
 from helpers.processes import alive, child_pids, cmdline, pids_with
+from helpers.waiting import until
 
 EXTERNAL = SERVERS / "external_server.py"
 RESULTS = SERVERS / "results_server.py"  # a tool for each part of a result
@@ -155,13 +157,9 @@ async def test_the_missing_command_does_not_stop_the_others_serving(write_config
         "  ghost:\n    command: /no/such/mcp-server\n"
     )
     async with launched(config) as session:
-        await session.call_tool("write_memory", {"key": "k", "value": "v"})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        assert not written.is_error, text_of(written)
+        assert text_of(await session.call_tool("read_memory", {"key": "k"})) == "v"
 
 
 @pytest.fixture
@@ -243,7 +241,8 @@ async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
                 await anyio.sleep(0.1)
         assert "server 'ext' is restarting (attempt 1)" in text_of(down)
         assert "ext_bump" in {t.name for t in (await session.list_tools()).tools}  # still listed
-        await session.call_tool("write_memory", {"key": "k", "value": "v"})  # others unaffected
+        written = await session.call_tool("write_memory", {"key": "k", "value": "v"})
+        assert not written.is_error, text_of(written)  # others unaffected
         with anyio.fail_after(35):
             while True:
                 result = await session.call_tool("ext_whoami", {})
@@ -362,14 +361,16 @@ async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
     async with launched(config) as session:
         pid = int(text_of(await session.call_tool("ext_whoami", {})))
         outcome = []
+        started = tmp_path / "napping"
 
         async def nap() -> None:
-            outcome.append(await session.call_tool("ext_nap", {"seconds": 30}))
+            arguments = {"seconds": 30, "started": str(started)}
+            outcome.append(await session.call_tool("ext_nap", arguments))
 
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
                 group.start_soon(nap)
-                await anyio.sleep(1)
+                await until(started.exists, "the nap to start in the child")
                 os.kill(pid, signal.SIGKILL)
         assert outcome[0].is_error
         assert "server 'ext' is restarting (attempt 1)" in text_of(outcome[0])
@@ -378,15 +379,14 @@ async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
 async def test_a_client_cancellation_of_a_relayed_call_reaches_the_server(
     write_config, tmp_path: Path
 ) -> None:
-    marker = tmp_path / "cancelled"
+    marker, started = tmp_path / "cancelled", tmp_path / "napping"
     config = write_config("servers:\n" + external_entry("ext", tmp_path / "c"))
     async with launched(config) as session:
         with anyio.fail_after(20):
             async with anyio.create_task_group() as group:
-                group.start_soon(
-                    session.call_tool, "nap_and_mark", {"seconds": 30, "marker": str(marker)}
-                )
-                await anyio.sleep(1)
+                arguments = {"seconds": 30, "marker": str(marker), "started": str(started)}
+                group.start_soon(session.call_tool, "nap_and_mark", arguments)
+                await until(started.exists, "the nap to start in the child")
                 group.cancel_scope.cancel()  # the SDK client sends notifications/cancelled
             while not marker.exists():
                 await anyio.sleep(0.1)
@@ -464,13 +464,15 @@ async def test_a_call_that_waits_for_the_lock_past_its_timeout_says_so(
     )
     async with launched(config) as session:
         outcome: dict[str, object] = {}
+        started = tmp_path / "holding"
 
         async def hold() -> None:
-            outcome["hold"] = await session.call_tool("slow_hold", {"seconds": 3})
+            arguments = {"seconds": 3, "started": str(started)}
+            outcome["hold"] = await session.call_tool("slow_hold", arguments)
 
         async with anyio.create_task_group() as group:
             group.start_soon(hold)
-            await anyio.sleep(0.5)
+            await until(started.exists, "the hold to run, under the lock")
             bumped = await session.call_tool("quick_bump", {})
         assert bumped.is_error
         assert "'quick_bump' did not start within its timeout of 0.5 s" in text_of(bumped)

@@ -14,12 +14,13 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.launch import http_launcher, launcher_command
+from helpers.launch import Launched, http_launcher, launcher_command
 from helpers.oauth import (
     WAIT,
     login_cli_in_process,
@@ -128,20 +129,29 @@ def states(port: int) -> dict[str, Any]:
 # -- one launcher: linear (logged in), corp (never), plain (no auth) ---------------------------
 
 
-async def test_login_calls_refresh_revocation_and_login_again_on_one_running_launcher(
-    server: str,
-    oauth_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    """One launcher (one test, so a parallel run starts it once) serving ``linear`` (logged in
-    with ``dpt-launch login --no-browser`` first), ``corp`` (never logged in) and ``plain`` (the
-    same server, configured without ``auth``)."""
-    import anyio
+@dataclass
+class Served:
+    """One launcher (module-scoped, so a parallel run starts it once) serving ``linear`` (logged
+    in with ``dpt-launch login --no-browser`` first), ``corp`` (never logged in) and ``plain``
+    (the same server, configured without ``auth``); what the login printed."""
 
-    from doc_processing_std_tools.launcher.cli.main import main
+    launched: Launched
+    config: Path
+    login_out: str
+    login_err: str
+    first_token: str
 
-    config = tmp_path / "tools.yaml"
+    def assert_no_secret_logged(self, *tokens: str) -> None:
+        logged = self.launched.stderr()
+        for secret in tokens:
+            assert secret not in logged
+
+
+@pytest.fixture(scope="module")
+def served(
+    server: str, oauth_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    config = tmp_path_factory.mktemp("served") / "tools.yaml"
     config.write_text(
         "servers:\n"
         f"  linear: {{url: {server}/mcp, auth: oauth}}\n"
@@ -150,71 +160,104 @@ async def test_login_calls_refresh_revocation_and_login_again_on_one_running_lau
     )
     out, err = login_cli_in_process(config, "linear", oauth_env)
     token = stored(oauth_env, "linear")["tokens"]["access_token"]
-    assert token not in out + err + config.read_text()
-    assert "logged in to 'linear'" in err
+    with http_launcher(config, env=oauth_env) as launched:
+        yield Served(launched, config, out, err, token)
+
+
+def test_login_keeps_the_token_private_and_says_so(
+    served: Served, server: str, oauth_env: dict[str, str]
+) -> None:
+    token = served.first_token
+    assert token not in served.login_out + served.login_err + served.config.read_text()
+    assert "logged in to 'linear'" in served.login_err
     folder = Path(oauth_env["XDG_DATA_HOME"]) / "doc-processing-std-tools" / "oauth"
     assert all(f.stat().st_mode & 0o077 == 0 for f in folder.iterdir())
     grants = server_log(server)["grants"]
     assert {"grant_type": "authorization_code", "resource": f"{server}/mcp"} in grants
+    served.assert_no_secret_logged(token)
 
-    with http_launcher(config, env=oauth_env) as launched:
-        # plain: a 401 with WWW-Authenticate names the config line to add
-        plain = states(launched.port)["plain"]
-        assert plain["state"] == "failed"
-        assert (
-            "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.plain "
-            "in the config, then run dpt-launch login plain" in plain["reason"]
-        )
 
-        # linear: a call carries the stored token; one the server expired early is refreshed
-        assert states(launched.port)["linear"]["state"] == "up"
-        assert await call(launched.url) == ("hello", False)
-        assert server_log(server)["calls"][-1] == token
-        _post(server, "/admin/expire")
-        assert await call(launched.url) == ("hello", False)
-        refreshed = server_log(server)["calls"][-1]
-        assert refreshed != token
-        assert stored(oauth_env, "linear")["tokens"]["access_token"] == refreshed
-        grants = server_log(server)["grants"]
-        assert {"grant_type": "refresh_token", "resource": f"{server}/mcp"} in grants
+def test_a_server_that_wants_a_login_names_the_config_line_to_add(served: Served) -> None:
+    """plain: a 401 with WWW-Authenticate names the config line to add."""
+    plain = states(served.launched.port)["plain"]
+    assert plain["state"] == "failed"
+    assert (
+        "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.plain "
+        "in the config, then run dpt-launch login plain" in plain["reason"]
+    )
 
-        # revoked: needs-login, tools still listed, one line per call, then a new login
-        _post(server, "/admin/revoke")
-        _post(server, "/admin/expire")
-        line = "server 'linear' needs a login: run dpt-launch login linear"
-        text, is_error = await call(launched.url)
-        assert is_error and line in text, text
-        wait_for(lambda: states(launched.port)["linear"]["state"] == "needs-login", "needs-login")
-        assert states(launched.port)["linear"]["reason"] == line
-        assert await call(launched.url) == (line, True)
-        assert "whoami" in await listed(launched.url)
-        with pytest.MonkeyPatch.context() as patch:
-            for key, value in oauth_env.items():
-                patch.setenv(key, value)
-            listing = ["login", "--list", "--config", str(config)]
-            assert await anyio.to_thread.run_sync(main, listing) == 0
-        assert "linear  refused: the server no longer accepts it" in capsys.readouterr().out
-        await login_in_process(config, "linear", oauth_env)
-        fresh = stored(oauth_env, "linear")["tokens"]["access_token"]
-        wait_for(lambda: states(launched.port)["linear"]["state"] == "up", "up again")
-        assert await call(launched.url) == ("hello", False)
-        assert server_log(server)["calls"][-1] == fresh
 
-        # corp: never logged in, then logged in: its tools appear in the running launcher
-        corp_line = "server 'corp' needs a login: run dpt-launch login corp"
-        assert states(launched.port)["corp"] == {
-            "state": "needs-login",
-            "required": False,
-            "reason": corp_line,
-        }
-        assert "corp_whoami" not in await listed(launched.url)  # no tool list kept yet
-        await login_in_process(config, "corp", oauth_env)
-        wait_for(lambda: states(launched.port)["corp"]["state"] == "up", "corp up")
-        assert "corp_whoami" in await wait_for_listed(launched.url, "corp_whoami")
-        assert await call(launched.url, "corp_whoami") == ("hello", False)
-    logged = launched.stderr()
-    for secret in (token, refreshed, fresh):
-        assert secret not in logged
+async def test_a_call_carries_the_stored_token_and_one_expired_early_is_refreshed(
+    served: Served, server: str, oauth_env: dict[str, str]
+) -> None:
+    url = served.launched.url
+    assert states(served.launched.port)["linear"]["state"] == "up"
+    token = stored(oauth_env, "linear")["tokens"]["access_token"]
+    assert await call(url) == ("hello", False)
+    assert server_log(server)["calls"][-1] == token
+    _post(server, "/admin/expire")
+    assert await call(url) == ("hello", False)
+    refreshed = server_log(server)["calls"][-1]
+    assert refreshed != token
+    assert stored(oauth_env, "linear")["tokens"]["access_token"] == refreshed
+    grants = server_log(server)["grants"]
+    assert {"grant_type": "refresh_token", "resource": f"{server}/mcp"} in grants
+    served.assert_no_secret_logged(token, refreshed)
+
+
+async def test_a_revoked_login_needs_a_login_until_logged_in_again(
+    served: Served,
+    server: str,
+    oauth_env: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Revoked: needs-login, tools still listed, one line per call, then a new login serves."""
+    import anyio
+
+    from doc_processing_std_tools.launcher.cli.main import main
+
+    port, url = served.launched.port, served.launched.url
+    revoked = stored(oauth_env, "linear")["tokens"]["access_token"]
+    _post(server, "/admin/revoke")
+    _post(server, "/admin/expire")
+    line = "server 'linear' needs a login: run dpt-launch login linear"
+    text, is_error = await call(url)
+    assert is_error and line in text, text
+    wait_for(lambda: states(port)["linear"]["state"] == "needs-login", "needs-login")
+    assert states(port)["linear"]["reason"] == line
+    assert await call(url) == (line, True)
+    assert "whoami" in await listed(url)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in oauth_env.items():
+            patch.setenv(key, value)
+        listing = ["login", "--list", "--config", str(served.config)]
+        assert await anyio.to_thread.run_sync(main, listing) == 0
+    assert "linear  refused: the server no longer accepts it" in capsys.readouterr().out
+    await login_in_process(served.config, "linear", oauth_env)
+    fresh = stored(oauth_env, "linear")["tokens"]["access_token"]
+    wait_for(lambda: states(port)["linear"]["state"] == "up", "up again")
+    assert await call(url) == ("hello", False)
+    assert server_log(server)["calls"][-1] == fresh
+    served.assert_no_secret_logged(revoked, fresh)
+
+
+async def test_a_server_logged_in_while_the_launcher_runs_shows_its_tools(
+    served: Served, oauth_env: dict[str, str]
+) -> None:
+    """corp: never logged in, then logged in: its tools appear in the running launcher."""
+    port, url = served.launched.port, served.launched.url
+    corp_line = "server 'corp' needs a login: run dpt-launch login corp"
+    assert states(port)["corp"] == {
+        "state": "needs-login",
+        "required": False,
+        "reason": corp_line,
+    }
+    assert "corp_whoami" not in await listed(url)  # no tool list kept yet
+    await login_in_process(served.config, "corp", oauth_env)
+    wait_for(lambda: states(port)["corp"]["state"] == "up", "corp up")
+    assert "corp_whoami" in await wait_for_listed(url, "corp_whoami")
+    assert await call(url, "corp_whoami") == ("hello", False)
+    served.assert_no_secret_logged(stored(oauth_env, "corp")["tokens"]["access_token"])
 
 
 def test_check_warns_login_list_and_logout(

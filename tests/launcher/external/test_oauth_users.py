@@ -3,7 +3,7 @@ OAuth server's tool, each with their own upstream login.
 
 One module, one of each: the authorization server + protected MCP server
 (``oauth_server.py``, which records the token each call carried, and whose ``meet`` tool tells
-whether calls were in flight at once), the identity provider's keys (``idp_helpers.KeyServer``
+whether calls were in flight at once), the identity provider's keys (``helpers.idp.KeyServer``
 in this process), and one ``dpt-launch`` daemon with ``transport.auth`` (a static token and
 ``jwt``) mounting that server with ``auth: oauth``. alice and bob (``dpt-launch login linear
 --user ...``, the browser step driven programmatically) and the launcher itself (``dpt-launch
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ CONFIG = """\
 """
 
 
-class Setup:
-    """The module's parts: the upstream server's URL, the key server and its key, the config and
-    the token store's environment."""
+@dataclass
+class Users:
+    """The module's parts: the daemon, the upstream server's URL, the key server and its key,
+    the config and the token store's environment."""
 
+    daemon: Launched
     upstream: str
     idp: KeyServer
     key: Any
@@ -68,40 +71,46 @@ class Setup:
     def jwt(self, user: str) -> str:
         return signed(self.key, self.idp.issuer, sub=user)
 
+    def token(self, user: str | None = None) -> str:
+        """The upstream access token stored for *user* (None: the launcher's own login)."""
+        return str(stored(self.env, "linear", user)["tokens"]["access_token"])
 
-setup = Setup()
+    def carried(self, tag_prefix: str) -> list[dict[str, str]]:
+        """The server's record of the calls tagged *tag_prefix*-N."""
+        return [c for c in server_log(self.upstream)["tagged"] if c["tag"].startswith(tag_prefix)]
 
 
 @pytest.fixture(scope="module")
-def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Launched]:
+def users(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Users]:
+    """alice, bob and the launcher itself logged in, then the daemon started; carol is not."""
     folder = tmp_path_factory.mktemp("oauth-users")
-    proc, setup.upstream = start_oauth_server(folder, 3600)
-    setup.idp = KeyServer()
-    setup.key = rsa_key("k1")
-    setup.idp.publish(setup.key)
-    setup.env = {
+    proc, upstream = start_oauth_server(folder, 3600)
+    idp = KeyServer()
+    key = rsa_key("k1")
+    idp.publish(key)
+    env = {
         "XDG_DATA_HOME": str(folder / "data"),
         "DPTTOOLS_TOKEN_STORE": "file",
         "DPT_TOKEN": STATIC_TOKEN,  # (the config names it: login reads the whole config)
     }
-    setup.config = folder / "tools.yaml"
-    setup.config.write_text(
+    config = folder / "tools.yaml"
+    config.write_text(
         textwrap.dedent(CONFIG).format(
-            jwks_uri=setup.idp.jwks_uri,
-            issuer=setup.idp.issuer,
+            jwks_uri=idp.jwks_uri,
+            issuer=idp.issuer,
             audience=AUDIENCE,
             scope=SCOPE,
-            upstream=setup.upstream,
+            upstream=upstream,
         )
     )
     try:
-        login_cli_in_process(setup.config, "linear", setup.env, user="alice")
-        anyio.run(login_in_process, setup.config, "linear", setup.env, "bob")
-        anyio.run(login_in_process, setup.config, "linear", setup.env)
-        with http_launcher(setup.config, env=setup.env) as launched:
-            yield launched
+        login_cli_in_process(config, "linear", env, user="alice")
+        anyio.run(login_in_process, config, "linear", env, "bob")
+        anyio.run(login_in_process, config, "linear", env)
+        with http_launcher(config, env=env) as launched:
+            yield Users(launched, upstream, idp, key, config, env)
     finally:
-        setup.idp.close()
+        idp.close()
         proc.terminate()
         proc.wait(timeout=10)
 
@@ -151,56 +160,39 @@ async def calls(
     return [results[tag] for tag in tags]
 
 
-def carried(tag_prefix: str) -> list[dict[str, str]]:
-    """The server's record of the calls tagged *tag_prefix*-N."""
-    return [c for c in server_log(setup.upstream)["tagged"] if c["tag"].startswith(tag_prefix)]
-
-
-async def test_each_user_calls_with_their_own_upstream_token_through_the_daemon(daemon) -> None:
-    """One test, so a parallel run starts the daemon once: its parts build on each other's
-    logins."""
-    await two_users_call_at_once_each_with_their_own_upstream_token(daemon)
-    await one_users_calls_run_at_once_upstream(daemon)
-    await two_users_on_handshake_sessions_do_not_take_turns(daemon)
-    await a_static_token_caller_uses_the_launchers_own_login(daemon)
-    await a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(daemon)
-    await after_expiry_each_user_refreshes_their_own_token(daemon)
-
-
-async def two_users_call_at_once_each_with_their_own_upstream_token(daemon: Launched) -> None:
-    tokens = {u: stored(setup.env, "linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}
-    assert len({*tokens.values(), stored(setup.env, "linear")["tokens"]["access_token"]}) == 3
-
-    tags = {u: [f"{u}-{i}" for i in range(CALLS_EACH)] for u in ("alice", "bob")}
+async def test_two_users_call_at_once_each_with_their_own_upstream_token(users: Users) -> None:
+    tags = {u: [f"pair-{u}-{i}" for i in range(CALLS_EACH)] for u in ("alice", "bob")}
     with anyio.fail_after(60):
         async with anyio.create_task_group() as group:
             answers: dict[str, list[tuple[str, bool]]] = {}
 
             async def as_user(user: str) -> None:
                 official = user == "bob"  # (one client of each kind)
-                answers[user] = await calls(daemon.url, setup.jwt(user), tags[user], official)
+                answers[user] = await calls(users.daemon.url, users.jwt(user), tags[user], official)
 
             group.start_soon(as_user, "alice")
             group.start_soon(as_user, "bob")
     assert answers == {u: [("hello", False)] * CALLS_EACH for u in ("alice", "bob")}
+    tokens = {u: users.token(u) for u in ("alice", "bob")}
+    assert len({*tokens.values(), users.token()}) == 3
     for user in ("alice", "bob"):
-        record = carried(f"{user}-")
+        record = users.carried(f"pair-{user}-")
         assert sorted(c["tag"] for c in record) == sorted(tags[user])
         assert {c["token"] for c in record} == {tokens[user]}, user
 
     # a later client of alice's, of the other kind, calls with her upstream token again
-    again = await calls(daemon.url, setup.jwt("alice"), ["alice-again"], official=True)
+    again = await calls(users.daemon.url, users.jwt("alice"), ["again-alice"], official=True)
     assert again == [("hello", False)]
-    assert {c["token"] for c in carried("alice-again")} == {tokens["alice"]}
+    assert {c["token"] for c in users.carried("again-alice")} == {users.token("alice")}
 
 
-async def one_users_calls_run_at_once_upstream(daemon: Launched) -> None:
+async def test_one_users_calls_run_at_once_upstream(users: Users) -> None:
     """Two read-only calls of alice's (no process lock) are both in flight on her upstream
     session at once: the server sees them meet."""
     from fastmcp import Client
 
     answers: list[str] = []
-    async with Client(daemon.url, auth=setup.jwt("alice")) as client:
+    async with Client(users.daemon.url, auth=users.jwt("alice")) as client:
 
         async def one(tag: str) -> None:
             result = await client.call_tool_mcp("meet", {"tag": tag, "together": 2})
@@ -211,66 +203,67 @@ async def one_users_calls_run_at_once_upstream(daemon: Launched) -> None:
                 for tag in ("alice-meet-0", "alice-meet-1"):
                     group.start_soon(one, tag)
     assert answers == ["met", "met"]
-    alice = stored(setup.env, "linear", "alice")["tokens"]["access_token"]
-    assert [c["token"] for c in carried("alice-meet-")] == [alice, alice]
+    alice = users.token("alice")
+    assert [c["token"] for c in users.carried("alice-meet-")] == [alice, alice]
 
 
-async def two_users_on_handshake_sessions_do_not_take_turns(daemon: Launched) -> None:
+async def test_two_users_on_handshake_sessions_do_not_take_turns(users: Users) -> None:
     """alice's and bob's calls on handshake-era sessions (the relayed path, where the client
     sessions of one server's own session take turns) run at once: each on its user's session."""
     answers: dict[str, list[tuple[str, bool]]] = {}
 
     async def as_user(user: str) -> None:
         tag = f"both-meet-{user}"
-        answers[user] = await calls(daemon.url, setup.jwt(user), [tag], True, "meet")
+        answers[user] = await calls(users.daemon.url, users.jwt(user), [tag], True, "meet")
 
     with anyio.fail_after(60):
         async with anyio.create_task_group() as group:
             group.start_soon(as_user, "alice")
             group.start_soon(as_user, "bob")
     assert answers == {"alice": [("met", False)], "bob": [("met", False)]}
-    tokens = {u: stored(setup.env, "linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}
-    assert {c["tag"]: c["token"] for c in carried("both-meet-")} == {
+    tokens = {u: users.token(u) for u in ("alice", "bob")}
+    assert {c["tag"]: c["token"] for c in users.carried("both-meet-")} == {
         f"both-meet-{u}": tokens[u] for u in ("alice", "bob")
     }
 
 
-async def a_static_token_caller_uses_the_launchers_own_login(daemon: Launched) -> None:
-    assert linear_state(daemon.port) == "up"
-    assert await calls(daemon.url, STATIC_TOKEN, ["static-0", "static-1"]) == [("hello", False)] * 2
-    own = stored(setup.env, "linear")["tokens"]["access_token"]
-    assert {c["token"] for c in carried("static-")} == {own}
+async def test_a_static_token_caller_uses_the_launchers_own_login(users: Users) -> None:
+    assert linear_state(users.daemon.port) == "up"
+    answers = await calls(users.daemon.url, STATIC_TOKEN, ["static-0", "static-1"])
+    assert answers == [("hello", False)] * 2
+    assert {c["token"] for c in users.carried("static-")} == {users.token()}
 
 
-async def a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(
-    daemon: Launched,
+async def test_a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(
+    users: Users,
 ) -> None:
     line = (
         "server 'linear' needs a login for user 'carol': run dpt-launch login linear --user carol"
     )
-    assert await calls(daemon.url, setup.jwt("carol"), ["carol-0"], official=True) == [(line, True)]
-    assert carried("carol-") == []  # the call never reached the server with someone's token
+    answers = await calls(users.daemon.url, users.jwt("carol"), ["carol-0"], official=True)
+    assert answers == [(line, True)]
+    assert users.carried("carol-") == []  # the call never reached the server with someone's token
 
-    await login_in_process(setup.config, "linear", setup.env, user="carol")
-    token = stored(setup.env, "linear", "carol")["tokens"]["access_token"]
-    assert await calls(daemon.url, setup.jwt("carol"), ["carol-1"]) == [("hello", False)]
-    assert [c["token"] for c in carried("carol-")] == [token]
+    await login_in_process(users.config, "linear", users.env, user="carol")
+    token = users.token("carol")
+    assert await calls(users.daemon.url, users.jwt("carol"), ["carol-1"]) == [("hello", False)]
+    assert [c["token"] for c in users.carried("carol-")] == [token]
 
 
-async def after_expiry_each_user_refreshes_their_own_token(daemon: Launched) -> None:
+async def test_after_expiry_each_user_refreshes_their_own_token(users: Users) -> None:
     """The server expires every token: each user's next calls refresh that user's own login
     (kept under their name) and carry the new token, never the other's."""
     import urllib.request
 
-    before = {u: stored(setup.env, "linear", u)["tokens"]["access_token"] for u in ("alice", "bob")}
-    expire = urllib.request.Request(setup.upstream + "/admin/expire", method="POST")
+    before = {u: users.token(u) for u in ("alice", "bob")}
+    expire = urllib.request.Request(users.upstream + "/admin/expire", method="POST")
     urllib.request.urlopen(expire, timeout=10).read()
     with anyio.fail_after(60):
         async with anyio.create_task_group() as group:
             for user in ("alice", "bob"):
                 tags = [f"{user}-refreshed-{i}" for i in range(2)]
-                group.start_soon(calls, daemon.url, setup.jwt(user), tags, user == "bob")
+                group.start_soon(calls, users.daemon.url, users.jwt(user), tags, user == "bob")
     for user in ("alice", "bob"):
-        now = stored(setup.env, "linear", user)["tokens"]["access_token"]
+        now = users.token(user)
         assert now not in before.values()
-        assert [c["token"] for c in carried(f"{user}-refreshed-")] == [now, now], user
+        assert [c["token"] for c in users.carried(f"{user}-refreshed-")] == [now, now], user

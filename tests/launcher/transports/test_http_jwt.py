@@ -30,7 +30,7 @@ STATIC_TOKEN = "static-token-5b1e"
 
 
 def sign(key: Any, kid: str | None = None, **claims: Any) -> str:
-    """A JWT from this module's identity provider (see :func:`idp_helpers.signed`)."""
+    """A JWT from this module's identity provider (see :func:`helpers.idp.signed`)."""
     return signed(key, keys.issuer, kid, **claims)
 
 
