@@ -60,6 +60,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         lines = [f"the tests changed the real home folder {_home_guard.home}:", *changed[:20]]
         if reporter is not None:
+            reporter.ensure_newline()
             reporter.write_sep("=", "real home folder changed", red=True)
             reporter.write_line("\n".join(lines))
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

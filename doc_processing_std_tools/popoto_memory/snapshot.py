@@ -4,7 +4,7 @@
 version, so that listing the tools does not wait for popoto's import (about a
 third of fastmcp's own import time); popoto itself is then imported in the
 background. Any other version is imported and asked, as before.
-``tests/test_popoto_memory.py`` checks that this copy equals what popoto returns.
+``tests/popoto_memory/test_tools.py`` checks that this copy equals what popoto returns.
 After upgrading popoto, paste its ``tool_definitions()`` and ``SERVER_INSTRUCTIONS`` here.
 """
 

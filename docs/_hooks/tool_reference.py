@@ -13,7 +13,7 @@ The servers are built in-process (``create_server`` with throw-away settings; no
 lifespan runs, so nothing starts) once per build. A server whose optional extra is
 not installed (popoto-memory without ``popoto``) gets a note instead of its tables,
 and its tool pages are found from their markers; the build still passes.
-``tests/test_docs.py`` imports this module to check the hand-written parts.
+``tests/docs/test_docs_site.py`` imports this module to check the hand-written parts.
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def render_index(server: str, tools: list[Tool]) -> str:
     return "\n".join(lines)
 
 
-INDEX_PAGE = "index.md"  # docs/tools/index.md: every tool, by server, checked by tests/test_docs.py
+INDEX_PAGE = "index.md"  # docs/tools/index.md: every tool, by server, checked by tests/docs/test_docs_site.py
 INDEX_INTRO = """\
 # Tools
 
@@ -193,7 +193,7 @@ clients receive. Each name links to its page: parameters, annotations, an exampl
 From a terminal, `dpt-launch tools NAME --config F` shows the same parameters and an example call,
 and `dpt-launch tools --config F --json` gives each tool's `inputSchema` and `outputSchema`.
 
-This page is checked against the servers' live schemas by `tests/test_docs.py`; after changing a
+This page is checked against the servers' live schemas by `tests/docs/test_docs_site.py`; after changing a
 tool, rewrite it with `python docs/_hooks/tool_reference.py > docs/tools/index.md`.
 """
 

@@ -1,5 +1,5 @@
 """The tool-retrieval benchmark's fixtures are well-formed, and the shipped config's still match
-its live list (``benchmarks/tool_retrieval.py`` measures with them; ``tests/tool_fixtures.py``
+its live list (``benchmarks/tool_retrieval.py`` measures with them; ``tests/helpers/tool_fixtures.py``
 says what each holds)."""
 
 from __future__ import annotations

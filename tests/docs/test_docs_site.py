@@ -158,7 +158,7 @@ def page_problems(
                 problems.append(
                     f"{page}:{number}: `{name}` is not a parameter of {stem} (it has: "
                     f"{', '.join(sorted(params)) or 'none'}); fix the prose, or add it to "
-                    "NOT_PARAMETERS in tests/test_docs.py if it is not meant as one"
+                    "NOT_PARAMETERS in tests/docs/test_docs_site.py if it is not meant as one"
                 )
 
     found = example(text)

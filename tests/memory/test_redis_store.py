@@ -1,6 +1,6 @@
 """memory-tools on Redis: what only the Redis backend has. Faults (unreachable, restarted, out of
 memory, wrong password) answered as one-line errors that recover by themselves; several processes
-writing one namespace at once; a SIGKILL mid-call. The tools' own behaviour is test_memory.py's,
+writing one namespace at once; a SIGKILL mid-call. The tools' own behaviour is test_memory_tools.py's,
 run on both backends."""
 
 from __future__ import annotations

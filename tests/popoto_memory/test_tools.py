@@ -170,7 +170,7 @@ async def test_bad_arguments_give_popotos_text(client, server, redis_url):
 
 @needs_redis_server
 async def test_an_error_repeats_at_most_a_kilobyte_of_an_argument(client):
-    """Found by test_fuzz: popoto's "No memory found for key '...'" repeated a 2 MB key whole."""
+    """Found by end_to_end/test_bad_arguments_fuzz.py: popoto's "No memory found for key '...'" repeated a 2 MB key whole."""
     key = "a/" * (1 << 20)
     err, text = await call(client, "memory_feedback", {"key": key})
     assert err

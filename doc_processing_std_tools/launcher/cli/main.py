@@ -354,7 +354,7 @@ class _OneLineClientErrors(logging.Filter):
 def _setup_logging(level: str) -> None:
     """Everything to stderr; fastmcp reads its own level from the environment. (fastmcp keeps its
     rich handler: with FASTMCP_ENABLE_RICH_LOGGING=false a call's arguments reached the
-    DEBUG log, tests/test_http.py)"""
+    DEBUG log, tests/launcher/transports/test_http.py)"""
     os.environ.setdefault("FASTMCP_LOG_LEVEL", level)
     os.environ.setdefault("FASTMCP_SHOW_SERVER_BANNER", "false")
     logging.basicConfig(

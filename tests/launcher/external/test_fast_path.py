@@ -1,4 +1,5 @@
-"""The fast path's reply rewriting (launcher/external/fast_path.py), in-process; end to end: test_external, test_stdio."""
+"""The fast path's reply rewriting (launcher/external/fast_path.py), in-process; end to end:
+test_external_servers.py here and transports/test_stdio.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Upstream OAuth (``auth: oauth`` on a ``url:`` server): login, calls, refresh, revocation.
 
-One real authorization server + protected MCP server per module (``tests/oauth_server.py``,
+One real authorization server + protected MCP server per module (``tests/helpers/servers/oauth_server.py``,
 fastmcp's in-memory OAuth provider on 127.0.0.1). The browser step is driven by a plain
 HTTP GET of the authorization URL that follows the redirects to the loopback callback of
 ``dpt-launch login --no-browser``. The server records the access token each call carried.
