@@ -160,7 +160,7 @@ class CatalogIndex:
     """A BM25 index over one catalog; build it once, query it as often as needed."""
 
     def __init__(self, tools: Iterable[Any]) -> None:
-        from ...seams import bm25_index
+        from ...seams.bm25 import bm25_index
 
         listed = list(tools)
         self.names = [tool_name(t) for t in listed]
