@@ -188,13 +188,6 @@ def _parameter_text(tool: Any) -> str:
     return " ".join(parts)
 
 
-def searchable_text(tool: Any) -> str:
-    """Name, description, parameter names, descriptions and ``enum`` values."""
-    return " ".join(
-        [tool_name(tool), str(_field(tool, "description") or ""), _parameter_text(tool)]
-    )
-
-
 def _fields(tool: Any) -> tuple[list[str], list[str], list[str]]:
     """The index's tokens of a tool's name, description and parameters."""
     return (
