@@ -15,7 +15,6 @@ from doc_processing_std_tools.launcher.calls.policy import LockMode
 from doc_processing_std_tools.launcher.compose.mounting import mounted_provider
 from doc_processing_std_tools.locking import PROCESS_LOCK
 from doc_processing_std_tools.seams import (
-    bm25,
     client_sessions,
     fastmcp_server,
     fastmcp_tools,
@@ -444,46 +443,6 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert exposed != "note://a/b"
     assert fastmcp_server.own_uri("ns", exposed) == "note://a/b"
     assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
-
-
-def test_bm25_index_ranks_plain_documents_best_first_and_drops_zero_scores() -> None:
-    index = bm25.bm25_index(["read a file", "write a file", "list directory entries"])
-    assert index.query("write file", 3) == [1, 0]
-    assert index.query("nothing", 3) == []
-
-
-class _Stored:
-    """The storage ``oauth_client.oauth_client_provider`` reads: a login loaded at start."""
-
-    def __init__(self, refresh_at: float, discovered: dict | None) -> None:
-        from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-
-        self.tokens = OAuthToken(access_token="old", refresh_token="r1", expires_in=3600)
-        self.client = OAuthClientInformationFull(
-            client_id="c", redirect_uris=["http://127.0.0.1/callback"]
-        )
-        self._refresh_at, self._discovered = refresh_at, discovered
-        self.kept: list[dict] = []
-        self.discovery: object = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens) -> None:
-        self.tokens = tokens
-        self.kept.append(self.discovery())  # type: ignore[operator]
-
-    async def get_client_info(self):
-        return self.client
-
-    async def set_client_info(self, client_info) -> None:
-        self.client = client_info
-
-    async def refresh_at(self) -> float:
-        return self._refresh_at
-
-    async def discovered(self) -> dict | None:
-        return self._discovered
 
 
 def _oauth_provider(storage: _Stored, refused: list[str]) -> object:

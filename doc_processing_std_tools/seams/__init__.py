@@ -8,7 +8,6 @@ module per upstream surface:
 - ``http_sessions``: the SDK's streamable HTTP session manager and its HTTP client;
 - ``stdio_children``: an MCP server process as the SDK's stdio client starts and stops it;
 - ``oauth_client``: the SDK's OAuth client provider, changed for long-lived sessions;
-- ``bm25``: fastmcp's BM25 index over plain documents.
 
 A leaf: imports nothing else of this package (an import-linter contract in pyproject.toml says
 so). Each behaviour used here is pinned by a test in ``tests/seams/`` that exercises it, so a
