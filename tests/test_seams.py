@@ -445,6 +445,40 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
 
 
+class _Stored:
+    """The storage ``oauth_client.oauth_client_provider`` reads: a login loaded at start."""
+
+    def __init__(self, refresh_at: float, discovered: dict | None) -> None:
+        from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+        self.tokens = OAuthToken(access_token="old", refresh_token="r1", expires_in=3600)
+        self.client = OAuthClientInformationFull(
+            client_id="c", redirect_uris=["http://127.0.0.1/callback"]
+        )
+        self._refresh_at, self._discovered = refresh_at, discovered
+        self.kept: list[dict] = []
+        self.discovery: object = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens) -> None:
+        self.tokens = tokens
+        self.kept.append(self.discovery())  # type: ignore[operator]
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info) -> None:
+        self.client = client_info
+
+    async def refresh_at(self) -> float:
+        return self._refresh_at
+
+    async def discovered(self) -> dict | None:
+        return self._discovered
+
+
 def _oauth_provider(storage: _Stored, refused: list[str]) -> object:
     from mcp.shared.auth import OAuthClientMetadata
 
