@@ -299,7 +299,7 @@ async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call(
 CONNECTION_SERVER = """\
 from fastmcp import Context, FastMCP
 
-from doc_processing_std_tools.seams import fastmcp_server
+from doc_processing_std_tools.seams import server_sessions
 
 server = FastMCP("conn")
 
