@@ -5,10 +5,13 @@ A namespace is four hashes under one hash tag, ``dpt-memory:{<namespace>}:files|
 keep in the file, so ``memory copy`` moves stores byte for byte. Edits (str_replace, insert) read
 the file and its version, compute outside Redis and write only if the version is unchanged
 (compare-and-set), else compute again. search_memory keeps the key-value entries in memory like the
-folder's index: each call reads the namespace's change counter (one round trip when nothing changed),
-else the versions hash, and fetches only the entries whose version moved. The entries are saved in
-the per-user cache as the folder's index is (:mod:`.index_file`), under the store's identity and
-the data's epoch, so a new launcher's first search fetches only what changed since.
+folder's index: each call reads the token of the namespace's last change (one round trip when
+nothing changed), else the versions hash, and fetches only the entries whose version differs.
+Tokens and versions are random per change, never counters (see :mod:`.redis_scripts`), so a
+restore from an older RDB or a failover to a lagging replica, followed by as many new changes as
+were lost, still shows as a change of every entry it touched. The entries are saved in the per-user
+cache as the folder's index is (:mod:`.index_file`), under the store's identity and the data's
+epoch, and a new launcher checks each one against the versions hash before it trusts it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import random
 import secrets
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -46,6 +50,11 @@ from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry, matches
 
 R = TypeVar("R")
 
+# The meta fields read before every search: when all are unchanged, so is the namespace. ``gen``
+# (the last change's token) tells any two states apart; epoch and seq are there for namespaces
+# last changed by an older version, which wrote no gen.
+GEN_FIELDS = ("epoch", "seq", "gen")
+
 KEY_PREFIX = "dpt-memory"
 DEFAULT_NAMESPACE = "default"
 SCHEMES = {"redis": "redis", "rediss": "rediss", "valkey": "redis", "valkeys": "rediss"}
@@ -56,6 +65,21 @@ FETCH_BATCH = 1000  # entries fetched per script call when the index catches up
 FETCH_PIPELINE = 10  # script calls per round trip
 CONNECT_TIMEOUT = 2.0  # seconds
 SOCKET_TIMEOUT = 10.0  # seconds for a reply
+_SIG_MASK = (1 << 63) - 1  # an entry's sig is saved as signed 64-bit integers
+
+
+def change_token() -> str:
+    """A change's token (``ARGV[1]`` of the scripts): 15 random hex digits, 60 bits."""
+    return f"{secrets.randbits(60):015x}"
+
+
+def version_sig(version: bytes) -> int:
+    """A file's version (hex digits: a change token, maybe with a suffix) as the integer kept in
+    its index entry; a version written by something else is hashed."""
+    try:
+        return int(version, 16) & _SIG_MASK
+    except ValueError:
+        return zlib.crc32(version) | (1 << 62)
 
 
 def redact(url: str) -> str:
@@ -161,7 +185,7 @@ class RedisMemory:
 
     def run(self, source: str, *args: Any) -> list[Any]:
         """Run a change script: ``[status, ...]`` with status decoded."""
-        reply = self.script(source)(keys=self.keys, args=[secrets.token_hex(8), *args])
+        reply = self.script(source)(keys=self.keys, args=[change_token(), *args])
         return [reply[0].decode(), *reply[1:]]
 
     def read_script(self, source: str, *args: Any) -> list[Any]:
@@ -270,7 +294,7 @@ class RedisMemoryStore:
     def __init__(self, redis_memory: RedisMemory) -> None:
         self.db = redis_memory
         self._index_lock = threading.Lock()
-        self._gen: tuple[Any, Any] | None = None
+        self._gen: tuple[Any, ...] | None = None  # GEN_FIELDS when the entries were caught up
         self._entries: dict[str, IndexedEntry] = {}
         self._kept = 0
         self._tried_saved = False
@@ -384,7 +408,7 @@ class RedisMemoryStore:
         """The key-value entries, caught up with Redis (see the module docstring)."""
         client = self.db.client()
         with self._index_lock:
-            gen = tuple(client.hmget(self.db.k_meta, ["epoch", "seq"]))
+            gen = tuple(client.hmget(self.db.k_meta, GEN_FIELDS))
             if gen == self._gen:
                 return list(self._entries.values())
             if not self._entries and gen[0] is not None and not self._tried_saved:
@@ -396,7 +420,7 @@ class RedisMemoryStore:
             for raw, version in versions.items():
                 name = raw.decode("utf-8", "surrogateescape")
                 if self._is_entry(name):
-                    wanted[name] = int(version)
+                    wanted[name] = version_sig(version)
             entries = self._entries
             for name in [n for n in entries if n not in wanted]:
                 self._kept -= entries.pop(name).cost
@@ -505,7 +529,7 @@ class RedisMemoryStore:
         raise AssertionError("unreachable")
 
     def _entry(self, name: str, version: int, size: int, data: bytes) -> IndexedEntry:
-        """The entry of *name* at *version* (its sig: (version, size, 0, 0), saved as the
+        """The entry of *name* at *version* (its sig: (version_sig, size, 0, 0), saved as the
         folder index's (inode, size, mtime, ctime))."""
         stem, sig = name[:-5], (version, size, 0, 0)
         if size > MAX_INDEXED_BYTES:
