@@ -137,7 +137,7 @@ return {'ok'}
 )
 
 DELETE_FILE = (
-    "#!lua\n"
+    "#!lua flags=allow-oom\n"
     + _COMMON
     + """
 -- ARGV[2] name: delete_memory
@@ -164,7 +164,7 @@ end
 """
 
 DELETE_PATH = (
-    "#!lua\n"
+    "#!lua flags=allow-oom\n"
     + _COMMON
     + _UNDER
     + """
