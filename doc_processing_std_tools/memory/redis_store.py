@@ -239,12 +239,22 @@ class RedisMemory:
         return RedisStoreError(f"Redis at {self.label} refused the command: {reason}")
 
     def reset(self) -> None:
-        """Drop the connection pool, so the next call connects (and, embedded, restarts) afresh."""
+        """After a call failed to reach Redis: redis-py has closed that call's connection.
+
+        The pool's other connections may be carrying other calls right now: closing them would
+        fail those calls too ("Bad file descriptor"), so only the idle ones are closed (a
+        restarted Redis left them dead). Embedded, or on a cluster, the client is dropped as
+        well, so that the next call connects afresh (embedded: starts the server again); calls
+        still in flight on it finish on their own connections.
+        """
         with self._lock:
-            client, self._client = self._client, None
+            client = self._client
+            if self._connect_url is not None or self.cluster:
+                self._client = None
         if client is not None:
-            with suppress(Exception):  # closing a broken pool
-                client.close()
+            with suppress(Exception):  # a broken pool: its connections are checked when taken
+                for pool in _pools(client):
+                    pool.disconnect(inuse_connections=False)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -270,6 +280,15 @@ class RedisMemory:
         except MemoryStoreError as exc:
             return str(exc)
         return None
+
+
+def _pools(client: Any) -> list[Any]:
+    """The connection pools of a redis-py client: its own, or a cluster client's, one per node."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return [pool]
+    nodes = client.get_nodes()
+    return [n.redis_connection.connection_pool for n in nodes if n.redis_connection is not None]
 
 
 def _folder_parts(path: str, display: str) -> list[str]:
