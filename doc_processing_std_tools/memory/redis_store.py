@@ -90,7 +90,8 @@ def redact(url: str) -> str:
 
 
 def split_store_url(url: str) -> tuple[str, str]:
-    """(connection url for redis-py, namespace) of ``redis://host:6379/2?namespace=team-a``."""
+    """(connection url for redis-py, namespace) of ``redis://host:6379/2?namespace=team-a``;
+    ValueError for another scheme or another query key (a typo must not pick the default)."""
     parts = urlsplit(url)
     scheme = SCHEMES.get(parts.scheme.lower())
     if scheme is None:
@@ -98,7 +99,14 @@ def split_store_url(url: str) -> tuple[str, str]:
             f"{redact(url)!r} is not a Redis url: it must start with redis://, rediss://, "
             "valkey:// or valkeys://"
         )
-    namespace = parse_qs(parts.query).get("namespace", [DEFAULT_NAMESPACE])[0]
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"namespace"})
+    if unknown:
+        raise ValueError(
+            f"unknown query key {quote(unknown[0], 60)!r} in {redact(url)!r}: the only one is "
+            "namespace (redis://HOST:PORT/DB?namespace=NAME)"
+        )
+    namespace = query.get("namespace", [DEFAULT_NAMESPACE])[-1]
     return urlunsplit(parts._replace(scheme=scheme, query="")), namespace
 
 
