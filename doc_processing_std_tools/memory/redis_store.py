@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import json
 import os
 import random
 import secrets
@@ -32,6 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from ..shared.client_text import quote
+from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds
 from . import redis_scripts as lua
 from .formats import (
     HEAD_BYTES,
@@ -47,6 +47,7 @@ from .formats import (
 )
 from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
 from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry, matches
+from .replies import check_offset, folder_reply, keys_reply, search_reply
 
 R = TypeVar("R")
 
@@ -318,8 +319,9 @@ class RedisMemoryStore:
     """The memory tools (both interfaces) on one Redis namespace; same methods and texts as
     :class:`~.stores.MemoryStore`."""
 
-    def __init__(self, redis_memory: RedisMemory) -> None:
+    def __init__(self, redis_memory: RedisMemory, bounds: ReplyBounds = DEFAULT_BOUNDS) -> None:
         self.db = redis_memory
+        self.bounds = bounds
         self._index_lock = threading.Lock()
         self._gen: tuple[Any, ...] | None = None  # GEN_FIELDS when the entries were caught up
         self._entries: dict[str, IndexedEntry] = {}
@@ -567,23 +569,25 @@ class RedisMemoryStore:
         keep = self._kept + 2 * len(value) <= INDEX_BUDGET_CHARS
         return _entry(name, sig, TEXT, key, size, value if keep else None)
 
-    def search(self, query: str) -> str:
+    def search(self, query: str, offset: int = 0) -> str:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
+        check_offset(offset)
         needle = query.casefold()
         with self.db.guard():
             results = matches(self._indexed(), needle, self._stored_value)
-        return json.dumps(results, ensure_ascii=False)
+        return search_reply(results, offset, self.bounds)
 
     def _stored_value(self, entry: IndexedEntry) -> str | None:
         """The text value of an entry the index did not keep (over its budget)."""
         data = self.db.client().hget(self.db.k_files, entry.name)
         return None if data is None else _decode_entry(entry.name[:-5], data)[1]
 
-    def list_keys(self) -> str:
+    def list_keys(self, offset: int = 0) -> str:
+        check_offset(offset)
         with self.db.guard():
             entries = self._indexed()
-        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
+        return keys_reply(sorted(entry.key for entry in entries), offset, self.bounds)
 
     def warm_index(self) -> None:
         """Fetch the entries in the background when served (errors wait for the first call)."""
@@ -641,7 +645,7 @@ class RedisMemoryStore:
             f"Here're the files and directories up to 2 levels deep in {display}, "
             "excluding hidden items:"
         )
-        return header + "\n" + "\n".join(rows)
+        return folder_reply(header, rows, self.bounds)
 
     def create(self, path: str, file_text: str) -> str:
         target, display = self._parse_path(path, "create")

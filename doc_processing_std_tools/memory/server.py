@@ -56,6 +56,16 @@ Key = Annotated[
 ]
 
 
+Offset = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="How many results (in key order) to skip: the next_offset of a reply that "
+        "was cut. Default 0.",
+    ),
+]
+
+
 MemPath = Annotated[
     str,
     Field(
@@ -118,13 +128,13 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     READ = tool_annotations(read_only=True)
 
-    def tool(**options: Any) -> Callable[[Callable[..., str]], Any]:
-        """``server.tool`` with the docstring passed as the description: given a docstring,
-        fastmcp parses it with griffe, whose import alone costs ~40 ms of every start-up
-        (ours are plain descriptions, with no Args sections to find)."""
+    def tool(after: str = "", **options: Any) -> Callable[[Callable[..., str]], Any]:
+        """``server.tool`` with the docstring (and *after*) passed as the description: given a
+        docstring, fastmcp parses it with griffe, whose import alone costs ~40 ms of every
+        start-up (ours are plain descriptions, with no Args sections to find)."""
 
         def register(fn: Callable[..., str]) -> Any:
-            description = inspect.getdoc(fn)
+            description = " ".join(filter(None, [inspect.getdoc(fn), after]))
             fn.__doc__ = None
             return server.tool(description=description, **options)(fn)
 
@@ -150,7 +160,18 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Return the full text stored under a key, or an error if no memory has that key. For a .json file that was not written by write_memory, its raw text is returned."""
         return run(store.read, key)
 
-    @tool(output_schema=None, annotations=READ)
+    caps = (
+        f"One reply holds at most {settings.max_reply_entries:,} entries or "
+        f"{settings.max_reply_chars:,} characters"
+    )
+
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after=f'{caps}: past that it is a JSON object whose "note" says how many more match, '
+        'with this page under "results" and the offset of the next one in "next_offset" (a '
+        "value too large for a reply on its own is listed as an entry over 1 MiB is).",
+    )
     def search_memory(
         query: Annotated[
             str,
@@ -159,14 +180,20 @@ def create_server(settings: Settings | None = None) -> FastMCP:
                 "an empty query matches every memory)."
             ),
         ],
+        offset: Offset = 0,
     ) -> str:
         """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches); an entry over 1 MiB is matched by its key only and listed with "value": null and its "size" in bytes (read it with read_memory)."""
-        return run(store.search, query)
+        return run(store.search, query, offset)
 
-    @tool(output_schema=None, annotations=READ)
-    def list_memory_keys() -> str:
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after=f'{caps}: past that it is a JSON object whose "note" says how many more there '
+        'are, with this page under "keys" and the offset of the next one in "next_offset".',
+    )
+    def list_memory_keys(offset: Offset = 0) -> str:
         """List every stored key as a sorted JSON list of strings. Every top-level .json file in the memory directory counts, including ones made with memory_create (listed under their file name without .json)."""
-        return run(store.list_keys)
+        return run(store.list_keys, offset)
 
     @tool(
         output_schema=None,
@@ -176,7 +203,12 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Delete the memory stored under a key (its <key>.json file). Returns a confirmation, or an error if no memory has that key."""
         return run(store.delete, key)
 
-    @tool(output_schema=None, annotations=READ)
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after=f"{caps}: a longer directory listing ends with a line saying how many more "
+        "entries there are (view a subfolder to see them).",
+    )
     def memory_view(
         path: MemPath,
         view_range: Annotated[
