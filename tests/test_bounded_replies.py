@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastmcp import Client
-from memory_helpers import FolderFiles, RedisFiles
+from memory_helpers import RedisFiles
 
 from doc_processing_std_tools import filesystem
 from doc_processing_std_tools.memory import Settings, create_server
@@ -184,3 +184,134 @@ async def test_100k_memories_give_bounded_replies(memory_backend: dict[str, Any]
         view = await call(client, "memory_view", path="/")
         assert len(view) <= DEFAULT_MAX_REPLY_CHARS
         assert view.splitlines()[-1].startswith("[99,500 more entries not shown: a reply stops")
+
+
+# -- filesystem --------------------------------------------------------------------------
+
+
+def many_files(root: Path, count: int = 2_000) -> list[str]:
+    """*count* files in 20 folders of *root* (sorted by path)."""
+    names = []
+    for i in range(count):
+        folder = root / f"dir{i % 20:02}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"file{i:05}.txt").write_text("x" * (i % 7))
+        names.append(f"dir{i % 20:02}/file{i:05}.txt")
+    return sorted(names)
+
+
+def note_line(text: str) -> str:
+    last = text.splitlines()[-1]
+    assert last.startswith("[") and " more " in last and last.endswith("]"), last
+    return last
+
+
+async def test_filesystem_listings_and_searches_are_capped_and_paged(tmp_path: Path):
+    root = tmp_path / "root"
+    flat = root / "flat"
+    flat.mkdir(parents=True)
+    for i in range(2_000):
+        (flat / f"entry-{i:05}.txt").write_text("x")
+    names = many_files(root / "tree")
+    settings = filesystem.Settings(roots=[root])
+    async with Client(filesystem.create_server(settings)) as client:
+        listed = await call(client, "list_directory", path="flat")
+        assert len(listed) <= DEFAULT_MAX_REPLY_CHARS and len(listed.splitlines()) == 501
+        assert note_line(listed) == (
+            "[1,500 more entries not shown: a reply stops at 500 entries or 64,000 characters "
+            "(max_reply_entries, max_reply_chars); call list_directory again with offset=500 "
+            "for the next ones, or list a subfolder, or find entries by name with search_files]"
+        )
+        seen: list[str] = []
+        offset = 0
+        while True:
+            page = (await call(client, "list_directory", path="flat", offset=offset)).splitlines()
+            if "more entries not shown" not in page[-1]:
+                seen += page
+                break
+            seen += page[:-1]
+            offset = int(re.search(r"offset=(\d+)", page[-1]).group(1))  # type: ignore[union-attr]
+        assert seen == [f"[FILE] entry-{i:05}.txt" for i in range(2_000)]
+
+        sized = await call(client, "list_directory_with_sizes", path="flat", offset=1_800)
+        assert sized.splitlines()[-2:] == [
+            "Total: 2000 files, 0 directories",
+            "Combined size: 1.95 KB",
+        ]
+        assert sized.splitlines()[0].startswith("[FILE] entry-01800.txt")
+
+        found = await call(client, "search_files", path="tree", pattern="**/*.txt")
+        assert len(found) <= DEFAULT_MAX_REPLY_CHARS and len(found.splitlines()) == 501
+        assert note_line(found).startswith("[1,500 more matches not shown: a reply stops at 500")
+        assert "search_files again with offset=500" in note_line(found)
+        rest = await call(client, "search_files", path="tree", pattern="**/*.txt", offset=1_900)
+        assert [p.removeprefix(f"{root}/tree/") for p in rest.splitlines()] == sorted(
+            names, key=lambda n: (n.split("/")[0], n)
+        )[1_900:]
+
+        tree = await call(client, "directory_tree", path="tree")
+        assert len(tree) <= DEFAULT_MAX_REPLY_CHARS
+        body, note = tree.rsplit("\n\n", 1)
+        shown = body.count('"name"')
+        assert 0 < shown <= 500 and note.startswith(f"[{2_020 - shown:,} more entries not shown:")
+        assert "call directory_tree on a subfolder, or add excludePatterns" in note
+        assert json.loads(body)[0]["name"] == "dir00"
+
+
+async def test_read_multiple_files_stops_at_the_read_limit(tmp_path: Path):
+    root = tmp_path / "root"
+    root.mkdir()
+    for i in range(5):
+        (root / f"f{i}.txt").write_text(str(i) * 400)
+    settings = filesystem.Settings(roots=[root], max_read_bytes=1_000, max_reply_entries=4)
+    async with Client(filesystem.create_server(settings)) as client:
+        text = await call(client, "read_multiple_files", paths=[f"f{i}.txt" for i in range(5)])
+    parts = text.split("\n---\n")
+    assert parts[0] == "f0.txt:\n" + "0" * 400 + "\n" and parts[1].startswith("f1.txt:\n1111")
+    assert parts[2].startswith("f2.txt: not read: its 400 characters would take this reply past")
+    assert parts[3].startswith("f3.txt: not read: its 400")
+    assert parts[4] == (
+        "[1 more paths not read: a reply reads at most 4 files (max_reply_entries); read them "
+        "in another call]"
+    )
+
+
+# -- popoto-memory ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def popoto_url(tmp_path: Path) -> Any:
+    from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
+
+    pytest.importorskip("popoto")
+    if REDIS_SERVER is None:
+        pytest.skip(SKIP_REASON)
+    proc, port = start_redis(tmp_path)
+    yield f"redis://127.0.0.1:{port}/1"
+    proc.kill()
+    proc.wait()
+
+
+async def test_popoto_search_passes_on_a_bounded_answer(popoto_url: str):
+    from doc_processing_std_tools import popoto_memory
+
+    settings = popoto_memory.Settings(
+        url=popoto_url, agent_id="bounds", max_reply_entries=3, max_reply_chars=2_000
+    )
+    async with Client(popoto_memory.create_server(settings)) as client:
+        for i in range(5):
+            fact = f"Fact {i}: the heron colony on island {i} nests in March."
+            assert await call(client, "memory_save", content=fact) == "Saved 1 memory record(s)."
+        text = await call(client, "memory_search", query="heron colony nests", limit=10)
+        lines = text.splitlines()
+        assert lines[0] == "5 memory result(s):" and len(lines) == 1 + 3 + 1
+        assert all("heron colony" in line and "[key: " in line for line in lines[1:4])
+        assert lines[-1] == (
+            "[2 more results not shown: a reply stops at 3 entries or 2,000 characters "
+            "(max_reply_entries, max_reply_chars); ask with a more specific query (or a "
+            "smaller limit)]"
+        )
+        long = "The heron survey notes: " + "wading birds " * 120
+        assert await call(client, "memory_save", content=long) == "Saved 1 memory record(s)."
+        text = await call(client, "memory_search", query="heron survey wading", limit=10)
+        assert len(text) <= 2_000 and "more results not shown" in text.splitlines()[-1]

@@ -8,7 +8,6 @@ connection, never the pool's others ("Bad file descriptor"). Three rounds each.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +17,7 @@ import pytest
 import redis
 from redis_helpers import REDIS_SERVER, SKIP_REASON, start_redis
 
-from doc_processing_std_tools.memory import MemoryStoreError
-from doc_processing_std_tools.memory import redis_store
+from doc_processing_std_tools.memory import MemoryStoreError, redis_store
 from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
