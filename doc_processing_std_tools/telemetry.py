@@ -3,9 +3,8 @@
 One :class:`Telemetry` per launcher (a composition), with its own prometheus
 ``CollectorRegistry`` and its own ``TracerProvider``: several launchers (or tests) in one
 process never share a series or a span. Every path a tool call can take reports through
-one :class:`CallRecord`, opened and closed in one place per path: ``GuardedTool`` in
-:mod:`.seams` (in-process tools, popoto's plain calls, relayed calls that wait) and
-``InlineCalls`` (relayed calls served from callbacks). Lock waits are reported by
+one :class:`CallRecord`, opened and closed by the launcher's call policy
+(``launcher/calls/policy.py``), the one place every path goes through. Lock waits are reported by
 :mod:`.locking`, store failures by the servers (:func:`store_failed`), both to the record of
 the call they happen in (a context variable, which worker threads inherit).
 
@@ -21,19 +20,25 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping
+from enum import StrEnum
 from typing import Any
 
 log = logging.getLogger("dpt-launch")
 
-# What a call ended as: the ``outcome`` label and span attribute.
-OK = "ok"
-TOOL_ERROR = "tool_error"  # the tool answered isError (a refusal, a failed store, a remote error)
-TIMEOUT = "timeout"  # servers.<name>.timeout passed while the call ran
-LOCK_TIMEOUT = "lock_timeout"  # the timeout passed while the call waited for the process lock
-UNAVAILABLE = "unavailable"  # the external server was down or restarting, or went away mid-call
-CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
-ERROR = "error"  # anything else: an unexpected exception
-OUTCOMES = (OK, TOOL_ERROR, TIMEOUT, LOCK_TIMEOUT, UNAVAILABLE, CANCELLED, ERROR)
+
+class Outcome(StrEnum):
+    """What a call ended as: the ``outcome`` label of its metrics and its span's attribute."""
+
+    OK = "ok"
+    TOOL_ERROR = (
+        "tool_error"  # the tool answered isError (a refusal, a failed store, a remote error)
+    )
+    TIMEOUT = "timeout"  # servers.<name>.timeout passed while the call ran
+    LOCK_TIMEOUT = "lock_timeout"  # the timeout passed while the call waited for the process lock
+    UNAVAILABLE = "unavailable"  # the external server was down or restarting, or went away mid-call
+    CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
+    ERROR = "error"  # anything else: an unexpected exception
+
 
 # Seconds; a tool call takes from ~50 us (a popoto search) to its timeout (60 s by default).
 CALL_BUCKETS = (
@@ -58,7 +63,7 @@ LOCK_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30
 
 SPAN_SERVER = "dpt.server"  # the mount name (servers.<name>)
 SPAN_TOOL = "dpt.tool"  # the exposed tool name
-SPAN_OUTCOME = "dpt.outcome"  # one of OUTCOMES
+SPAN_OUTCOME = "dpt.outcome"  # an Outcome
 
 CURRENT_CALL: contextvars.ContextVar[CallRecord | None] = contextvars.ContextVar(
     "dpt_current_call", default=None
@@ -127,14 +132,15 @@ def traced_params(params: dict[str, Any], record: CallRecord | None = None) -> d
     return {**params, "_meta": {**(params.get("_meta") or {}), **carrier}}
 
 
-def result_outcome(result: Any) -> str:
+def result_outcome(result: Any) -> Outcome:
     """``ok`` or ``tool_error`` for what a tool answered: an SDK result dict (relayed), a reply
     line (the fast path) or a fastmcp ``ToolResult``."""
     if isinstance(result, dict):
-        return TOOL_ERROR if result.get("isError") else OK
+        return Outcome.TOOL_ERROR if result.get("isError") else Outcome.OK
     if isinstance(result, bytes):
-        return TOOL_ERROR if result.find(b'"isError"') >= 0 and _IS_ERROR.search(result) else OK
-    return TOOL_ERROR if getattr(result, "is_error", False) else OK
+        error = result.find(b'"isError"') >= 0 and _IS_ERROR.search(result)
+        return Outcome.TOOL_ERROR if error else Outcome.OK
+    return Outcome.TOOL_ERROR if getattr(result, "is_error", False) else Outcome.OK
 
 
 class CallRecord:
@@ -408,7 +414,7 @@ class Tracing:
 
     def finish(self, span: Any, outcome: str) -> None:
         span.set_attribute(SPAN_OUTCOME, outcome)
-        if outcome != OK:
+        if outcome != Outcome.OK:
             span.set_status(self._error)
         span.end()
 

@@ -13,7 +13,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.launcher.external.child_pipe import ChildPipe, ConnectionLost
-from doc_processing_std_tools.seams import asyncio_pipes, spawn_stdio_child
+from doc_processing_std_tools.seams.stdio_children import asyncio_pipes, spawn_stdio_child
 
 CHILD = r"""
 import sys, time

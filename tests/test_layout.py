@@ -91,7 +91,14 @@ def test_the_launchers_layers_point_one_way() -> None:
 def test_each_launcher_folder_says_what_it_holds_and_may_import() -> None:
     launcher = ROOT / "doc_processing_std_tools" / "launcher"
     folders = [p for p in launcher.iterdir() if (p / "__init__.py").exists()]
-    assert {p.name for p in folders} == {"cli", "compose", "config", "external", "transports"}
+    assert {p.name for p in folders} == {
+        "calls",
+        "cli",
+        "compose",
+        "config",
+        "external",
+        "transports",
+    }
     for folder in folders:
         text = (folder / "__init__.py").read_text()
         assert text.startswith('"""'), folder

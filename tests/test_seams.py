@@ -10,8 +10,19 @@ from contextlib import asynccontextmanager
 from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 
-from doc_processing_std_tools import seams
+from doc_processing_std_tools.launcher.calls.policed_tools import MountRules
+from doc_processing_std_tools.launcher.calls.policy import LockMode
+from doc_processing_std_tools.launcher.compose.mounting import mounted_provider
 from doc_processing_std_tools.locking import PROCESS_LOCK
+from doc_processing_std_tools.seams import (
+    client_sessions,
+    fastmcp_server,
+    fastmcp_tools,
+    http_sessions,
+    oauth_client,
+    server_sessions,
+    stdio_children,
+)
 from doc_processing_std_tools.shared import tool_call_logs
 
 
@@ -36,13 +47,15 @@ def child_with_lifespan(events: list[str]) -> FastMCP:
 
 
 def mounted(server: FastMCP, namespace: str | None, needs_lock):
-    return seams.mounted_provider(
+    return mounted_provider(
         server,
-        label="child",
-        namespace=namespace,
-        admits=lambda name: True,
-        needs_lock=needs_lock,
-        timeout=10,
+        MountRules(
+            server="child",
+            namespace=namespace,
+            admits=lambda name: True,
+            lock_mode=lambda tool: LockMode.HELD if needs_lock(tool) else LockMode.NONE,
+            timeout=10,
+        ),
     )
 
 
@@ -50,13 +63,13 @@ async def test_lifespan_manager_enters_the_mounted_servers_lifespans() -> None:
     events: list[str] = []
     root = FastMCP("root")
     root.add_provider(mounted(child_with_lifespan(events), None, lambda tool: False))
-    async with seams.lifespan_manager(root):
+    async with fastmcp_server.lifespan_manager(root):
         assert events == ["enter"]
     assert events == ["enter", "exit"]
 
 
 def test_low_level_server_speaks_the_protocol() -> None:
-    server = seams.low_level_server(FastMCP("x"))
+    server = fastmcp_server.low_level_server(FastMCP("x"))
     assert callable(server.run) and callable(server.create_initialization_options)
 
 
@@ -66,15 +79,17 @@ async def test_mounted_provider_namespaces_and_locks_only_what_it_is_told() -> N
     root.add_provider(provider)
     tools = {tool.name: tool for tool in await provider.list_tools()}
     assert set(tools) == {"ns_write", "ns_read"}
-    assert tools["ns_write"].locked and not tools["ns_read"].locked
+    assert tools["ns_write"].policy.rules.lock is LockMode.HELD
+    assert tools["ns_read"].policy.rules.lock is LockMode.NONE
+    assert tools["ns_write"].policy.rules.tool == "ns_write"
     async with Client(root) as client:
-        assert (await client.call_tool("ns_write", {"x": 3})).data == 3  # via GuardedTool._run
+        assert (await client.call_tool("ns_write", {"x": 3})).data == 3  # via RunsAround._run
         assert (await client.call_tool("ns_read", {})).data is False
     assert not PROCESS_LOCK.locked()
 
 
 async def test_the_server_calls_a_tool_through_its_private_run() -> None:
-    """GuardedTool overrides ``Tool._run``, the server's entry point: pin that it is the one called."""
+    """RunsAround overrides ``Tool._run``, the server's entry point: pin that it is the one called."""
     calls: list[str] = []
     root = FastMCP("root")
 
@@ -102,15 +117,20 @@ def test_the_session_manager_gives_each_transport_its_own_event_stream_prefix() 
     from fastmcp.server.event_store import EventStore
 
     shared = EventStore()
-    sessions = seams.session_manager(event_store=shared, app=seams.low_level_server(FastMCP("x")))
+    sessions = http_sessions.session_manager(
+        event_store=shared, app=fastmcp_server.low_level_server(FastMCP("x"))
+    )
     first, second = sessions.event_store, sessions.event_store  # what the SDK reads per transport
     assert first._event_store is shared and second._event_store is shared
     assert first._stream_prefix != second._stream_prefix
-    assert seams.session_manager(app=seams.low_level_server(FastMCP("x"))).event_store is None
+    assert (
+        http_sessions.session_manager(app=fastmcp_server.low_level_server(FastMCP("x"))).event_store
+        is None
+    )
 
 
 def test_additional_http_routes_is_a_list_of_routes() -> None:
-    routes = seams.additional_http_routes(FastMCP("x"))
+    routes = fastmcp_server.additional_http_routes(FastMCP("x"))
     assert isinstance(routes, list)
 
 
@@ -119,19 +139,19 @@ def test_only_servers_with_fastmcp_defaults_are_served_through_their_providers()
 
     from fastmcp.server.middleware import Middleware
 
-    assert seams.behaves_as_default(FastMCP("plain"))
-    assert not seams.behaves_as_default(FastMCP("masked", mask_error_details=True))
-    assert not seams.behaves_as_default(FastMCP("strict", strict_input_validation=True))
-    assert not seams.behaves_as_default(FastMCP("mw", middleware=[Middleware()]))
+    assert fastmcp_server.behaves_as_default(FastMCP("plain"))
+    assert not fastmcp_server.behaves_as_default(FastMCP("masked", mask_error_details=True))
+    assert not fastmcp_server.behaves_as_default(FastMCP("strict", strict_input_validation=True))
+    assert not fastmcp_server.behaves_as_default(FastMCP("mw", middleware=[Middleware()]))
 
     @asynccontextmanager
     async def lifespan(server):
         yield {}
 
-    assert not seams.behaves_as_default(FastMCP("life", lifespan=lifespan))
+    assert not fastmcp_server.behaves_as_default(FastMCP("life", lifespan=lifespan))
     hidden = FastMCP("hidden")
     hidden.disable(names={"x"})
-    assert not seams.behaves_as_default(hidden)
+    assert not fastmcp_server.behaves_as_default(hidden)
 
 
 async def test_send_raw_request_returns_the_result_dict_and_relays_progress() -> None:
@@ -150,7 +170,7 @@ async def test_send_raw_request_returns_the_result_dict_and_relays_progress() ->
         reports.append(progress)
 
     async with Client(server, mode="legacy") as client:
-        raw = await seams.send_raw_request(
+        raw = await client_sessions.send_raw_request(
             client,
             "tools/call",
             {"name": "count", "arguments": {"steps": 2}},
@@ -175,14 +195,14 @@ async def test_requests_in_flight_counts_what_waits_for_a_reply() -> None:
         return "ok"
 
     async with Client(server, mode="legacy") as client, anyio.create_task_group() as group:
-        assert seams.requests_in_flight(client) == 0
+        assert client_sessions.requests_in_flight(client) == 0
         group.start_soon(client.call_tool, "wait", {})
         with anyio.fail_after(10):
-            while seams.requests_in_flight(client) != 1:
+            while client_sessions.requests_in_flight(client) != 1:
                 await anyio.sleep(0.01)
         release.set()
         with anyio.fail_after(10):
-            while seams.requests_in_flight(client):
+            while client_sessions.requests_in_flight(client):
                 await anyio.sleep(0.01)
 
 
@@ -202,7 +222,7 @@ async def test_server_middleware_added_first_sees_raw_params_and_may_answer_alon
             return {"content": [{"type": "text", "text": "answered"}], "isError": False}
         return await call_next(ctx)
 
-    seams.add_server_middleware(server, answer)
+    fastmcp_server.add_server_middleware(server, answer)
     async with Client(server, mode="legacy") as client:
         short = await client.call_tool_mcp("short", {"x": 1})
         assert short.content[0].text == "answered"
@@ -224,14 +244,14 @@ async def test_a_stdio_child_is_spawned_with_pipes_and_stopped_even_if_it_ignore
         "time.sleep(60)  # ignores stdin's EOF: only the escalation stops it\n"
     )
     with open(os.devnull, "w") as errlog:
-        process = await seams.spawn_stdio_child(
+        process = await stdio_children.spawn_stdio_child(
             sys.executable, ["-c", script], dict(os.environ), errlog, None
         )
     with anyio.fail_after(30):
         assert os.getpgid(process.pid) == process.pid  # its own process group
         await process.stdin.send(b"hello\n")
         assert await process.stdout.receive() == b"hello\n"
-        await seams.stop_stdio_child(process)
+        await stdio_children.stop_stdio_child(process)
     assert process.returncode is not None
 
 
@@ -243,7 +263,7 @@ async def test_initialize_accepted_reads_the_sdks_request_gate() -> None:
 
     @server.tool
     def gate(ctx: Context) -> bool:
-        seen.append(seams.initialize_accepted(ctx.session))
+        seen.append(server_sessions.initialize_accepted(ctx.session))
         return seen[-1]
 
     async with Client(server) as client:
@@ -260,7 +280,7 @@ async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call(
     def double(x: int) -> int:
         return 2 * x
 
-    (tool,) = seams.local_tools(server)
+    (tool,) = fastmcp_tools.local_tools(server)
     assert type(tool) is FunctionTool and tool.name == "double"
 
     class Tripled(FunctionTool):
@@ -270,7 +290,7 @@ async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call(
                 structured_content={"result": result.structured_content["result"] + 1}
             )
 
-    seams.retype_tool(tool, Tripled)
+    fastmcp_tools.retype_tool(tool, Tripled)
     assert type(await server.get_tool("double")) is Tripled
     async with Client(server) as client:
         assert (await client.call_tool("double", {"x": 3})).data == 7
@@ -279,14 +299,14 @@ async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call(
 CONNECTION_SERVER = """\
 from fastmcp import Context, FastMCP
 
-from doc_processing_std_tools import seams
+from doc_processing_std_tools.seams import server_sessions
 
 server = FastMCP("conn")
 
 
 @server.tool
 def connection(ctx: Context) -> str:
-    found = seams.session_connection(ctx.session)
+    found = server_sessions.session_connection(ctx.session)
     state = found.state
     state["calls"] = state.get("calls", 0) + 1
     return f"{id(found)} {state['calls']}"
@@ -386,7 +406,9 @@ async def test_raw_callbacks_answer_server_requests_unchanged_and_are_declared()
         raise MCPError(-32042, "not here")
 
     client = Client(server, mode="legacy")
-    seams.answer_server_requests(client, sampling=refuse, elicitation=refuse, roots=refuse)
+    client_sessions.answer_server_requests(
+        client, sampling=refuse, elicitation=refuse, roots=refuse
+    )
     async with client:
         result = await client.call_tool("ask", {})
     assert result.data == "['sampling', 'elicitation', 'roots'] True -32042: not here"
@@ -399,7 +421,7 @@ async def test_client_log_level_is_what_the_client_set() -> None:
 
     @server.tool
     def level(ctx: Context) -> str:
-        return str(seams.client_log_level(ctx.session))
+        return str(fastmcp_server.client_log_level(ctx.session))
 
     async with Client(server, mode="legacy") as client:
         assert (await client.call_tool("level", {})).data == "None"
@@ -419,18 +441,12 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     listed = await mounted(child, "ns", lambda tool: False).list_resources()
     exposed = str(listed[0].uri)
     assert exposed != "note://a/b"
-    assert seams.own_uri("ns", exposed) == "note://a/b"
-    assert seams.own_uri(None, "note://a/b") == "note://a/b"
-
-
-def test_bm25_index_ranks_plain_documents_best_first_and_drops_zero_scores() -> None:
-    index = seams.bm25_index(["read a file", "write a file", "list directory entries"])
-    assert index.query("write file", 3) == [1, 0]
-    assert index.query("nothing", 3) == []
+    assert fastmcp_server.own_uri("ns", exposed) == "note://a/b"
+    assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
 
 
 class _Stored:
-    """The storage ``seams.oauth_client_provider`` reads: a login loaded at start."""
+    """The storage ``oauth_client.oauth_client_provider`` reads: a login loaded at start."""
 
     def __init__(self, refresh_at: float, discovered: dict | None) -> None:
         from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -470,7 +486,7 @@ def _oauth_provider(storage: _Stored, refused: list[str]) -> object:
         refused.append("refused")
         raise RuntimeError("needs a login")
 
-    return seams.oauth_client_provider(
+    return oauth_client.oauth_client_provider(
         "https://mcp.example/mcp",
         OAuthClientMetadata(redirect_uris=["http://127.0.0.1/callback"]),
         storage,

@@ -114,3 +114,36 @@ def test_a_query_in_other_words_still_finds_the_tool() -> None:
         "fs_create_directory",
         "fs_list_directory",
     }
+
+
+def test_the_words_of_an_identifier_weigh_less_than_the_need() -> None:
+    catalog = [
+        {"name": "pay_create_invoice", "description": "Create an invoice for a payment"},
+        {"name": "tracker_assign", "description": "Assign an issue to someone on the team"},
+    ]
+    assert search_catalog(catalog, "hand PAY-301 over to Sam", limit=1) == ["tracker_assign"]
+
+
+def test_enum_values_and_a_near_form_of_a_word_find_the_tool() -> None:
+    catalog = [
+        {
+            "name": "pr_list",
+            "description": "List pull requests",
+            "inputSchema": {"properties": {"state": {"enum": ["open", "merged"]}}},
+        },
+        {"name": "billing_cancel_subscription", "description": "Cancel a subscription"},
+        {"name": "billing_list_invoices", "description": "List invoices"},
+    ]
+    assert search_catalog(catalog, "which were merged", limit=1) == ["pr_list"]
+    assert search_catalog(catalog, "subscriber", limit=1) == ["billing_cancel_subscription"]
+
+
+def test_a_changed_catalog_is_indexed_again() -> None:
+    catalog = [
+        {"name": "a_tool", "description": "Rotate the logs"},
+        {"name": "b_tool", "description": "Send a message"},
+    ]
+    assert search_catalog(catalog, "rotate logs", limit=1) == ["a_tool"]
+    assert search_catalog(catalog, "rotate logs", limit=1) == ["a_tool"]
+    changed = [catalog[0], {"name": "b_tool", "description": "Rotate the logs of every server"}]
+    assert search_catalog(changed, "rotate logs every server", limit=1) == ["b_tool"]

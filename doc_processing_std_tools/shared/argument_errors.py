@@ -189,7 +189,7 @@ def check_arguments(server: FastMCP) -> None:
     """
     from fastmcp.tools.function_tool import FunctionTool
 
-    from ..seams import local_tools, retype_tool
+    from ..seams.fastmcp_tools import local_tools, retype_tool
 
     checked = _checked_tool_class()
     for tool in local_tools(server):

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from .. import APP_NAME
-from ..seams import session_connection
+from ..seams.server_sessions import session_connection
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

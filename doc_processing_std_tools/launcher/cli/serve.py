@@ -24,7 +24,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
-from ...seams import lifespan_manager, low_level_server
+from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
 from ..config.schema import TransportConfig
 from ..lines import read_lines

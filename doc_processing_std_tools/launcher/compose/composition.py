@@ -27,6 +27,8 @@ from ...servers import (
     resolve_module,
     resolve_registered,
 )
+from ..calls.policed_tools import MountRules
+from ..calls.policy import LockMode
 from ..config.schema import (
     ConfigError,
     LoadedConfig,
@@ -35,6 +37,7 @@ from ..config.schema import (
     describe_validation_error,
 )
 from ..config.yaml_file import format_error
+from .mounting import exposed_only, mounted_provider
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -283,6 +286,14 @@ def needs_lock(policy: str, tool: Tool) -> bool:
     return not (tool.annotations and tool.annotations.read_only_hint)
 
 
+def lock_mode(policy: str, self_locking: bool, tool: Tool) -> LockMode:
+    """Who takes the process lock for a call of *tool*: nobody, the launcher, or (a server that
+    :func:`locks_itself`) the tool around its disk work."""
+    if not needs_lock(policy, tool):
+        return LockMode.NONE
+    return LockMode.ADMITTED if self_locking else LockMode.HELD
+
+
 def locks_itself(mount: Mount) -> bool:
     """Whether *mount*'s state-changing tools take the process lock themselves (``lock: auto``
     on a ``ServerSpec.locks_itself`` server), around their disk work only.
@@ -368,7 +379,7 @@ async def compose(
     from fastmcp import FastMCP
 
     from ... import __version__
-    from ...seams import add_server_middleware
+    from ...seams.fastmcp_server import add_server_middleware
     from ..external.relay import ToolRelay
     from .sessions import SessionRegistry
 
@@ -483,7 +494,6 @@ async def mount_into(
     With an *exposure*, what is mounted shows only the names the composition lets it own
     (:class:`Exposure`); the lists returned are the server's own, for the collision check.
     """
-    from ...seams import exposed_only, mounted_provider
 
     entry = mount.entry
     own_names: set[str] = set()  # the server's own tool names, seen by the first listing
@@ -496,16 +506,17 @@ async def mount_into(
 
     provider = mounted_provider(
         mount.server,
-        label=mount.name,
-        namespace=entry.namespace,
-        admits=admits,
-        needs_lock=functools.partial(needs_lock, entry.lock),
-        timeout=entry.timeout,
-        unavailable=mount.supervisor.unavailable if mount.supervisor else None,
-        call_failed=mount.supervisor.call_failed if mount.supervisor else None,
-        self_locking=locks_itself(mount),
-        lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
-        telemetry=telemetry,
+        MountRules(
+            server=mount.name,
+            namespace=entry.namespace,
+            admits=admits,
+            lock_mode=functools.partial(lock_mode, entry.lock, locks_itself(mount)),
+            timeout=entry.timeout,
+            unavailable=mount.supervisor.unavailable if mount.supervisor else None,
+            call_failed=mount.supervisor.call_failed if mount.supervisor else None,
+            lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
+            telemetry=telemetry,
+        ),
     )
     shown = (
         exposed_only(provider, functools.partial(exposure.allows, mount.name))

@@ -481,7 +481,7 @@ def _as_sent(ctx: Any, result: dict[str, Any], root: Any) -> dict[str, Any]:
         result = {"resultType": "complete", **result}
     shaped = serialize_server_result("tools/call", ctx.protocol_version, result)
     if modern:
-        from ...seams import low_level_server
+        from ...seams.fastmcp_server import low_level_server
 
         stamp = low_level_server(root).server_info_stamp
         shaped["_meta"] = {**(shaped.get("_meta") or {}), SERVER_INFO_META_KEY: stamp}
@@ -499,7 +499,7 @@ def _tool_error(ctx: Any, text: str, root: Any) -> dict[str, Any]:
 
 
 def gate_of(root: Any) -> ProfileGate | None:
-    from ...seams import low_level_server
+    from ...seams.fastmcp_server import low_level_server
 
     for middleware in getattr(low_level_server(root), "middleware", ()):
         if isinstance(middleware, ProfileGate):
@@ -567,7 +567,7 @@ def install_profiles(
     plain rule when a name needs it) from *composition*: checked now against its tools (a
     collision or an over-long list refuses the launch with the fix), then put first in its
     SDK server's chain. None when there is nothing to serve: no profile, every name fine."""
-    from ...seams import add_server_middleware
+    from ...seams.fastmcp_server import add_server_middleware
 
     config = composition.loaded.config
     wanted = list(dict.fromkeys([*served, *([default] if default else [])]))
@@ -595,7 +595,7 @@ def follow_names(composition: Any) -> None:
     """The composition's tools changed while serving (a ``list_changed``, a reload): a name
     clients would not take, on connections that name no profile, brings in the plain rule
     from now on (a later tool whose name it would share is left out, with a warning)."""
-    from ...seams import add_server_middleware
+    from ...seams.fastmcp_server import add_server_middleware
 
     gate = gate_of(composition.root)
     if gate is not None and gate.default is not None:
@@ -632,7 +632,7 @@ class _ProfiledTargets:
 
 def _profile_fast_path(root: Any, gate: ProfileGate, profile: str) -> None:
     """Over stdio the fast path serves calls before any middleware: give it the profile's names."""
-    from ...seams import low_level_server
+    from ...seams.fastmcp_server import low_level_server
     from ..external.fast_path import FastPath
     from ..external.relay import ToolRelay
 

@@ -41,7 +41,7 @@ class ReloadError(Exception):
 
 async def apply(composition: Composition, path: Path | None = None) -> str:
     """Re-read the config and swap in what changed; returns a one-line summary."""
-    from ...seams import remove_provider
+    from ...seams.fastmcp_server import remove_provider
     from .sessions import registry_of
 
     path = path or composition.loaded.path

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from ...seams import session_connection
+from ...seams.server_sessions import session_connection
 from ...shared.workspace import RootsWatch
 from ..external.front import Fronts
 

@@ -33,7 +33,7 @@ class Subscriptions:
     def install(self) -> None:
         import mcp_types
 
-        from ...seams import low_level_server
+        from ...seams.fastmcp_server import low_level_server
 
         server = low_level_server(self.composition.root)
         server.add_request_handler(
@@ -60,7 +60,7 @@ class Subscriptions:
         from mcp.shared.exceptions import MCPError
         from mcp_types import INVALID_PARAMS
 
-        from ...seams import own_uri
+        from ...seams.fastmcp_server import own_uri
 
         mounts = self.composition.mounts
         listed = [m for m in mounts if uri in m.resources]

@@ -26,15 +26,15 @@ LEXICON: dict[str, str] = {
     # -- actions ----------------------------------------------------------------------
     "create": (
         "create, new, make, add, open, start, init, initialize, generate, spawn, set up, raise, "
-        "file a, draft, compose"
+        "file a, draft, compose, spin up, provision, stand up, establish"
     ),
     "delete": (
         "delete, remove, erase, forget, drop, discard, destroy, purge, wipe, rm, unlink, trash, get "
-        "rid, throw away, clear, clean up, deletion"
+        "rid, throw away, clear, clean up, deletion, tear down, decommission, deprovision"
     ),
     "read": (
         "read, open, load, view, show, display, see, look at, inspect, cat, print, peek, contents, "
-        "content, dump"
+        "content, dump, check, examine"
     ),
     "get": "get, fetch, retrieve, obtain, grab, pull, look up, lookup, details",
     "list": "list, enumerate, every, all, ls, browse, overview, index, listing, catalog",
@@ -99,6 +99,34 @@ LEXICON: dict[str, str] = {
     "checkout": "checkout, check out, switch, switch to",
     "push": "push, publish, upload",
     "explain": "explain, plan, slow, performance, analyze, analyse, optimize",
+    # general actions (domain-neutral verbs, added for issue 38 without sight of any query)
+    "enable": "enable, turn on, switch on, activate, unmute, opt in, enabled",
+    "disable": "disable, turn off, switch off, deactivate, mute, opt out, disabled",
+    "pause": "pause, suspend, freeze, halt, hold, put on hold, stop temporarily",
+    "resume": "resume, unpause, continue, unfreeze, unsuspend, pick up, carry on",
+    "cancel": (
+        "cancel, abort, call off, revoke, void, rescind, withdraw, invalidate, cancellation, "
+        "terminate"
+    ),
+    "restore": "restore, recover, undelete, unarchive, bring back, recovery, backup",
+    "archive": "archive, retire, shelve, deprecate, put away, archived",
+    "schedule": "schedule, reschedule, postpone, book, arrange, reserve, slot",
+    "restart": "restart, reboot, bounce, relaunch, reload, recycle, power cycle",
+    "scale": "scale, scale up, scale down, autoscale, capacity, grow, shrink",
+    "subscribe": "subscribe, follow, watch, sign up, opt in, enroll, register, join",
+    "unsubscribe": "unsubscribe, unfollow, unwatch, opt out",
+    "validate": "validate, verify, check, lint, confirm, dry run, sanity check, valid, validation",
+    "rank": "sort, order by, rank, ranking, top, most, highest, largest, biggest, lowest",
+    "summary": "summary, summarize, aggregate, statistics, breakdown, totals, rollup",
+    "export": "export, dump, extract, backup, snapshot, save as",
+    "import": "import, ingest, bulk load, restore from",
+    "link": "link, attach, connect, associate, relate, tie, bind",
+    "unlink": "unlink, detach, disconnect, dissociate, unbind",
+    "lock": "lock, protect, read only, locked, freeze",
+    "unlock": "unlock, unprotect, unlocked, unfreeze",
+    "expire": "expire, expiry, expiration, expires, ttl, lifetime, valid until, stale",
+    "renew": "renew, rotate, regenerate, refresh, reissue, renewal",
+    "promote": "promote, advance, move up, elevate, graduate",
     # -- things -----------------------------------------------------------------------
     "memory": (
         "memory, memories, remember, recall, note, notes, fact, facts, knowledge, saved, "
@@ -202,6 +230,19 @@ LEXICON: dict[str, str] = {
     "insight": "insight, finding, observation, learned, takeaway, conclusion",
     "team": "team, teams, squad, group",
     "multiple": "multiple, several, many, batch, bulk, together, at once, both, various, in one go",
+    # general nouns (domain-neutral, added for issue 38 without sight of any query)
+    "period": (
+        "today, yesterday, tomorrow, week, weekly, month, monthly, year, daily, hourly, since, "
+        "ago, recent, between, window, period, interval, duration, last week, last month"
+    ),
+    "reason": "reason, cause, why, root cause, because, explanation",
+    "identifier": "id, identifier, uuid, handle, reference, ref",
+    "name": "name, title, called, named, rename",
+    "description": "description, summary, details, body, notes",
+    "limit": "limit, quota, cap, maximum, max, threshold, rate limit, budget, ceiling",
+    "usage": "usage, consumption, utilization, utilisation, used, spend, spent",
+    "rule": "rule, policy, condition, criteria, constraint, guard, rules",
+    "owner": "owner, owned, belongs, belonging, whose, author, creator, created by",
     # -- products and their short names --------------------------------------------------
     "postgres": "postgres, postgresql, pg, psql",
     "github": "github, gh",

@@ -91,7 +91,7 @@ class ChildPipe:
     """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
 
     def __init__(self, process: Any, max_line: int | None = None, name: str = "") -> None:
-        from ...seams import asyncio_pipes
+        from ...seams.stdio_children import asyncio_pipes
 
         self.process = process
         self.max_line = max_line
@@ -356,7 +356,7 @@ async def open_child(
     from mcp.client.stdio import get_default_environment
     from mcp.shared.message import SessionMessage
 
-    from ...seams import spawn_stdio_child, stop_stdio_child
+    from ...seams.stdio_children import spawn_stdio_child, stop_stdio_child
 
     process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
     pipe = ChildPipe(process, max_line, name)

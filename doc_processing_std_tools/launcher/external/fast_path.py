@@ -19,7 +19,7 @@ Two kinds of tools are served here (the table is :meth:`.relay.ToolRelay.fast_ta
 event loop, or in the reader thread when stdin cannot be polled). A plain ``tools/call``
 of such a tool on a handshake-era connection is taken (``json.loads``, a dict lookup)
 and served on the event loop, under the exposed tool's rules as on every path
-(``GuardedTool.guarded``: unavailable, process lock, timeout, restarting; a relayed
+(its ``CallPolicy``: unavailable, process lock, timeout, restarting; a relayed
 call cut short is cancelled at the child). A client's ``notifications/cancelled`` for
 a taken call cancels it. Anything else, and anything unusual (lone-surrogate escapes,
 extra params, 2026-era envelopes), keeps the SDK path.
@@ -239,29 +239,16 @@ class FastPath:
         params: dict[str, Any],
         scope: anyio.CancelScope,
     ) -> None:
-        from fastmcp.exceptions import ToolError
-
         reply = b""
+        call = _call_plainly if target.plain_call is not None else self._forward
         try:
             with scope:
                 try:
-                    if target.plain_call is not None:
-                        reply = await target.tool.guarded(
-                            lambda: _call_plainly(target, request_id, params),
-                            meta=params.get("_meta"),
-                        )
-                    else:
-                        reply = await target.tool.guarded(
-                            lambda: self._forward(target, request_id, params),
-                            meta=params.get("_meta"),
-                        )
-                except ToolError as exc:
-                    reply = error_result(request_id, str(exc))
-                except Exception as exc:  # never a traceback, never a request left unanswered
-                    log.exception("relaying %s failed", target.tool.name)
-                    reply = error_result(
-                        request_id, f"Error calling tool {target.tool.name!r}: {exc}"[:1000]
+                    reply = await target.policy.run(
+                        lambda: call(target, request_id, params), meta=params.get("_meta")
                     )
+                except Exception as exc:  # never a traceback, never a request left unanswered
+                    reply = error_result(request_id, str(target.policy.failed(exc)))
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply
                 self._put(reply)
         finally:
@@ -288,7 +275,7 @@ class FastPath:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
             pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
-            if target.telemetry is not None and target.telemetry.tracing is not None:
+            if target.policy.tracing:
                 params = traced_params(params)
             data = child_request(target.name, call.key, params, progress)
             try:
@@ -296,7 +283,7 @@ class FastPath:
                 line, parsed = await call.reply()
             except ConnectionLost as exc:
                 raise ToolError(
-                    f"Error calling tool {target.tool.name!r}: the connection closed"
+                    f"Error calling tool {target.exposed!r}: the connection closed"
                 ) from exc
             except BaseException:
                 if not call.settled:  # cancelled, timed out: tell the child

@@ -93,7 +93,7 @@ class SessionTurns:
 
     @contextlib.asynccontextmanager
     async def turn(self, session: Any) -> AsyncIterator[None]:
-        from ...seams import session_connection
+        from ...seams.server_sessions import session_connection
 
         await self._enter(id(session_connection(session)))
         try:
@@ -168,7 +168,7 @@ class FrontLink:
         from mcp.shared.exceptions import MCPError
         from mcp_types import INVALID_REQUEST
 
-        from ...seams import session_connection
+        from ...seams.server_sessions import session_connection
 
         calls = list(self._calls.values())
         if calls:
@@ -285,7 +285,7 @@ class FrontLink:
         import mcp_types
         from mcp.shared.exceptions import MCPError
 
-        from ...seams import client_log_level
+        from ...seams.fastmcp_server import client_log_level
 
         try:
             session, request_id = self._front("notifications/message")
@@ -309,7 +309,8 @@ class FrontLink:
     async def subscribe(self, session: Any, exposed: str, own: str) -> None:
         """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):
         the server is asked once, for its first subscriber; its error reaches the client."""
-        from ...seams import send_raw_request, session_connection
+        from ...seams.client_sessions import send_raw_request
+        from ...seams.server_sessions import session_connection
 
         subscribers = self._subscribers.get(own)
         if not subscribers:
@@ -318,7 +319,7 @@ class FrontLink:
 
     async def unsubscribe(self, session: Any, own: str) -> None:
         """Client *session* unsubscribes; the server is told when no client is left."""
-        from ...seams import session_connection
+        from ...seams.server_sessions import session_connection
 
         subscribers = self._subscribers.get(own, {})
         subscribers.pop(id(session_connection(session)), None)
@@ -326,7 +327,7 @@ class FrontLink:
             await self._drop(own)
 
     async def _drop(self, own: str) -> None:
-        from ...seams import send_raw_request
+        from ...seams.client_sessions import send_raw_request
 
         self._subscribers.pop(own, None)
         if self.client is not None:
@@ -357,7 +358,7 @@ class FrontLink:
     async def resubscribe(self) -> None:
         """A new session to the server (a restart): it is asked again for every resource a
         client subscribed to."""
-        from ...seams import send_raw_request
+        from ...seams.client_sessions import send_raw_request
 
         for own in list(self._subscribers):
             try:

@@ -1,18 +1,19 @@
 """A relayed call served from event-loop callbacks alone, when nothing in it has to wait.
 
 On the fast path (:mod:`.fast_path`) most calls to an external stdio server find the
-process lock free and the child's stdin empty. Then no task is needed: the lock is
-taken at once, the request is written at once, and the child's reply (picked off its
-stdout by :class:`.child_pipe.ChildPipe`) finishes the call from the same callback:
-reply line written, timer cancelled, lock released. That saves a task, two of its
-steps, two cancel scopes and two passes of the event loop per call, a quarter of
-the launcher's own CPU per relayed call (``benchmarks/external.py``).
+process lock free and the child's stdin empty. Then no task is needed: the call is admitted
+at once, the request is written at once, and the child's reply (picked off its stdout by
+:class:`.child_pipe.ChildPipe`) finishes the call from the same callback: reply line written,
+timer cancelled, the call ended. That saves a task, its cancel scopes and two passes of the
+event loop per call: about 0.17 ms of the launcher's CPU per relayed call, 11% of calls/s
+(``benchmarks/external.py``, 2026-12-06, measured with this path switched off).
 
-The rules are the exposed tool's, as on every path (``GuardedTool``): a server that is
-down, a lock that is taken, a full pipe or a progress token leave the call to the task
-path, which waits; the timeout answers with the tool's own text and tells the child;
-a lost connection answers with the tool's failure text (``restarting (attempt N)``);
-the client's cancellation tells the child and sends no reply.
+The rules are the exposed tool's :class:`~..calls.policy.CallPolicy`, as on every path: it
+admits the call (:meth:`~..calls.policy.CallPolicy.admit_now`: a server that is down, a lock
+that is taken or a fleet lock leave the call to the task path, which waits; so do a full pipe
+and a progress token), gives the timeout's text and a failure's answer, and ends the call
+(:meth:`~..calls.policy.CallPolicy.end_now`). The timeout tells the child; the client's
+cancellation tells the child and sends no reply.
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ... import telemetry as tm
-from ...locking import PROCESS_LOCK, fleet_lock_in_use
-from .child_pipe import ConnectionLost, cancelled_note
+from fastmcp.exceptions import ToolError
+
+from ...telemetry import Outcome, result_outcome, traced_params
+from ..calls.policy import Admission
+from .child_pipe import ChildPipe, ConnectionLost, PendingCall, cancelled_note
 from .relay_lines import child_request, client_reply, error_result
-
-if TYPE_CHECKING:
-    from .child_pipe import ChildPipe, PendingCall
-    from .targets import RelayTarget
+from .targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 
@@ -42,8 +42,8 @@ class _Call:
     request_id: int | str
     pipe: ChildPipe
     pending: PendingCall
+    admission: Admission
     timer: asyncio.TimerHandle | None = None
-    record: tm.CallRecord | None = None  # metrics and the span, when telemetry is on
 
 
 class InlineCalls:
@@ -64,46 +64,37 @@ class InlineCalls:
     def start(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> bool:
         """Send the call now, on the event loop; False (and nothing done) when it must wait."""
         supervisor = target.supervisor
+        meta = params.get("_meta")
         if (
             supervisor is None
             or (pipe := supervisor.pipe) is None
             or not pipe.can_send_now()
-            or ((meta := params.get("_meta")) and "progressToken" in meta)
-            or supervisor.state != "up"  # (unavailable(): GuardedTool.refusal's source)
+            or (meta and "progressToken" in meta)
+            or supervisor.state != "up"
         ):
             return False
-        # (a locked tool's call holds the lock from here to _end; a fleet lock means a wait)
-        if target.locked and (
-            target.self_locking or fleet_lock_in_use() is not None or not PROCESS_LOCK.try_acquire()
-        ):
+        policy = target.policy
+        admission = policy.admit_now(meta)
+        if admission is None:
             return False
         key = pipe.next_key()
-        record = None
-        telemetry = target.telemetry
-        if telemetry is not None and telemetry.on:  # (this path's one place that observes)
-            record = telemetry.begin(target.tool.label, target.exposed, meta)
-            if record.span is not None:  # the server's spans continue this call's
-                params = tm.traced_params(params, record)
+        if admission.record is not None and admission.record.span is not None:
+            params = traced_params(params, admission.record)  # its spans continue this call's
         try:
             sent = pipe.send_now(child_request(target.name, key, params))
         except BaseException:
-            if target.locked:
-                PROCESS_LOCK.release()
-            if record is not None:
-                record.end(tm.ERROR)
+            policy.end_now(admission, Outcome.ERROR)
             raise
         # The call is recorded, and its timer armed, once the child has it: the child starts on
         # the other CPU meanwhile. (Its reply is read on a later pass of the loop, never before
         # this returns.)
         pending = pipe.open_call(key)
-        call = self._calls[request_id] = _Call(target, request_id, pipe, pending, record=record)
-        if record is not None and target.locked:
-            record.lock_waited(0.0)
+        call = self._calls[request_id] = _Call(target, request_id, pipe, pending, admission)
         pending.on_settle = partial(self._replied, call)
         if not sent:
             pending.settle(lost=True)  # answered through on_settle
             return True
-        call.timer = self._loop.call_later(target.timeout, self._expired, call)
+        call.timer = self._loop.call_later(policy.rules.timeout, self._expired, call)
         return True
 
     def cancel(self, request_id: int | str) -> bool:
@@ -112,7 +103,7 @@ class InlineCalls:
         if call is None:
             return False
         call.pipe.send_now(cancelled_note(call.pending.key))
-        self._end(call, None, tm.CANCELLED)
+        self._end(call, None, Outcome.CANCELLED)
         return True
 
     def cancel_all(self) -> None:
@@ -122,38 +113,24 @@ class InlineCalls:
     def _replied(self, call: _Call, pending: PendingCall) -> None:
         try:
             if pending.lost:
-                raise ConnectionLost("the connection closed")
+                raise ToolError(
+                    f"Error calling tool {call.target.exposed!r}: the connection closed"
+                ) from ConnectionLost("the connection closed")
             reply = client_reply(
                 pending.line, pending.parsed, pending.key, call.request_id, call.target.exposed
             )
-            outcome = tm.result_outcome(reply) if call.record is not None else tm.OK
+            outcome = result_outcome(reply) if call.admission.record is not None else Outcome.OK
         except Exception as exc:
-            reply, outcome = self._failure(call, exc)
+            failure = call.target.policy.failed(exc)
+            reply, outcome = error_result(call.request_id, str(failure)), failure.outcome
         self._end(call, reply, outcome)
-
-    @staticmethod
-    def _failure(call: _Call, exc: Exception) -> tuple[bytes, str]:
-        """The error reply for a call whose reply could not be had or passed on, and its outcome."""
-        from fastmcp.exceptions import ToolError
-
-        guard = call.target.tool
-        if isinstance(exc, ConnectionLost):
-            lost = ToolError(f"Error calling tool {guard.name!r}: the connection closed")
-            lost.__cause__ = exc
-            return error_result(call.request_id, guard.failure_text(lost)), tm.UNAVAILABLE
-        if isinstance(exc, ToolError):
-            return error_result(call.request_id, guard.failure_text(exc)), tm.TOOL_ERROR
-        # never a traceback, never a request left unanswered
-        log.error("relaying %s failed", guard.name, exc_info=exc)
-        text = f"Error calling tool {guard.name!r}: {exc}"[:1000]
-        return error_result(call.request_id, text), tm.ERROR
 
     def _expired(self, call: _Call) -> None:
         call.pipe.send_now(cancelled_note(call.pending.key))
-        reply = error_result(call.request_id, call.target.tool.timeout_text())
-        self._end(call, reply, tm.TIMEOUT)
+        reply = error_result(call.request_id, call.target.policy.timeout_text())
+        self._end(call, reply, Outcome.TIMEOUT)
 
-    def _end(self, call: _Call, reply: bytes | None, outcome: str) -> None:
+    def _end(self, call: _Call, reply: bytes | None, outcome: Outcome) -> None:
         if self._calls.get(call.request_id) is not call:
             return  # already over
         if reply is not None:
@@ -167,9 +144,6 @@ class InlineCalls:
         pending.on_settle = None
         call.pipe.pending.pop(pending.key, None)  # (what pipe.forget does, one call less)
         call.pipe.progress.pop(pending.key, None)
-        if call.target.locked:
-            PROCESS_LOCK.release()
-        if call.record is not None:
-            call.record.end(outcome)
+        call.target.policy.end_now(call.admission, outcome)
         self._taken.discard(call.request_id)  # (FastPath._over's two steps, one call less)
         self._answered(call.request_id)

@@ -235,7 +235,7 @@ def serving_auth(
     """The ``httpx2.Auth`` a session to *entry*'s server uses for *user* (None: the launcher's
     own login): stored tokens, refreshed in time; :class:`NeedsLogin` when none will do.
     *on_saved* is told the store's stamp after each refresh it keeps (see :class:`StoredLogin`)."""
-    from ...seams import oauth_client_provider
+    from ...seams.oauth_client import oauth_client_provider
 
     assert entry.url
     _quiet_sdk_log()
@@ -295,7 +295,7 @@ async def login(
     from fastmcp.utilities.http import find_available_port
     from mcp.shared.auth import AuthorizationCodeResult
 
-    from ...seams import oauth_client_provider
+    from ...seams.oauth_client import oauth_client_provider
 
     assert entry.url
     settings = _oauth(entry)

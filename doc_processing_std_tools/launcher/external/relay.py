@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import anyio
 
 from ...locking import CALL_ARRIVAL
-from ...seams import behaves_as_default
+from ...seams.fastmcp_server import behaves_as_default
 from ...telemetry import traced_params
+from ..calls.policed_tools import PolicedTool
 from .targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class ToolRelay:
     Installed first in the SDK server's middleware chain, this sends the call's
     name and arguments on the external server's session and passes its result
     back unchanged (content, structuredContent, isError, _meta), under the same
-    rules as every mounted tool: the exposed tool's ``guarded`` (unavailable,
+    rules as every mounted tool: the exposed tool's :class:`CallPolicy` (unavailable,
     lock, timeout with cancellation at the server, restarting); progress reports
     are passed on. Whatever it does not serve plainly goes the normal way through
     fastmcp: a tool it does not know (listed later, or filtered out), params
@@ -124,14 +125,13 @@ class ToolRelay:
             self._targets = {}
             for mount in mounts:
                 plain = mount.supervisor is None and behaves_as_default(mount.server)
-                guards: list[Any] = [tool for tool in mount.tools if hasattr(tool, "guarded")]
-                for guard in guards:
+                for tool in mount.tools:
+                    if not isinstance(tool, PolicedTool):
+                        continue
                     if mount.supervisor is not None:
-                        self._targets[guard.name] = RelayTarget.of(
-                            guard, supervisor=mount.supervisor
-                        )
-                    elif plain and (call := getattr(guard.inner, PLAIN_CALL, None)) is not None:
-                        self._targets[guard.name] = RelayTarget.of(guard, plain_call=call)
+                        self._targets[tool.name] = RelayTarget.of(tool, supervisor=mount.supervisor)
+                    elif plain and (call := getattr(tool.inner, PLAIN_CALL, None)) is not None:
+                        self._targets[tool.name] = RelayTarget.of(tool, plain_call=call)
             self._seen = mounts
         return self._targets
 
@@ -159,7 +159,8 @@ class ToolRelay:
         from mcp_types.methods import validate_client_request
         from pydantic import ValidationError
 
-        from ...seams import initialize_accepted, low_level_server
+        from ...seams.fastmcp_server import low_level_server
+        from ...seams.server_sessions import initialize_accepted
 
         if not initialize_accepted(ctx.session):
             return False
@@ -190,17 +191,16 @@ class ToolRelay:
         return await self._relay(target, ctx)
 
     async def _relay(self, target: RelayTarget, ctx: Any) -> Any:
-        from fastmcp.exceptions import ToolError
-
         params: Mapping[str, Any] = ctx.params
         try:
-            result = await target.tool.guarded(
+            result = await target.policy.run(
                 lambda: self._forward(target, params, ctx.session, ctx.request_id),
                 meta=params.get("_meta"),
                 headers=getattr(ctx.request, "headers", None),  # (HTTP: a Starlette request)
             )
-        except ToolError as exc:
-            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except Exception as exc:
+            text = str(target.policy.failed(exc))
+            return {"content": [{"type": "text", "text": text}], "isError": True}
         meta = result.get("_meta")
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
             result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}
@@ -230,7 +230,7 @@ class ToolRelay:
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
         kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
-        if target.telemetry is not None and target.telemetry.tracing is not None:
+        if target.policy.tracing:
             kept = traced_params({"_meta": kept}).get("_meta") or {}  # its spans continue ours
         if kept:
             out["_meta"] = kept
@@ -256,7 +256,7 @@ class ToolRelay:
         from fastmcp.exceptions import ToolError
         from mcp.shared.exceptions import MCPError
 
-        from ...seams import send_raw_request
+        from ...seams.client_sessions import send_raw_request
 
         assert target.supervisor is not None
         front = target.supervisor.front
@@ -277,7 +277,7 @@ class ToolRelay:
             raise
         except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             message = exc.message if isinstance(exc, MCPError) else "the connection closed"
-            raise ToolError(f"Error calling tool {target.tool.name!r}: {message}") from exc
+            raise ToolError(f"Error calling tool {target.exposed!r}: {message}") from exc
 
 
 _ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server
@@ -291,7 +291,7 @@ def _forget_abandoned(request: asyncio.Future[Any]) -> None:
 
 def fast_path_of(server: FastMCP) -> FastPath | None:
     """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
-    from ...seams import low_level_server
+    from ...seams.fastmcp_server import low_level_server
 
     for middleware in getattr(low_level_server(server), "middleware", ()):
         if isinstance(middleware, ToolRelay):

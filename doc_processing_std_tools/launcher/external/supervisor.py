@@ -480,7 +480,7 @@ class Supervisor:
         transport = self._transport()
         self._http_status = 0
         self._wants_oauth = False
-        from ...seams import answer_server_requests
+        from ...seams.client_sessions import answer_server_requests
 
         front = self.front
         client = Client(
@@ -538,7 +538,7 @@ class Supervisor:
     def calls_in_flight(self, client: Client) -> int:
         """Requests of ours the server has not answered yet: on the SDK session (relayed calls
         over HTTP, prompts, resources, listings) and on the stdio fast path's pipe."""
-        from ...seams import requests_in_flight
+        from ...seams.client_sessions import requests_in_flight
 
         pipe = self.pipe
         return requests_in_flight(client) + (len(pipe.pending) if pipe is not None else 0)
@@ -618,7 +618,7 @@ class Supervisor:
         """The SDK's default HTTP client, noting error statuses: "HTTP 401" says more than the
         SDK's "Server returned an error response". (fastmcp's ``follow_redirects`` is dropped, as
         with the SDK's default client: the transports follow same-origin redirects themselves.)"""
-        from ...seams import mcp_http_client
+        from ...seams.http_sessions import mcp_http_client
 
         async def note_status(response: Any) -> None:
             if response.status_code >= 400:

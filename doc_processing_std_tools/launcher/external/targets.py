@@ -4,8 +4,11 @@ server (:mod:`.relay`, :mod:`.fast_path`) or called directly (an in-process tool
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..calls.policed_tools import PolicedTool
+from ..calls.policy import CallPolicy
 
 if TYPE_CHECKING:
     from .supervisor import Supervisor
@@ -18,30 +21,21 @@ PLAIN_CALL = "plain_call"
 
 @dataclass(frozen=True, slots=True)
 class RelayTarget:
-    """A tool whose plain ``tools/call`` may skip fastmcp: relayed, or called directly."""
+    """A tool whose plain ``tools/call`` may skip fastmcp: relayed, or called directly, under
+    the exposed tool's :class:`CallPolicy` as on every path."""
 
-    tool: Any  # the exposed GuardedTool: its rules (unavailable, lock, timeout, restarting)
+    policy: CallPolicy
     name: str  # the tool's own name at its server
     supervisor: Supervisor | None = None  # an external server's keeper: relay the call there
     # an in-process tool's own call, ``arguments -> (text, is_error)`` (see ``PLAIN_CALL``)
     plain_call: Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]] | None = None
-    # the GuardedTool's settings, read once: a model's attributes are slow to reach
-    exposed: str = field(kw_only=True)  # its name in the composition
-    locked: bool = field(kw_only=True)
-    self_locking: bool = field(kw_only=True)
-    timeout: float = field(kw_only=True)
-    telemetry: Any = field(default=None, kw_only=True)  # its calls' observer (check .on per call)
+
+    @property
+    def exposed(self) -> str:
+        """The tool's name in the composition."""
+        return self.policy.rules.tool
 
     @classmethod
-    def of(cls, guard: Any, **where: Any) -> RelayTarget:
-        """*guard*'s target, relayed to ``supervisor=`` or called through ``plain_call=``."""
-        return cls(
-            guard,
-            guard.inner_name,
-            exposed=guard.name,
-            locked=guard.locked,
-            self_locking=guard.self_locking,
-            timeout=guard.call_timeout,
-            telemetry=guard._telemetry,
-            **where,
-        )
+    def of(cls, tool: PolicedTool, **where: Any) -> RelayTarget:
+        """*tool*'s target, relayed to ``supervisor=`` or called through ``plain_call=``."""
+        return cls(tool.policy, tool.inner.name, **where)

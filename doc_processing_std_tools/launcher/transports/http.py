@@ -31,13 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ...seams import (
-    additional_http_routes,
-    lifespan_manager,
-    low_level_server,
-    open_http_sessions,
-    session_manager,
-)
+from ...seams.fastmcp_server import additional_http_routes, lifespan_manager, low_level_server
+from ...seams.http_sessions import open_http_sessions, session_manager
 from ..config.schema import TransportConfig
 from .asgi import (
     AccessLog,

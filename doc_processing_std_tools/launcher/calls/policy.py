@@ -1,0 +1,243 @@
+"""Everything decided and recorded about a call of one exposed tool, on every path.
+
+A call is first admitted: refused at once while its external server is down, then given its
+deadline (``servers.<name>.timeout``, counted from the call's arrival, so a wait for the
+process lock or for a server still starting uses it up), then let in under the lock its tool
+needs (:class:`LockMode`). It ends with an outcome, reported once to the call's metrics and
+span, and, when it failed, with the answer the client reads (:class:`.failures.CallFailed`).
+
+Two ways through, one set of rules: :meth:`CallPolicy.run` awaits the call (every path that
+runs in a task), and :meth:`CallPolicy.admit_now` / :meth:`CallPolicy.end_now` serve a call
+from event-loop callbacks when nothing in it has to wait (the stdio fast path's inline calls,
+``launcher/external/inline_call.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, TypeVar
+
+import anyio
+from fastmcp.exceptions import ToolError
+
+from ...locking import (
+    CALL_ARRIVAL,
+    CALL_DEADLINE,
+    PROCESS_LOCK,
+    LockWaitTimeout,
+    admit_self_locking,
+    fleet_lock_in_use,
+    hold_async,
+)
+from ...locking.fleet_lock import FleetLockUnavailable
+from ...seams.fastmcp_server import request_trace_sources
+from ...telemetry import CallRecord, Outcome, Telemetry, result_outcome
+from .failures import CallFailed
+
+log = logging.getLogger("dpt-launch")
+T = TypeVar("T")
+QUOTE_LIMIT = 1000  # characters of an unexpected error quoted in an answer
+
+
+class LockMode(Enum):
+    """Who takes the process lock (and the fleet lock) for a call of a tool."""
+
+    NONE = "none"  # read-only, or ``lock: never``
+    HELD = "held"  # the launcher holds it for the whole call
+    ADMITTED = "admitted"  # the server takes it around its disk work; the launcher admits the call
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRules:
+    """What the composition decided for one exposed tool."""
+
+    server: str  # the mount name (``servers.<name>``)
+    tool: str  # the exposed name, as the composition names it
+    lock: LockMode
+    timeout: float  # seconds (``servers.<name>.timeout``)
+    # why a call cannot start now (its external server is down), or None
+    unavailable: Callable[[], str | None] | None = None
+    # what a call that failed with an error answers instead (a lost server says it restarts)
+    call_failed: Callable[[BaseException], str | None] | None = None
+
+
+@dataclass(slots=True)
+class Admission:
+    """A call let in by :meth:`CallPolicy.admit_now`; :meth:`CallPolicy.end_now` ends it once."""
+
+    locked: bool
+    record: CallRecord | None
+
+
+class CallPolicy:
+    """The rules of one exposed tool's calls, and where each call reports how it ended."""
+
+    __slots__ = ("_telemetry", "rules")
+
+    def __init__(self, rules: ToolRules, telemetry: Telemetry | None = None) -> None:
+        self.rules = rules
+        self._telemetry = telemetry
+
+    @property
+    def tracing(self) -> bool:
+        """Whether calls are traced (a relayed call then carries its span's context)."""
+        return self._telemetry is not None and self._telemetry.tracing is not None
+
+    # -- the texts a client reads ----------------------------------------------------------
+
+    def refusal(self) -> str | None:
+        """Why a call cannot start now (its server is down), or None."""
+        unavailable = self.rules.unavailable
+        return unavailable() if unavailable is not None else None
+
+    def timeout_text(self, *, waited_for_lock: bool = False) -> str:
+        rules = self.rules
+        if waited_for_lock:
+            return (
+                f"{rules.tool!r} did not start within its timeout of {rules.timeout:g} s: "
+                "another call that changes state held the process lock all that time; "
+                f"nothing was done (servers.{rules.server}.timeout)"
+            )
+        return (
+            f"server {rules.server!r} did not finish {rules.tool!r} within its "
+            f"timeout of {rules.timeout:g} s (servers.{rules.server}.timeout)"
+        )
+
+    def failed(self, exc: BaseException) -> CallFailed:
+        """The answer, and the outcome, of a call that failed with *exc*, on any path."""
+        if isinstance(exc, CallFailed):
+            return exc
+        if isinstance(exc, LockWaitTimeout) or isinstance(exc.__cause__, LockWaitTimeout):
+            return CallFailed(self.timeout_text(waited_for_lock=True), Outcome.LOCK_TIMEOUT)
+        if isinstance(exc, FleetLockUnavailable):
+            return CallFailed(str(exc), Outcome.UNAVAILABLE)
+        if isinstance(exc.__cause__, FleetLockUnavailable):
+            return CallFailed(str(exc.__cause__), Outcome.UNAVAILABLE)
+        if isinstance(exc, ToolError):
+            call_failed = self.rules.call_failed
+            replacement = call_failed(exc) if call_failed is not None else None
+            if replacement and replacement != str(exc):
+                return CallFailed(replacement, Outcome.UNAVAILABLE, log_level=exc.log_level)
+            return CallFailed(str(exc), Outcome.TOOL_ERROR, log_level=exc.log_level)
+        # never a traceback in an answer, never a request left unanswered
+        log.error("calling %s failed", self.rules.tool, exc_info=exc)
+        text = f"Error calling tool {self.rules.tool!r}: {exc}"[:QUOTE_LIMIT]
+        return CallFailed(text, Outcome.ERROR)
+
+    # -- a call awaited --------------------------------------------------------------------
+
+    async def run(
+        self,
+        call: Callable[[], Awaitable[T]],
+        *,
+        meta: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> T:
+        """Await *call* under this tool's rules, reported as one call.
+
+        Raises :class:`CallFailed` when the call was refused or cut short, or failed in a way
+        the launcher answers for (a lost server); the tool's own ``ToolError`` and any other
+        exception pass on unchanged (the in-process path lets fastmcp answer them: its error
+        masking applies). *meta* (the call's ``_meta``) and *headers* (its HTTP request's)
+        carry the trace context the call's span continues.
+        """
+        telemetry = self._telemetry
+        if telemetry is None or not telemetry.on:
+            return await self._admitted(call)
+        record = telemetry.begin(self.rules.server, self.rules.tool, meta, headers)
+        outcome = Outcome.ERROR
+        record.enter()
+        try:
+            result = await self._admitted(call)
+            outcome = result_outcome(result)
+            return result
+        except CallFailed as exc:
+            outcome = exc.outcome
+            raise
+        except ToolError:
+            outcome = Outcome.TOOL_ERROR
+            raise
+        except anyio.get_cancelled_exc_class():
+            outcome = Outcome.CANCELLED
+            raise
+        finally:
+            record.end(outcome)
+
+    async def around_fastmcp(self, call: Callable[[], Awaitable[T]]) -> T:
+        """:meth:`run` for a call fastmcp is serving: its ``_meta`` and HTTP headers are those of
+        fastmcp's request."""
+        telemetry = self._telemetry
+        if telemetry is not None and telemetry.tracing is not None:
+            meta, headers = request_trace_sources()
+            return await self.run(call, meta=meta, headers=headers)
+        return await self.run(call)
+
+    async def _admitted(self, call: Callable[[], Awaitable[T]]) -> T:
+        reason = self.refusal()
+        if reason:
+            raise CallFailed(reason, Outcome.UNAVAILABLE)
+        rules = self.rules
+        # (a call that already waited, for a server still starting, has less time left)
+        arrived = CALL_ARRIVAL.get()
+        budget = rules.timeout
+        if arrived is not None:
+            budget = max(0.0, arrived + rules.timeout - time.monotonic())
+        # (a server that locks itself waits for the lock in a worker thread, which the
+        # timeout cannot cancel: the deadline bounds that wait instead)
+        deadline = CALL_DEADLINE.set(time.monotonic() + budget)
+        locked = False
+        try:
+            with anyio.fail_after(budget):
+                if rules.lock is LockMode.NONE:
+                    return await call()
+                hold = admit_self_locking() if rules.lock is LockMode.ADMITTED else hold_async()
+                async with hold:
+                    locked = True
+                    return await call()
+        except (LockWaitTimeout, FleetLockUnavailable, ToolError) as exc:
+            failure = self.failed(exc)
+            if failure.outcome is Outcome.TOOL_ERROR and isinstance(exc, ToolError):
+                raise  # the tool's own answer, unchanged
+            raise failure from None
+        except TimeoutError:
+            waited = rules.lock is not LockMode.NONE and not locked
+            outcome = Outcome.LOCK_TIMEOUT if waited else Outcome.TIMEOUT
+            raise CallFailed(self.timeout_text(waited_for_lock=waited), outcome) from None
+        finally:
+            CALL_DEADLINE.reset(deadline)
+
+    # -- a call served from callbacks --------------------------------------------------------
+
+    def admit_now(self, meta: Mapping[str, Any] | None) -> Admission | None:
+        """Let a call in at once, on the event loop, when nothing would make it wait: its server
+        up, and no lock needed or the process lock free with no fleet lock in use. None (and
+        nothing done) otherwise: the call then goes through :meth:`run`, which waits."""
+        if self.refusal() is not None:
+            return None
+        lock = self.rules.lock
+        if lock is LockMode.ADMITTED:
+            return None
+        if lock is LockMode.HELD and (
+            fleet_lock_in_use() is not None or not PROCESS_LOCK.try_acquire()
+        ):
+            return None
+        record = None
+        telemetry = self._telemetry
+        if telemetry is not None and telemetry.on:
+            record = telemetry.begin(self.rules.server, self.rules.tool, meta)
+            if lock is LockMode.HELD:
+                record.lock_waited(0.0)
+        return Admission(lock is LockMode.HELD, record)
+
+    def end_now(self, admission: Admission, outcome: Outcome) -> None:
+        """A call let in by :meth:`admit_now` is over: give the lock back, report *outcome*."""
+        if admission.locked:
+            admission.locked = False
+            PROCESS_LOCK.release()
+        record, admission.record = admission.record, None
+        if record is not None:
+            record.end(outcome)

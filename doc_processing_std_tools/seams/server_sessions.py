@@ -1,0 +1,24 @@
+"""The mcp SDK's server sessions: the connection a session belongs to, and its request gate.
+
+Imports nothing (``mcp_types`` alone costs ~0.55 s): the servers' own modules use this.
+Pinned by ``tests/seams/``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def initialize_accepted(session: Any) -> bool:
+    """Whether the SDK's request gate is open for *session*'s connection (``initialize`` done):
+    what ``ServerRunner`` checks before a handler runs (``ServerSession._connection``)."""
+    return bool(session._connection.initialize_accepted)
+
+
+def session_connection(session: Any) -> Any:
+    """The mcp connection a server session belongs to (``ServerSession._connection``).
+
+    The session object may be a per-request view; the connection is one per client
+    and holds the per-connection ``state`` dict. *session* itself when it has none.
+    """
+    return getattr(session, "_connection", session)
