@@ -53,8 +53,7 @@ OffsetArg = Annotated[
     int,
     Field(
         ge=0,
-        description="How many entries to skip: the offset a cut reply names for its next "
-        "page. Default 0.",
+        description="Entries to skip: the offset a cut reply names. Default 0.",
     ),
 ]
 
@@ -68,10 +67,6 @@ def create_server(settings: Settings) -> FastMCP:
 
     fs: Any = SessionFileSystems(settings)
     mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))
-    caps = (
-        f"One reply holds at most {settings.max_reply_entries} entries or "
-        f"{settings.max_reply_chars} characters"
-    )
 
     @tool_errors(FileSystemError)
     def call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -126,9 +121,8 @@ def create_server(settings: Settings) -> FastMCP:
         "than reading files one by one when you need to analyze or compare multiple "
         "files. Each file's content is returned with its path as a reference. Failed "
         "reads for individual files won't stop the entire operation. "
-        f"One reply holds at most {settings.max_read_bytes} characters of file text and "
-        f"{settings.max_reply_entries} files; the files past that are named, to be read in "
-        "another call. Only works within allowed directories.",
+        f"Past {settings.max_read_bytes} characters in all, the other files are named, not "
+        "read. Only works within allowed directories.",
     )
     def read_multiple_files(
         paths: Annotated[
@@ -149,8 +143,7 @@ def create_server(settings: Settings) -> FastMCP:
         "Get a detailed listing of all files and directories in a specified path. "
         "Results clearly distinguish between files and directories with [FILE] and "
         "[DIR] prefixes (a symlink is listed as [FILE]). "
-        f"{caps}; a longer listing ends with a line saying how many more there are and the "
-        "offset of the next page. Only works within allowed directories.",
+        "Long listings come in pages (offset). Only works within allowed directories.",
     )
     def list_directory(path: PathArg, offset: OffsetArg = 0) -> str:
         return call(fs.list_directory, path, offset)
@@ -159,8 +152,7 @@ def create_server(settings: Settings) -> FastMCP:
         "List Directory with Sizes",
         "Get a detailed listing of all files and directories in a specified path, "
         "including sizes, with [FILE] and [DIR] prefixes and totals at the end. "
-        f"{caps}; a longer listing says how many more there are and the offset of the "
-        "next page (the totals count every entry). Only works within allowed directories.",
+        "Long listings come in pages (offset). Only works within allowed directories.",
     )
     def list_directory_with_sizes(
         path: PathArg,
@@ -178,9 +170,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Each entry includes 'name', 'type' (file/directory), and 'children' for "
         "directories. Files have no children array, while directories always have a "
         "children array (which may be empty). Symlinks are listed as files and never "
-        f"followed. Stops after {settings.max_entries} entries, and at "
-        f"{MAX_TREE_DEPTH} levels deep, and says so. {caps}: a larger tree is cut and "
-        "says how many more entries there are (ask for a subfolder, or add excludePatterns). "
+        f"followed. Stops after {settings.max_entries} entries, at {MAX_TREE_DEPTH} levels "
+        f"deep, or at {settings.max_reply_chars} characters, and says so. "
         "Only works within allowed directories.",
     )
     def directory_tree(path: PathArg, excludePatterns: TreeExcludeArg = []) -> str:  # noqa: B006
@@ -192,9 +183,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Patterns match paths relative to 'path': '*.ext' matches files directly in "
         "it, '**/*.ext' matches files in all subdirectories. Returns full paths to "
         "all matching items. Symlinked folders are not entered. "
-        f"Stops after {settings.max_entries} entries and says so. {caps}; more matches "
-        "end with a line saying how many more there are and the offset of the next page. "
-        "Only searches within allowed directories.",
+        f"Stops after {settings.max_entries} entries and says so; many matches come in "
+        "pages (offset). Only searches within allowed directories.",
     )
     def search_files(
         path: PathArg,

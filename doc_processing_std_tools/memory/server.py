@@ -60,8 +60,7 @@ Offset = Annotated[
     int,
     Field(
         ge=0,
-        description="How many results (in key order) to skip: the next_offset of a reply that "
-        "was cut. Default 0.",
+        description="Entries to skip: the next_offset of a cut reply. Default 0.",
     ),
 ]
 
@@ -160,17 +159,11 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Return the full text stored under a key, or an error if no memory has that key. For a .json file that was not written by write_memory, its raw text is returned."""
         return run(store.read, key)
 
-    caps = (
-        f"One reply holds at most {settings.max_reply_entries:,} entries or "
-        f"{settings.max_reply_chars:,} characters"
-    )
-
     @tool(
         output_schema=None,
         annotations=READ,
-        after=f'{caps}: past that it is a JSON object whose "note" says how many more match, '
-        'with this page under "results" and the offset of the next one in "next_offset" (a '
-        "value too large for a reply on its own is listed as an entry over 1 MiB is).",
+        after='Many results come in pages: a JSON object with "note", "total", "next_offset" '
+        'and "results" (a value too large for a page is listed as an entry over 1 MiB is).',
     )
     def search_memory(
         query: Annotated[
@@ -188,8 +181,8 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     @tool(
         output_schema=None,
         annotations=READ,
-        after=f'{caps}: past that it is a JSON object whose "note" says how many more there '
-        'are, with this page under "keys" and the offset of the next one in "next_offset".',
+        after='Many keys come in pages: a JSON object with "note", "total", "next_offset" and '
+        '"keys".',
     )
     def list_memory_keys(offset: Offset = 0) -> str:
         """List every stored key as a sorted JSON list of strings. Every top-level .json file in the memory directory counts, including ones made with memory_create (listed under their file name without .json)."""
@@ -206,8 +199,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     @tool(
         output_schema=None,
         annotations=READ,
-        after=f"{caps}: a longer directory listing ends with a line saying how many more "
-        "entries there are (view a subfolder to see them).",
+        after="A long directory listing ends saying how many more entries it left out.",
     )
     def memory_view(
         path: MemPath,

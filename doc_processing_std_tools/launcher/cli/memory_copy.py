@@ -15,6 +15,7 @@ not exist or is not a memory store, a Redis namespace that does not exist, an em
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import os
 import stat
@@ -29,7 +30,8 @@ from .status import fail as _fail
 
 REDIS_SCHEMES = ("redis://", "rediss://", "valkey://", "valkeys://")
 ENTRIES_CHECKED = 100  # top-level .json files read (their head) to tell a memory folder
-NAMESPACES_NAMED = 10  # namespaces listed when the one asked for does not exist
+NAMESPACES_SCANNED = 10_000  # namespaces looked at for one like a missing one
+NAMESPACES_NAMED = 10  # namespaces listed when none is like it
 
 
 class CopyError(Exception):
@@ -135,7 +137,8 @@ class RedisSide:
         self.label = self.db.where
 
     def source_problem(self) -> str | None:
-        """Why this namespace cannot be copied from (it does not exist), or None."""
+        """Why this namespace cannot be copied from (it does not exist), or None; the line
+        names the namespaces there most like it (a typo), else a few of them."""
         with self.db.guard():
             client = self.db.client()
             if client.exists(*self.db.keys):
@@ -143,12 +146,18 @@ class RedisSide:
             found = []
             for key in client.scan_iter(match="dpt-memory:{*}:meta", count=1000):
                 found.append(key.decode("utf-8", "replace").split("{", 1)[1].rsplit("}", 1)[0])
-                if len(found) >= NAMESPACES_NAMED:
+                if len(found) >= NAMESPACES_SCANNED:
                     break
-        there = ", ".join(sorted(found)) if found else "none"
+        close = difflib.get_close_matches(self.db.namespace, found, n=3)
+        if close:
+            there = "did you mean " + " or ".join(repr(name) for name in close) + "?"
+        else:
+            shown = sorted(found)[:NAMESPACES_NAMED]
+            there = "namespaces there: " + (", ".join(shown) if shown else "none")
+            there += ", …" if len(found) > len(shown) else ""
         return (
-            f"the namespace {self.db.namespace!r} does not exist in {self.db.label} (namespaces "
-            f"there: {there}); check ?namespace= in the url"
+            f"the namespace {self.db.namespace!r} does not exist in {self.db.label} ({there}); "
+            "check ?namespace= in the url"
         )
 
     def walk(self) -> tuple[list[str], list[str]]:
