@@ -36,6 +36,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # servers.<name>.timeout passed while the call ran
     LOCK_TIMEOUT = "lock_timeout"  # the timeout passed while the call waited for the process lock
     UNAVAILABLE = "unavailable"  # the external server was down or restarting, or went away mid-call
+    LOCK_LOST = "lock_lost"  # the fleet lock's lease ran out during the call (lock.lease)
     CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
     ERROR = "error"  # anything else: an unexpected exception
 
@@ -312,6 +313,7 @@ class _Gauges:
         self.restarts: Callable[[], Mapping[str, int]] = dict
         self.sessions: Callable[[], int] | None = None  # open MCP sessions
         self.connections: Callable[[], int] | None = None  # open HTTP connections
+        self.fleet_lock_lost: Callable[[], int] | None = None  # grants lost during a call
 
     def describe(self) -> list[Any]:
         return []  # (collected at scrape time only)
@@ -345,6 +347,14 @@ class _Gauges:
             found.append(
                 GaugeMetricFamily(
                     "dpt_open_connections", "Open HTTP connections.", value=self.connections()
+                )
+            )
+        if self.fleet_lock_lost is not None:
+            found.append(
+                CounterMetricFamily(
+                    "dpt_fleet_lock_lost",
+                    "Calls during which the fleet lock's lease ran out (lock.lease).",
+                    value=self.fleet_lock_lost(),
                 )
             )
         return found

@@ -46,6 +46,20 @@ def test_the_home_folder_itself_is_not(home: Path) -> None:
     assert not is_project_like("~")
 
 
+def test_the_temporary_folders_themselves_are_not(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert unsuitable_reason("/tmp") == "it is the system's temporary folder"
+    assert unsuitable_reason("/var/tmp/") == "it is the system's temporary folder"
+    own = tmp_path / "own-tmp"
+    own.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own))
+    assert unsuitable_reason(own) == "it is the system's temporary folder"
+    project = own / "project"  # a project may live below one
+    project.mkdir()
+    assert unsuitable_reason(project) is None
+
+
 @pytest.mark.parametrize(
     "folder",
     [

@@ -42,6 +42,7 @@ from .folder_locks import (
 from .process_lock import (
     CALL_ARRIVAL,
     CALL_DEADLINE,
+    CURRENT_FENCE,
     PROCESS_LOCK,
     SELF_LOCKING_CALLS,
     CallGate,
@@ -57,6 +58,7 @@ from .process_lock import (
 __all__ = [
     "CALL_ARRIVAL",
     "CALL_DEADLINE",
+    "CURRENT_FENCE",
     "LOCK_FILE_NAME",
     "PROCESS_LOCK",
     "SELF_LOCKING_CALLS",

@@ -18,13 +18,25 @@ shares the hash tag ``{dpt-lock:NAME}``, so it runs on Redis Cluster too):
   after :data:`WAITER_TTL` seconds instead of blocking it.
 * Releasing deletes the key only if it still holds the holder's token, and publishes on
   ``…:free``; waiters wake on that message, and poll every :data:`POLL` seconds in case it is
-  lost or a lease expired.
+  lost or a lease expired. A release that finds the token gone, like a renewal that does,
+  means the lease ran out during the call: :class:`FleetLockLost`, an ERROR line, and the
+  call answers so.
+* Every grant carries a **fencing number** from ``…:fence`` (``INCR``), which only grows: the
+  holder passes it on (:data:`~.process_lock.CURRENT_FENCE`; relayed calls carry it in
+  ``_meta`` as :data:`FENCE_META_KEY`), so a store that checks it refuses a write from a
+  holder whose grant was superseded (memory-tools' Redis store does). The counter starts from
+  Redis's clock in microseconds, so numbers keep growing across a Redis that lost its data.
+* A Redis that lost the lock's state (a restart without persistence) grants nothing for one
+  lease after it is first asked again (``…:quiet``), so a holder from before either finishes
+  or finds out first. The state counts as lost when ``…:fence`` is missing on a Redis that has
+  run for less than a lease (:meth:`FleetLock.acquire` asks ``INFO`` then, once).
 
 Why not redis-py's ``Lock``: it has the lease and the token check, but waiters poll with a
 sleep and the one that polls first wins, so a busy launcher can starve another; the queue
 here is the part it lacks. Like every lease lock, it cannot stop a holder that is paused past
-its lease (a stopped VM) from going on after the lease ended: the lease must be longer than
-any pause, and renewal logs an error when it finds the lock lost.
+its lease (a stopped VM) from going on after the lease ended: fencing numbers make stores that
+check them refuse such a holder's writes; for the others the lease must be longer than any
+pause.
 """
 
 from __future__ import annotations
@@ -39,6 +51,14 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from ..exceptions import DptError
+from .process_lock import LockWaitTimeout
+
+try:
+    import redis
+except ImportError:  # the redis extra; FleetLock says what to install
+    redis = None  # type: ignore[assignment]
+
 log = logging.getLogger("dpt-launch")
 
 POLL = 0.25  # seconds between tries when no release message arrives
@@ -48,6 +68,11 @@ DEFAULT_LEASE = 10.0
 _ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('EXISTS', KEYS[5]) == 0 then
+  if ARGV[4] == '?' then return -1 end
+  redis.call('SET', KEYS[5], now * 1000)
+  if ARGV[4] == '1' then redis.call('SET', KEYS[6], '1', 'PX', ARGV[2]) end
+end
 for _, gone in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now)) do
   redis.call('ZREM', KEYS[2], gone)
   redis.call('ZREM', KEYS[4], gone)
@@ -56,13 +81,13 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then
   redis.call('ZADD', KEYS[2], redis.call('INCR', KEYS[3]), ARGV[1])
 end
 redis.call('ZADD', KEYS[4], now + tonumber(ARGV[3]), ARGV[1])
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[1]) == 1 or redis.call('EXISTS', KEYS[6]) == 1 then return 0 end
 local head = redis.call('ZRANGE', KEYS[2], 0, 0)
 if head[1] ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
-return 1
+return redis.call('INCR', KEYS[5])
 """
 
 _RELEASE = """
@@ -89,11 +114,19 @@ return 1
 """
 
 
-class FleetLockUnavailable(Exception):
+FENCE_META_KEY = "dpt-launch/fence"  # a relayed call's _meta: the fencing number of its grant
+
+
+class FleetLockUnavailable(DptError):
     """The lock's Redis could not be reached (or refused us); nothing was done."""
 
 
-class _Cancelled(Exception):
+class FleetLockLost(DptError):
+    """The lock was not held until the end of a call (its lease ran out, or its Redis lost it):
+    another launcher may have run a call at the same time."""
+
+
+class _Cancelled(DptError):
     """An async wait was cancelled: the lock was not taken (or was given back)."""
 
 
@@ -123,11 +156,14 @@ class FleetLock:
     """
 
     def __init__(self, url: str, name: str, lease: float = DEFAULT_LEASE) -> None:
-        import redis
-
+        if redis is None:
+            raise FleetLockUnavailable(
+                "lock.url needs redis-py: pip install 'doc-processing-std-tools[redis]'"
+            )
         self.url, self.name, self.lease = url, name, lease
         tag = f"{{dpt-lock:{name}}}"
         self._keys = [f"{tag}:owner", f"{tag}:queue", f"{tag}:seq", f"{tag}:beats"]
+        self._acquire_keys = [*self._keys, f"{tag}:fence", f"{tag}:quiet"]
         self._channel = f"{tag}:free"
         self._redis = redis.Redis.from_url(
             client_url(url), socket_connect_timeout=2, socket_timeout=5, health_check_interval=10
@@ -137,6 +173,9 @@ class FleetLock:
         self._renew_script = self._redis.register_script(_RENEW)
         self._withdraw_script = self._redis.register_script(_WITHDRAW)
         self._token: str | None = None  # the token held by this process, if any
+        self.fence: int | None = None  # the fencing number of the grant held, if any
+        self._lost = False  # the lease of the grant held ran out (found by the renewal)
+        self.lost_count = 0  # grants lost during a call, since start (dpt_fleet_lock_lost_total)
         self._state = threading.Lock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -150,26 +189,29 @@ class FleetLock:
 
     # -- taking and giving back --------------------------------------------------------
 
-    def acquire(self, deadline: float | None, cancel: threading.Event | None = None) -> None:
-        """Wait in the queue until held; :class:`~.locking.LockWaitTimeout` at *deadline* (a
-        ``time.monotonic()`` value), :class:`FleetLockUnavailable` when Redis cannot be reached."""
-        import redis
-
-        from .process_lock import LockWaitTimeout
-
+    def acquire(self, deadline: float | None, cancel: threading.Event | None = None) -> int:
+        """Wait in the queue until held; the grant's fencing number.
+        :class:`~.process_lock.LockWaitTimeout` at *deadline* (a ``time.monotonic()`` value),
+        :class:`FleetLockUnavailable` when Redis cannot be reached."""
         self._listen()
         token = uuid.uuid4().hex
         lease_ms, beat_ms = int(self.lease * 1000), int(WAITER_TTL * 1000)
+        young = "?"  # whether Redis started less than a lease ago: asked only when state is new
         try:
             while True:
                 self._wake.clear()
-                if self._acquire_script(keys=self._keys, args=[token, lease_ms, beat_ms]):
+                args: list[str | int] = [token, lease_ms, beat_ms, young]
+                granted = self._acquire_script(keys=self._acquire_keys, args=args)
+                if granted == -1:
+                    young = "1" if self._redis_is_young() else "0"
+                    continue
+                if granted:
                     with self._state:
-                        self._token = token
+                        self._token, self.fence, self._lost = token, int(granted), False
                     if cancel is not None and cancel.is_set():
                         self.release_now()
                         raise _Cancelled
-                    return
+                    return int(granted)
                 if cancel is not None and cancel.is_set():
                     self._withdraw(token)
                     raise _Cancelled
@@ -186,12 +228,18 @@ class FleetLock:
         except redis.RedisError as exc:
             raise FleetLockUnavailable(self._unreachable(exc)) from None
 
-    async def acquire_async(self, deadline: float | None) -> None:
+    def _redis_is_young(self) -> bool:
+        """Whether the lock's Redis started less than a lease ago (``INFO server``): a missing
+        fencing counter then means it lost the lock's state, not that the lock is new."""
+        info = self._redis.info("server")
+        return float(info.get("uptime_in_seconds", 0)) < self.lease
+
+    async def acquire_async(self, deadline: float | None) -> int:
         """:meth:`acquire` from the event loop; a cancelled wait leaves the lock untaken."""
         cancel = threading.Event()
         future = self._executor.submit(self._in_executor, self.acquire, deadline, cancel)
         try:
-            await asyncio.wrap_future(future)
+            return int(await asyncio.wrap_future(future))
         except BaseException:
             cancel.set()
             self._wake.set()  # the wait in the lock's thread ends now, not at its next poll
@@ -209,23 +257,36 @@ class FleetLock:
         return fn(*args)
 
     def release(self) -> None:
-        """Give the lock back without waiting (from the event loop): done in this lock's own
-        thread, before any later :meth:`acquire_async` of this process."""
+        """Give the lock back without waiting for the answer (a call cut short): done in this
+        lock's own thread, before any later :meth:`acquire_async` of this process."""
         if threading.current_thread() is self._executor_thread:
             self.release_now()
         else:
             self._executor.submit(self.release_now)
 
-    def release_now(self) -> None:
-        """Give the lock back (blocking); a Redis that cannot be reached frees it by the lease."""
-        import redis
+    async def release_async(self) -> None:
+        """Give the lock back at the end of a call, from the event loop;
+        :class:`FleetLockLost` when it was no longer held."""
+        held = await asyncio.wrap_future(self._executor.submit(self.release_now))
+        if not held:
+            raise FleetLockLost(self.lost_text())
 
+    def release_checked(self) -> None:
+        """:meth:`release_now` from a worker thread; :class:`FleetLockLost` when it was lost."""
+        if not self.release_now():
+            raise FleetLockLost(self.lost_text())
+
+    def release_now(self) -> bool:
+        """Give the lock back (blocking). False when it was lost before (its lease ran out, or
+        its Redis lost it): logged as an ERROR. A Redis that cannot be reached frees it by the
+        lease."""
         with self._state:
-            token, self._token = self._token, None
+            token, self._token, self.fence = self._token, None, None
+            lost, self._lost = self._lost, False
         if token is None:
-            return
+            return True
         try:
-            self._release_script(keys=[self._keys[0]], args=[token, self._channel])
+            released = self._release_script(keys=[self._keys[0]], args=[token, self._channel])
         except redis.RedisError as exc:
             log.warning(
                 "could not release the fleet lock %r (%s); it frees itself within %g s",
@@ -233,10 +294,21 @@ class FleetLock:
                 _reason(exc),
                 self.lease,
             )
+            return not lost
+        if released and not lost:
+            return True
+        self.lost_count += 1
+        log.error("%s", self.lost_text())
+        return False
+
+    def lost_text(self) -> str:
+        return (
+            f"the fleet lock {self.name!r} was lost during this call (its lease of "
+            f"{self.lease:g} s ran out, or its Redis lost it): another launcher may have run a "
+            "call at the same time; check the result before relying on it (raise lock.lease)"
+        )
 
     def _withdraw(self, token: str) -> None:
-        import redis
-
         with contextlib.suppress(redis.RedisError):  # (else the waiter's heartbeat expires)
             self._withdraw_script(
                 keys=[self._keys[1], self._keys[3], self._keys[0]], args=[token, self._channel]
@@ -245,8 +317,6 @@ class FleetLock:
     # -- background: the lease and the wake-ups -------------------------------------------
 
     def _renew_loop(self) -> None:
-        import redis
-
         while not self._closed.wait(self.lease / 3):
             with self._state:
                 token = self._token
@@ -260,14 +330,8 @@ class FleetLock:
                 log.error("could not renew the fleet lock %r: %s", self.name, _reason(exc))
                 continue
             with self._state:
-                still_held = self._token == token
-            if not kept and still_held:
-                log.error(
-                    "the fleet lock %r was lost during a call (its lease of %g s ran out); "
-                    "another launcher may have run a call at the same time: raise lock.lease",
-                    self.name,
-                    self.lease,
-                )
+                if not kept and self._token == token:
+                    self._lost = True
 
     def _listen(self) -> None:
         """Start the thread that wakes a waiter when the lock is released (once)."""
@@ -293,8 +357,6 @@ class FleetLock:
 
     def problem(self) -> str | None:
         """Why the lock cannot be taken now (Redis unreachable, a wrong password), or None."""
-        import redis
-
         try:
             self._redis.ping()
         except redis.RedisError as exc:

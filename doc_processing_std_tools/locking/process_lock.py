@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+from ..exceptions import DptError
 from ..telemetry import lock_waited
 
 
@@ -71,6 +72,7 @@ class ProcessLock:
         self._waiters: deque[_ThreadWaiter | _LoopWaiter] = deque()
         self.owner: object | None = None  # set by hold_async: the call that holds the lock
         self.fleet: Any = None  # the fleet lock a worker thread's holder took with it
+        self.fence_token: contextvars.Token[int | None] | None = None  # and its CURRENT_FENCE
 
     def locked(self) -> bool:
         return self._held
@@ -223,7 +225,14 @@ CALL_ARRIVAL: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
-class LockWaitTimeout(Exception):
+# The fencing number of the fleet lock's grant this call holds (:mod:`.fleet_lock`), or None:
+# relayed calls carry it in ``_meta``, memory-tools' Redis store checks it as it writes.
+CURRENT_FENCE: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "dpt_current_fence", default=None
+)
+
+
+class LockWaitTimeout(DptError):
     """The call's deadline (:data:`CALL_DEADLINE`) passed while it waited for the process lock;
     nothing was done. (Not an ``OSError``: stores report those as their own failures.)"""
 
@@ -241,20 +250,28 @@ def _acquire_for_call() -> None:
     fleet = _FLEET
     if fleet is not None:
         try:
-            fleet.acquire(deadline)
+            fence = fleet.acquire(deadline)
         except BaseException:
             PROCESS_LOCK.release()
             lock_waited(time.perf_counter() - started)
             raise
         PROCESS_LOCK.fleet = fleet
+        PROCESS_LOCK.fence_token = CURRENT_FENCE.set(fence)
     lock_waited(time.perf_counter() - started)
 
 
 def _release_for_call() -> None:
+    """Give back what :func:`_acquire_for_call` took; ``FleetLockLost`` when the fleet lock's
+    grant ran out during the call."""
     fleet, PROCESS_LOCK.fleet = PROCESS_LOCK.fleet, None
-    if fleet is not None:
-        fleet.release_now()
-    PROCESS_LOCK.release()
+    try:
+        if fleet is not None:
+            if PROCESS_LOCK.fence_token is not None:
+                CURRENT_FENCE.reset(PROCESS_LOCK.fence_token)
+                PROCESS_LOCK.fence_token = None
+            fleet.release_checked()
+    finally:
+        PROCESS_LOCK.release()
 
 
 def _held_by_caller() -> bool:
@@ -285,11 +302,12 @@ async def hold_async() -> AsyncIterator[None]:
     """
     started = time.perf_counter()
     fleet = _FLEET
+    fence = None
     try:
         await PROCESS_LOCK.acquire_async()
         if fleet is not None:
             try:
-                await fleet.acquire_async(CALL_DEADLINE.get())
+                fence = await fleet.acquire_async(CALL_DEADLINE.get())
             except BaseException:
                 PROCESS_LOCK.release()
                 raise
@@ -298,13 +316,21 @@ async def hold_async() -> AsyncIterator[None]:
     hold = object()
     PROCESS_LOCK.owner = hold
     token = _HOLD.set(hold)
+    fenced = CURRENT_FENCE.set(fence)
+    done = False
     try:
         yield
+        done = True
     finally:
+        CURRENT_FENCE.reset(fenced)
         _HOLD.reset(token)
-        if fleet is not None:
-            fleet.release()
-        PROCESS_LOCK.release()
+        try:
+            if fleet is not None and done:
+                await fleet.release_async()  # (FleetLockLost: the call answers so)
+            elif fleet is not None:
+                fleet.release()  # a call cut short does not wait for Redis
+        finally:
+            PROCESS_LOCK.release()
 
 
 @asynccontextmanager

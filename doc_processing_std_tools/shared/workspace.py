@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
@@ -91,6 +92,15 @@ def _homes() -> set[Path]:
     return {home for home in homes if home != Path("/")}
 
 
+def _temp_folders() -> set[Path]:
+    """The system's temporary folders themselves (a project may live below one)."""
+    folders: set[Path] = set()
+    for folder in ("/tmp", "/var/tmp", "/dev/shm", os.environ.get("TMPDIR"), tempfile.gettempdir()):
+        if folder:
+            folders |= _forms(folder)
+    return folders
+
+
 def _cache_folders() -> set[Path]:
     folders = {Path.home() / ".cache"}
     if os.environ.get("XDG_CACHE_HOME"):
@@ -116,9 +126,9 @@ def _inside(path: Path, folder: Path) -> bool:
 def unsuitable_reason(path: str | os.PathLike[str], *, platform: str | None = None) -> str | None:
     """Why *path* must not be used as a project folder, or None when it may.
 
-    Refused: ``/``, the user's home folder itself, system folders (and what is
-    below them, except inside the user's home), the Python installation and
-    cache folders. *platform* (``sys.platform`` by default) adds macOS's own.
+    Refused: ``/``, the user's home folder itself, the temporary folders themselves
+    (``/tmp``, ``/var/tmp``, ``$TMPDIR``), system folders (and what is below them, except
+    inside the user's home), the Python installation and cache folders. *platform* (``sys.platform`` by default) adds macOS's own.
     """
     forms = _forms(path)
     if Path("/") in forms:
@@ -126,6 +136,8 @@ def unsuitable_reason(path: str | os.PathLike[str], *, platform: str | None = No
     homes = _homes()
     if forms & homes:
         return "it is your home folder"
+    if forms & _temp_folders():
+        return "it is the system's temporary folder"
     under_home = any(_inside(form, home) for form in forms for home in homes)
     system = [Path(folder) for folder in SYSTEM_FOLDERS]
     if (platform or sys.platform) == "darwin":

@@ -27,15 +27,16 @@ from fastmcp.exceptions import ToolError
 from ...locking import (
     CALL_ARRIVAL,
     CALL_DEADLINE,
+    CURRENT_FENCE,
     PROCESS_LOCK,
     LockWaitTimeout,
     admit_self_locking,
     fleet_lock_in_use,
     hold_async,
 )
-from ...locking.fleet_lock import FleetLockUnavailable
+from ...locking.fleet_lock import FENCE_META_KEY, FleetLockLost, FleetLockUnavailable
 from ...seams.fastmcp_server import request_trace_sources
-from ...telemetry import CallRecord, Outcome, Telemetry, result_outcome
+from ...telemetry import CallRecord, Outcome, Telemetry, result_outcome, traced_params
 from .failures import CallFailed
 
 log = logging.getLogger("dpt-launch")
@@ -113,10 +114,11 @@ class CallPolicy:
             return exc
         if isinstance(exc, LockWaitTimeout) or isinstance(exc.__cause__, LockWaitTimeout):
             return CallFailed(self.timeout_text(waited_for_lock=True), Outcome.LOCK_TIMEOUT)
-        if isinstance(exc, FleetLockUnavailable):
-            return CallFailed(str(exc), Outcome.UNAVAILABLE)
-        if isinstance(exc.__cause__, FleetLockUnavailable):
-            return CallFailed(str(exc.__cause__), Outcome.UNAVAILABLE)
+        for error in (exc, exc.__cause__):
+            if isinstance(error, FleetLockUnavailable):
+                return CallFailed(str(error), Outcome.UNAVAILABLE)
+            if isinstance(error, FleetLockLost):
+                return CallFailed(str(error), Outcome.LOCK_LOST)
         if isinstance(exc, ToolError):
             call_failed = self.rules.call_failed
             replacement = call_failed(exc) if call_failed is not None else None
@@ -127,6 +129,19 @@ class CallPolicy:
         log.error("calling %s failed", self.rules.tool, exc_info=exc)
         text = f"Error calling tool {self.rules.tool!r}: {exc}"[:QUOTE_LIMIT]
         return CallFailed(text, Outcome.ERROR)
+
+    # -- what a relayed call carries ---------------------------------------------------------
+
+    def relayed_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """*params* of a call relayed to its server, their ``_meta`` carrying what the server
+        should know of this call: its span's trace context (the server's spans continue it) and
+        the fencing number of the fleet lock's grant it holds (:data:`FENCE_META_KEY`)."""
+        if self.tracing:
+            params = traced_params(params)
+        fence = CURRENT_FENCE.get()
+        if fence is not None:
+            params = {**params, "_meta": {**(params.get("_meta") or {}), FENCE_META_KEY: fence}}
+        return params
 
     # -- a call awaited --------------------------------------------------------------------
 
@@ -198,7 +213,7 @@ class CallPolicy:
                 async with hold:
                     locked = True
                     return await call()
-        except (LockWaitTimeout, FleetLockUnavailable, ToolError) as exc:
+        except (LockWaitTimeout, FleetLockUnavailable, FleetLockLost, ToolError) as exc:
             failure = self.failed(exc)
             if failure.outcome is Outcome.TOOL_ERROR and isinstance(exc, ToolError):
                 raise  # the tool's own answer, unchanged

@@ -24,6 +24,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from ...locking import fleet_lock_in_use
 from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
 from ..config.schema import TransportConfig
@@ -68,6 +69,9 @@ async def serve(
             if metrics is not None:
                 metrics.gauges.states = composition.external_states
                 metrics.gauges.restarts = composition.external_restarts
+                fleet = fleet_lock_in_use()
+                if fleet is not None:
+                    metrics.gauges.fleet_lock_lost = lambda: fleet.lost_count
         async with anyio.create_task_group() as group:
             group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
             await serve_http(

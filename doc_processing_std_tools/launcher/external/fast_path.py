@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 
-from ...telemetry import traced_params
 from .child_pipe import (
     CONNECTION_META_PREFIX,
     JSON_SPACE,
@@ -275,8 +274,7 @@ class FastPath:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
             pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
         try:
-            if target.policy.tracing:
-                params = traced_params(params)
+            params = target.policy.relayed_params(params)
             data = child_request(target.name, call.key, params, progress)
             try:
                 await pipe.send(data)

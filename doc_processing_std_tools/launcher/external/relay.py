@@ -18,7 +18,6 @@ import anyio
 
 from ...locking import CALL_ARRIVAL
 from ...seams.fastmcp_server import behaves_as_default
-from ...telemetry import traced_params
 from ..calls.policed_tools import PolicedTool
 from .targets import PLAIN_CALL, RelayTarget
 
@@ -230,8 +229,7 @@ class ToolRelay:
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
         kept = {k: v for k, v in meta.items() if k not in self._dropped_meta}
-        if target.policy.tracing:
-            kept = traced_params({"_meta": kept}).get("_meta") or {}  # its spans continue ours
+        kept = target.policy.relayed_params({"_meta": kept}).get("_meta") or {}
         if kept:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
