@@ -60,6 +60,13 @@ class Call(threading.Thread):
         assert not self.is_alive(), f"the call writing {self.key} never returned"
 
 
+def warm(store: RedisMemoryStore) -> None:
+    """Load the scripts, then close the connection that did: an idle connection whose last
+    command was a script call would look like a call held by the pause."""
+    store.write("warm", "the scripts loaded")
+    store.db.client().connection_pool.disconnect()
+
+
 def paused_writes(admin: redis.Redis, count: int) -> list[dict[str, str]]:
     """Wait until *count* clients wait in Redis with a script call (held by the pause)."""
     deadline = time.monotonic() + DEADLINE
@@ -77,7 +84,7 @@ def test_a_killed_connection_fails_only_its_own_call(
 ) -> None:
     url, admin = own_redis
     store = RedisMemoryStore(RedisMemory(url, f"kill-{round_}"))
-    store.write("warm", "the scripts loaded, one connection made")
+    warm(store)
     admin.client_pause(int(DEADLINE * 1000), all=False)  # WRITE: scripts that write wait
     first = Call(store, "first")
     [held] = paused_writes(admin, 1)
@@ -102,7 +109,7 @@ def test_a_timed_out_reply_fails_only_its_own_call(
     url, admin = own_redis
     monkeypatch.setattr(redis_store, "SOCKET_TIMEOUT", 2.0)
     store = RedisMemoryStore(RedisMemory(url, f"timeout-{round_}"))
-    store.write("warm", "the scripts loaded, one connection made")
+    warm(store)
     admin.client_pause(int(DEADLINE * 1000), all=False)
     first = Call(store, "first")
     deadline = time.monotonic() + DEADLINE
