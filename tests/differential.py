@@ -35,7 +35,6 @@ import binascii
 import contextlib
 import difflib
 import json
-import math
 import os
 import re
 import shutil
@@ -53,7 +52,6 @@ from typing import Any
 import anyio
 import mcp.types as types
 import pytest
-from anyio.abc import TaskGroup
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -560,52 +558,81 @@ async def _transport(endpoint: Endpoint) -> AsyncIterator[tuple[Any, Any]]:
         errlog.close()
 
 
-def _tap(client: Client, read: Any, write: Any, group: TaskGroup) -> tuple[Any, Any]:
-    """Streams for the ``ClientSession`` that pass every message on and record it."""
-    to_session, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](
-        math.inf
-    )
-    session_writes, from_session = anyio.create_memory_object_stream[SessionMessage](math.inf)
+class _RecordedRead:
+    """The transport's read stream, each message recorded as the session takes it."""
 
-    async def inbound() -> None:
-        async with to_session:
-            try:
-                while True:
-                    item = await read.receive()
-                    if isinstance(item, SessionMessage):
-                        client.record(False, item)
-                    await to_session.send(item)
-            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-                pass
+    def __init__(self, client: Client, inner: Any) -> None:
+        self.client, self.inner = client, inner
 
-    async def outbound() -> None:
-        async with from_session:
-            async for item in from_session:
-                client.record(True, item)
-                await write.send(item)
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self.inner.receive()
+        if isinstance(item, SessionMessage):
+            self.client.record(False, item)
+        return item
 
-    group.start_soon(inbound)
-    group.start_soon(outbound)
-    return session_reads, session_writes
+    def __aiter__(self) -> _RecordedRead:
+        return self
+
+    async def __aenter__(self) -> _RecordedRead:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class _RecordedWrite:
+    """The transport's write stream, each message recorded as the session sends it (so it is
+    filed under the step that sent it)."""
+
+    def __init__(self, client: Client, inner: Any) -> None:
+        self.client, self.inner = client, inner
+
+    async def send(self, item: SessionMessage) -> None:
+        self.client.record(True, item)
+        await self.inner.send(item)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def __aenter__(self) -> _RecordedWrite:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 @asynccontextmanager
 async def connected(label: str, endpoint: Endpoint, spec: ClientSpec) -> AsyncIterator[Client]:
     """A recording client, initialized (its ``connect`` step) on *endpoint*."""
     client = Client(label, endpoint, spec)
-    async with _transport(endpoint) as (read, write), anyio.create_task_group() as group:
-        session_read, session_write = _tap(client, read, write, group)
-        async with client.session_for(session_read, session_write) as session:
-            client.session = session
-            with anyio.fail_after(CONNECT_TIMEOUT):
-                await session.initialize()
-            if endpoint.settle:
-                ready = is_notification(endpoint.settle)
-                with anyio.move_on_after(WAIT_TIMEOUT):
-                    while not any(ready(message) for message in client.received()):
-                        await client.arrival()
-            yield client
-        group.cancel_scope.cancel()
+    async with (
+        _transport(endpoint) as (read, write),
+        client.session_for(_RecordedRead(client, read), _RecordedWrite(client, write)) as session,
+    ):
+        client.session = session
+        with anyio.fail_after(CONNECT_TIMEOUT):
+            await session.initialize()
+        if endpoint.settle:
+            ready = is_notification(endpoint.settle)
+            with anyio.move_on_after(WAIT_TIMEOUT):
+                while not any(ready(message) for message in client.received()):
+                    await client.arrival()
+        yield client
 
 
 class Run:
@@ -736,10 +763,13 @@ class View:
     reply is compared; the rest of that reply (the server's name, instructions, other
     capabilities) is the launcher's own by design. *parts*: the sections of each step kept
     (``exchanges``, ``server requests``, ``notifications``, ``client notifications``), for a
-    case about one thing that a server's own timing would otherwise blur.
+    case about one thing that a server's own timing would otherwise blur. *names_only*: a
+    list result (tools, prompts, resources, templates) is reduced to its items' names, for a
+    case about which items are listed rather than how each looks.
     """
 
     capabilities: tuple[str, ...] = ()
+    names_only: bool = False
     parts: tuple[str, ...] = (
         "exchanges",
         "server requests",
@@ -797,10 +827,10 @@ def transcript_of(client: Client, view: View) -> list[dict[str, Any]]:
                     {"request": "initialize", "reply": summary if reply else "no reply"}
                 )
                 continue
-            exchange = {
-                "request": normalized(_content(message), names),
-                "reply": normalized(_reply(reply), names),
-            }
+            answer = normalized(_reply(reply), names)
+            if view.names_only and method.endswith("/list"):
+                answer = _names_of(answer)
+            exchange = {"request": normalized(_content(message), names), "reply": answer}
             if wire.step in client.polled:
                 record["exchanges"][:] = [exchange]
             else:
@@ -827,6 +857,20 @@ def transcript_of(client: Client, view: View) -> list[dict[str, Any]]:
             if not record[key] or key not in view.parts:
                 del record[key]
     return steps
+
+
+def _names_of(reply: Any) -> Any:
+    result = reply.get("result") if isinstance(reply, dict) else None
+    if not isinstance(result, dict):
+        return reply
+    return {
+        "result": {
+            key: sorted(str(item.get("name")) for item in value)
+            if isinstance(value, list)
+            else value
+            for key, value in result.items()
+        }
+    }
 
 
 def render(transcript: Mapping[str, list[dict[str, Any]]]) -> list[str]:
