@@ -43,6 +43,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import SessionMessage
 
 TESTS = Path(__file__).resolve().parent
@@ -480,7 +481,9 @@ class Client:
         """Offer other roots, and say so (``notifications/roots/list_changed``)."""
         async with self.step(f"roots now {list(roots)}"):
             self.roots = list(roots)
-            await self.s.send_roots_list_changed()
+            with warnings.catch_warnings():  # (roots are deprecated as of 2026-07-28; not here)
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await self.s.send_roots_list_changed()
 
     async def wait_for(
         self,

@@ -3,15 +3,14 @@ differential tests: what a server sees directly and what it sees mounted in ``dp
 
 Tools:
 
-- ``seen``: what this session received: the ``clientInfo`` and capability names of
-  ``initialize``, the ``logging/setLevel`` levels, the notification methods;
+- ``seen``: what this session received (``what``: one of these only): the ``clientInfo``
+  and ``capabilities`` (names) of ``initialize``, the ``levels`` of ``logging/setLevel``, the
+  ``notifications`` (methods);
 - ``custom``: sends ``notifications/probe/custom`` (a method no MCP client knows) first;
-- ``hang``: answers, then never answers anything again (a hung server);
 - ``overlong``: answers with one line of ``$PROBE_OVERLONG_BYTES`` bytes (a reply with its id).
 
-It declares ``logging`` and sends a log message at each level after a ``logging/setLevel``
-(``debug`` to ``emergency``) the way a server that honours the level would: only those at or
-above the level set (none set: all).
+It declares ``logging``, and answers ``logging/setLevel`` after a log message at each level
+at or above the one set (as a server that honours the level would).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ import sys
 from typing import Any
 
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
-TOOLS = ["seen", "custom", "hang", "overlong"]
+TOOLS = ["seen", "custom", "overlong"]
 
 
 def send(message: dict[str, Any]) -> None:
@@ -36,10 +35,7 @@ def text(value: str) -> dict[str, Any]:
 
 def main() -> None:
     seen: dict[str, Any] = {"levels": [], "notifications": []}
-    hung = False
     for line in sys.stdin:
-        if hung:
-            continue
         message = json.loads(line)
         method, request_id = message.get("method"), message.get("id")
         params = message.get("params") or {}
@@ -71,7 +67,6 @@ def main() -> None:
         elif method == "logging/setLevel":
             level = params.get("level")
             seen["levels"].append(level)
-            send({"id": request_id, "result": {}})
             for at in LEVELS[LEVELS.index(level) if level in LEVELS else 0 :]:
                 send(
                     {
@@ -79,17 +74,14 @@ def main() -> None:
                         "params": {"level": at, "data": f"{at} message"},
                     }
                 )
-            continue
         elif method == "tools/call":
             name = params.get("name")
             if name == "seen":
-                result = text(json.dumps(seen, sort_keys=True))
+                what = (params.get("arguments") or {}).get("what")
+                result = text(json.dumps(seen.get(what) if what else seen, sort_keys=True))
             elif name == "custom":
                 send({"method": "notifications/probe/custom", "params": {"n": 1}})
                 result = text("sent notifications/probe/custom")
-            elif name == "hang":
-                hung = True
-                result = text("hanging from now on")
             elif name == "overlong":
                 size = int(os.environ.get("PROBE_OVERLONG_BYTES", "1048576"))
                 head = f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{{"content":[{{"type":"text","text":"'

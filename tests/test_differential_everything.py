@@ -28,7 +28,6 @@ from differential import (
     Run,
     View,
     assert_same,
-    compare,
     everything_argv,
     everything_over_http,
     is_notification,
@@ -458,24 +457,3 @@ async def test_unknown_resource_read_logs_at_most_one_line(config: Path, tmp_pat
 
     await run_scenario(scenario, mounted)
     assert len(logged) <= 1, "\n".join(logged)
-
-
-# --- the harness itself --------------------------------------------------------------------------
-
-
-async def test_the_comparison_catches_a_difference(
-    direct_http: Endpoint, mounted_http: Endpoint
-) -> None:
-    """A scenario that does one thing differently on the mounted side is reported, with the
-    line that differs; the same scenario on both sides is not."""
-
-    async def scenario(run: Run) -> None:
-        async with run.client("client", NO_ROOTS) as client:
-            await client.call(
-                "echo", {"message": "direct" if run.endpoint is direct_http else "mounted"}
-            )
-
-    found = (await compare(scenario, direct_http, mounted_http)).splitlines()
-    assert any(line.startswith("-") and '"Echo: direct"' in line for line in found), found
-    assert any(line.startswith("+") and '"Echo: mounted"' in line for line in found), found
-    assert not await compare(scenario, direct_http, direct_http)
