@@ -4,8 +4,8 @@ the same server mounted in ``dpt-launch``, every message recorded, the two trans
 A *scenario* is an async function of a :class:`Run`. It opens clients (``run.client("A", spec)``)
 and does things with them in direct terms (tool ``echo``, URI ``demo://resource/...``); a client
 on a mounted endpoint sends the namespaced names instead. Every JSON-RPC message each client
-sends and receives is recorded off the wire (a tap between the transport and the SDK's
-``ClientSession``), so the transcript holds what the SDK would hide: error codes and data,
+sends and receives is recorded as it passes between the transport and the SDK's
+``ClientSession``, so the transcript holds what the SDK would hide: error codes and data,
 server-to-client requests and what they were answered, notifications the SDK does not know.
 
 The transcript of a client is a list of steps, each with:
@@ -15,10 +15,13 @@ The transcript of a client is a list of steps, each with:
 - ``notifications`` (server to client) and ``client notifications``: sorted, so their
   interleaving (which differs between processes and transports) is not a difference.
 
-A message is filed under the step that is running when it arrives; what arrives between two
-steps goes to the earlier one. Scenarios that meet messages a server sends on its own time
-(roots sync, ``list_changed``) wait for them with :meth:`Client.wait_for` (a deadline, never a
-sleep) so both sides file them in the same step.
+A message is filed under the step that is running when it is sent or arrives; what arrives
+between two steps goes to the earlier one. Scenarios that meet messages a server sends on its
+own time (server-everything's roots sync) wait for them with :meth:`Client.wait_for` (with a
+deadline) so both sides file them in the same step; state a server updates on its own time is
+polled with :meth:`Client.call_until`. A ``list_changed`` that comes before the client ever
+asked for that list is left out (:func:`transcript_of` says why). :class:`View` narrows what a
+case compares to what it is about.
 
 Before comparing, names are mapped back to the server's own (:func:`normalized`): a tool or
 prompt ``ns_x`` is ``x``, a URI ``scheme://ns/rest`` is ``scheme://rest``, a log message's
@@ -110,7 +113,7 @@ class Endpoint:
     mount: str | None = None
     cwd: Path | None = None
     env: Mapping[str, str] = field(default_factory=dict)
-    errlog: Path | None = None  # a stdio command's stderr (appended to), else dropped
+    errlog: Path | None = None  # its stderr (a stdio command's is appended to it, else dropped)
     settle: str | None = None  # a notification this server sends once ready after initialize
 
     @property
@@ -159,15 +162,15 @@ def mount_config(
     mount: str,
     namespace: str | None,
     extra: str = "",
-    top: str = "",
 ) -> Path:
-    """Write a launcher config mounting *argv* (``command:`` + ``args:``) under *mount*."""
-    lines = [top.rstrip(), "servers:", f"  {mount}:", f"    command: {json.dumps(argv[0])}"]
+    """Write a launcher config mounting *argv* (``command:`` + ``args:``) under *mount*; *extra*
+    lines go under the mount."""
+    lines = ["servers:", f"  {mount}:", f"    command: {json.dumps(argv[0])}"]
     lines.append(f"    args: {json.dumps(list(argv[1:]))}")
     if namespace:
         lines.append(f"    namespace: {namespace}")
     lines.extend(f"    {line}" for line in extra.strip().splitlines())
-    path.write_text("\n".join(line for line in lines if line) + "\n", encoding="utf-8")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
@@ -247,7 +250,6 @@ class ClientSpec:
 
 
 FULL = ClientSpec(sampling=True, elicitation=True, roots=())
-BARE = ClientSpec()
 
 
 @dataclass
@@ -503,9 +505,6 @@ class Client:
             self.steps[-1] += " (came)" if came else " (never came)"
             return came
 
-    async def notifications_seen(self, method: str) -> int:
-        return sum(1 for message in self.received() if message.get("method") == method)
-
     # answering the server ------------------------------------------------------------------
 
     async def _roots(self, context: object) -> types.ListRootsResult:
@@ -644,10 +643,6 @@ class Run:
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
         self.clients: list[Client] = []
-
-    @property
-    def mounted(self) -> bool:
-        return self.endpoint.namespace is not None or self.endpoint.mount is not None
 
     @asynccontextmanager
     async def client(self, label: str = "client", spec: ClientSpec = FULL) -> AsyncIterator[Client]:

@@ -119,6 +119,7 @@ async def test_roots_and_their_changes_reach_it_over_http(
     await assert_same(follows_roots(folders), direct_stdio, mounted_http)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="issue #34 row 1: two HTTP clients share one upstream session and its roots",
