@@ -472,9 +472,12 @@ class Client:
         )
 
     async def set_level(self, level: types.LoggingLevel) -> dict[str, Any]:
-        return await self.request(
-            f"logging/setLevel {level}", lambda: self.s.set_logging_level(level), "logging/setLevel"
-        )
+        async def send() -> object:
+            with warnings.catch_warnings():  # (deprecated as of 2026-07-28; not here)
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                return await self.s.set_logging_level(level)
+
+        return await self.request(f"logging/setLevel {level}", send, "logging/setLevel")
 
     async def ping(self) -> dict[str, Any]:
         return await self.request("ping", self.s.send_ping, "ping")

@@ -182,8 +182,15 @@ def raw(tmp_path: Path) -> Iterator[RawStdio]:
         try:
             yield launcher
         finally:
-            launcher.proc.kill()
-            launcher.proc.wait()
+            _stop(launcher)
+
+
+def _stop(launcher: RawStdio) -> None:
+    launcher.proc.kill()
+    launcher.proc.wait()
+    for pipe in (launcher.proc.stdin, launcher.proc.stdout):
+        if pipe is not None:
+            pipe.close()
 
 
 def _reply(launcher: RawStdio) -> dict:
@@ -288,8 +295,7 @@ def test_an_overlong_line_costs_at_most_about_max_line_bytes(tmp_path: Path) -> 
         assert reply["result"]["isError"], reply
         grown = (_kib(status, "VmHWM") - before) * 1024
     finally:
-        launcher.proc.kill()
-        launcher.proc.wait()
+        _stop(launcher)
     assert grown <= 1.5 * LIMIT, (
         f"peak RSS grew {grown >> 20} MiB for max_line_bytes {LIMIT >> 20} MiB"
     )
