@@ -199,7 +199,7 @@ def bench_write(
     figures = {
         f"write_memory {top} MB launcher / alone ratio (target >= 0.90)": seconds["alone"][top]
         / seconds["launcher"][top],
-        f"write_memory {top} MB launcher / alone, median of call pairs (target >= 0.90)": (
+        f"write_memory {top} MB launcher / alone ratio, median of call pairs (target >= 0.90)": (
             pair_ratios[top]
         ),
         f"write_memory launcher {top} MB / {sizes[0]} MB time ratio (linear: {top // sizes[0]})": (

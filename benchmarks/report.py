@@ -54,16 +54,19 @@ def print_figures(section: Section) -> None:
         print(f"  {name:<66} {shown}{verdict}")
 
 
+UNIT_SLUGS = {"%": "percent", "µs": "us"}
+
+
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return re.sub(r"[^a-z0-9]+", "-", UNIT_SLUGS.get(text, text).lower()).strip("-")
 
 
 def write_report(
     sections: list[Section], figures_path: Path, *, quick: bool, rounds: int
 ) -> list[Path]:
     """Merge *sections* into the figures file at *figures_path* (each with its own run), draw
-    the charts of every section it then holds, save it, and fill the docs pages from it.
-    The paths written."""
+    the charts of every section it then holds, save it, and fill the docs pages from it when it
+    is the docs' own file (``docs/performance/figures.json``). The paths written."""
     try:
         old = figures_file.load(figures_path)
     except figures_file.FiguresFileError:
@@ -82,7 +85,12 @@ def write_report(
         )
         for section in sections
     }
-    data = figures_file.merged(old, new)
+    return publish(figures_file.merged(old, new), figures_path)
+
+
+def publish(data: dict, figures_path: Path) -> list[Path]:
+    """Draw *data*'s charts beside *figures_path*, save it there and, when it is the docs' own
+    file, fill the docs pages from it. The paths written."""
     folder = figures_path.parent
     folder.mkdir(parents=True, exist_ok=True)
     charts = draw_charts(data, folder)
@@ -94,7 +102,9 @@ def write_report(
         for key, section in data["sections"].items():
             section["charts"] = [name for name, owner in charts.items() if owner == key]
     figures_file.save(data, figures_path)
-    written = render_docs.write(data)
+    written = []
+    if figures_path.resolve() == figures_file.FIGURES_FILE.resolve():
+        written = render_docs.write(data)
     return [figures_path, *(folder / name for name in charts or {}), *written]
 
 

@@ -362,6 +362,7 @@ def section_calls(quick: bool, workdir: Path) -> dict[str, float]:
         "dpt-launch CPU ms per call": launcher.cpu_ms,
         "alone, served as dpt-launch serves: CPU ms per call": alone.cpu_ms,
         "python -m alone: CPU ms per call": shipped.cpu_ms,
+        "what the mount costs: CPU ms per call, launcher - alone": launcher.cpu_ms - alone.cpu_ms,
     }
 
 
