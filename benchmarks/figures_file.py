@@ -143,11 +143,16 @@ def commit_of(tree: Path) -> str | None:
 
 
 def run_record(
-    *, quick: bool, rounds: int, seconds: float, compared_with: Path | None = None
+    *,
+    quick: bool,
+    rounds: int,
+    seconds: float,
+    compared_with: Path | None = None,
+    finished: float | None = None,
 ) -> dict[str, Any]:
-    """The ``run`` of a section measured now."""
+    """The ``run`` of a section measured now (its figures in at *finished*, a ``time.time()``)."""
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(finished)),
         "machine": machine(),
         "quick": quick,
         "rounds": rounds,

@@ -10,6 +10,7 @@ one, is written in the name: ``(target <= 1.10)``, ``(target >= 0.90)``, ``(targ
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class Section:
     note: str | None = None
     seconds: float = field(default=0.0)
     compared_with: Path | None = None  # the other checkout of a ``KEY@LABEL`` section
+    finished: float = field(default_factory=time.time)  # when its figures were in
 
 
 @dataclass
@@ -81,6 +83,7 @@ def write_report(
                 rounds=rounds,
                 seconds=section.seconds,
                 compared_with=section.compared_with,
+                finished=section.finished,
             ),
         )
         for section in sections

@@ -434,7 +434,7 @@ def run_section(
         section = Section(key, title, {}, f"failed: {type(exc).__name__}: {exc}"[:300])
     section.seconds = time.perf_counter() - start
     for each in [section, *others]:
-        each.seconds = section.seconds
+        each.seconds, each.finished = section.seconds, time.time()
         if each is not section:
             print(f"  -- {each.key}")
         print_figures(each)
