@@ -28,7 +28,8 @@ METRICS = telemetry.Metrics()
 
 
 class WatchedTelemetry(telemetry.Telemetry):
-    """Every launcher telemetry, metrics and tracing on, into :data:`METRICS` and :data:`EXPORTER`."""
+    """A launcher's telemetry with metrics and tracing on, into :data:`METRICS` and
+    :data:`EXPORTER`."""
 
     def __init__(self, tracing: telemetry.Tracing | None = None) -> None:
         super().__init__(TRACING)
@@ -60,7 +61,8 @@ class Observer(BaseHTTPRequestHandler):
 
 
 def main() -> int:
-    telemetry.Telemetry = WatchedTelemetry  # type: ignore[misc]  (before the launcher imports it)
+    # (the launcher is imported below, after this: every Telemetry it makes is a watched one)
+    telemetry.Telemetry = WatchedTelemetry  # type: ignore[misc]
     observer = ThreadingHTTPServer(("127.0.0.1", 0), Observer)
     threading.Thread(target=observer.serve_forever, name="policy observer", daemon=True).start()
     print(f"policy observer on port {observer.server_address[1]}", file=sys.stderr, flush=True)

@@ -3,10 +3,12 @@ can go, each ending with the same outcome label, exactly one count in ``dpt_tool
 exactly one span, and the same answer text once the tool's and server's names are taken out.
 
 Real parts: two launchers (``tests/policy_launcher.py``: the real CLI, its telemetry read
-exactly), one over stdio and one over streamable HTTP; the external servers are child processes
-(``tests/policy_server.py``) or, for ``url:``, processes serving a port this module holds; the
-in-process one is ``tests/policy_plain_server.py``. Each cell waits on what it can observe (a
-marker file a tool writes, a reply, a metric, a server's state), never on time passing.
+exactly), one over stdio and one over streamable HTTP, each shared by the cells of its ways;
+``command:`` servers are child processes (``tests/policy_server.py``), ``url:`` servers are
+processes serving a port this module holds (``tests/policy_url_server.py``), the in-process
+server is ``tests/policy_plain_server.py``. Each cell waits on what it can observe (a marker
+file a tool writes, a reply, a metric, a server's state), never on time passing, and leaves
+its servers up.
 
 The ways a call goes (``docs/architecture.md``, "One tool call"):
 
@@ -51,13 +53,18 @@ from doc_processing_std_tools.launcher.calls.policy import CallPolicy, LockMode,
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("prometheus_client")
+# (a cell may start a launcher, then wait for a server to start again: START each, on a busy
+# machine)
+pytestmark = pytest.mark.timeout(300)
 
 TESTS = Path(__file__).resolve().parent
 LAUNCHER = TESTS / "policy_launcher.py"
 EXTERNAL = TESTS / "policy_server.py"
+URL_SERVER = TESTS / "policy_url_server.py"
 PLAIN = "policy_plain_server:create"
 SHORT = 0.5  # seconds: the timeout of the servers whose calls run out of time
-WAIT = 30.0  # seconds any awaited state has to come
+START = 90.0  # seconds a launcher and its servers have to start, or a server to start again
+WAIT = 30.0  # seconds anything else awaited has to come
 OBSERVER_LINE = re.compile(r"policy observer on port (\d+)")
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 CANCELLED_BY_TRANSPORT = -32800  # what the SDK's HTTP transport closes a cancelled POST with
@@ -99,11 +106,13 @@ class Way:
 WAYS = {
     way.name: way
     for way in (
-        Way("inprocess", "http", ("inpshort", "inplong")),
+        # (the stdio ways first, then the HTTP ones: cells that share a launcher stay together
+        # when xdist splits the module between workers)
         Way("plain", "stdio", ("plainshort", "plainlong")),
         Way("stdio-inline", "stdio", ("cmdshort", "cmdlong")),
         Way("stdio-task", "stdio", ("cmdshort", "cmdlong"), progress=True),
         Way("stdio-sdk", "stdio", ("cmdshort", "cmdlong")),
+        Way("inprocess", "http", ("inpshort", "inplong")),
         Way("http-sdk", "http", ("cmdshort", "cmdlong")),
         Way("url", "http", ("urlshort", "urllong")),
         Way("search", "http", ("cmdshort", "cmdlong"), endpoint="/mcp/finder", via_call_tool=True),
@@ -152,7 +161,7 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = WAIT) -> Any:
     deadline = time.monotonic() + timeout
     while not (found := check()):
         assert time.monotonic() < deadline, f"{what}: not within {timeout:g} s"
-        time.sleep(0.02)
+        time.sleep(0.05)
     return found
 
 
@@ -195,15 +204,61 @@ def parse_metrics(text: str) -> tuple[dict[Any, float], dict[Any, float]]:
 
 
 class Launcher:
-    """A ``policy_launcher.py`` process: its stderr, its observer, the calls its cells expect."""
+    """A ``policy_launcher.py`` process: its stderr, its observer, the calls its cells expect.
+
+    Each transport says how a call is made (:meth:`call`, then :meth:`reply`), cancelled
+    (:meth:`cancel`, :meth:`unanswered`), and how a server is seen to go down and come back.
+    """
+
+    url_servers: dict[str, UrlServer]
 
     def __init__(self, proc: subprocess.Popen[bytes], errlog: Path) -> None:
         self.proc, self.errlog = proc, errlog
-        found = wait_for("the observer's port", lambda: OBSERVER_LINE.search(self.stderr()))
-        self.observer = int(found.group(1))
+        self.url_servers = {}
+        self.observer = int(self.starting(lambda: OBSERVER_LINE.search(self.stderr())).group(1))
         # (server, tool, outcome) of every call a cell checked: nothing else may be recorded
         # for those tools by the end (a second record coming late would be counted there)
         self.expected: Counter[tuple[str, str, str]] = Counter()
+
+    def starting(self, seen: Callable[[], Any]) -> Any:
+        """What *seen* finds once the process shows it (within START); else the process is
+        stopped and the test fails."""
+        try:
+            return wait_for("the launcher starting", lambda: seen() or self.exited(), START)
+        except BaseException:
+            self.stop()
+            raise
+
+    def exited(self) -> bool:
+        assert self.proc.poll() is None, f"the launcher exited: {self.stderr()[-2000:]}"
+        return False
+
+    def call(self, way: Way, tool: str, arguments: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def reply(self, sent: Any, timeout: float = WAIT) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def cancel(self, sent: Any) -> None:
+        raise NotImplementedError
+
+    def unanswered(self, sent: Any) -> dict[str, Any] | None:
+        """The result a cancelled call got, if any."""
+        raise NotImplementedError
+
+    def wait_up(self, way: Way, server: str) -> None:
+        raise NotImplementedError
+
+    def take_down(self, way: Way, server: str) -> None:
+        """*server*'s process kills itself; return once the launcher knows it is down."""
+        raise NotImplementedError
+
+    def bring_back(self, way: Way, server: str) -> None:
+        """After *server*'s process died: until the launcher has it up again."""
+        url = self.url_servers.get(server)
+        if url is not None:
+            url.again()  # (a command: server is started again by the launcher itself)
+        self.wait_up(way, server)
 
     def stderr(self) -> str:
         return self.errlog.read_text(errors="replace")
@@ -265,7 +320,9 @@ class StdioLauncher(Launcher):
         self.replies: dict[Any, dict[str, Any]] = {}
         self._pending = b""
         self.send(json.loads(INITIALIZE))
-        assert "result" in self.reply(0)
+        # (answered once its servers are up, or their start grace ran out)
+        self.starting(lambda: 0 in self.replies or (self._read(time.monotonic() + 0.2) and None))
+        assert "result" in self.replies[0], self.replies[0]
         self.send(json.loads(INITIALIZED))
 
     def send(self, sent: dict[str, Any]) -> None:
@@ -274,7 +331,7 @@ class StdioLauncher(Launcher):
         self.proc.stdin.flush()
 
     def _read(self, until: float) -> bool:
-        """Read what stdout has within *until*; False when nothing came."""
+        """Read what stdout has before *until*; False when nothing came."""
         assert self.proc.stdout is not None
         left = until - time.monotonic()
         if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
@@ -288,12 +345,6 @@ class StdioLauncher(Launcher):
                 self.replies[got["id"]] = got
         return True
 
-    def reply(self, request_id: Any, timeout: float = WAIT) -> dict[str, Any]:
-        until = time.monotonic() + timeout
-        while request_id not in self.replies:
-            assert self._read(until) or time.monotonic() < until, f"no reply to {request_id}"
-        return self.replies[request_id]
-
     def call(self, way: Way, tool: str, arguments: dict[str, Any]) -> int:
         request_id = next(self.ids)
         params: dict[str, Any] = {"name": tool, "arguments": arguments}
@@ -302,38 +353,42 @@ class StdioLauncher(Launcher):
         self.send(message("tools/call", params, id=request_id))
         return request_id
 
-    def cancel(self, request_id: int) -> None:
-        self.send(message("notifications/cancelled", {"requestId": request_id}))
+    def reply(self, sent: int, timeout: float = WAIT) -> dict[str, Any]:
+        until = time.monotonic() + timeout
+        while sent not in self.replies:
+            assert self._read(until) or time.monotonic() < until, f"no reply to {sent}"
+        return self.replies[sent]
 
-    def unanswered(self, request_id: int) -> dict[str, Any] | None:
-        """Whatever *request_id* got once a later request is answered (None: nothing)."""
+    def cancel(self, sent: int) -> None:
+        self.send(message("notifications/cancelled", {"requestId": sent}))
+
+    def unanswered(self, sent: int) -> dict[str, Any] | None:
+        """Whatever *sent* got by the time a later request is answered: nothing, over stdio."""
         ping = next(self.ids)
         self.send(message("ping", id=ping))
         self.reply(ping)
-        return self.replies.get(request_id)
+        return self.replies.get(sent)
 
-    def wait_down(self, server: str, before: int) -> None:
-        """Until the launcher says *server*'s session ended (its *before*+1-th such line)."""
-        line = f"servers.{server}: session ended; restarting"
-        wait_for(f"{server} restarting", lambda: self.stderr().count(line) > before)
-
-    def ended_sessions(self, server: str) -> int:
-        return self.stderr().count(f"servers.{server}: session ended; restarting")
+    def take_down(self, way: Way, server: str) -> None:
+        ended = f"servers.{server}: session ended; restarting"  # (logged once it is down)
+        before = self.stderr().count(ended)
+        self.reply(self.call(way, f"{server}_die", {}))
+        wait_for(f"{server} down", lambda: self.stderr().count(ended) > before)
 
     def wait_up(self, way: Way, server: str) -> None:
         def up() -> bool:
             answer = self.reply(self.call(way, f"{server}_ready", {}))
             return answer["result"]["isError"] is False
 
-        wait_for(f"{server} up", up)
+        wait_for(f"{server} up", up, START)
 
 
 # -- the HTTP launcher -------------------------------------------------------------------------
 
 
 class UrlServer:
-    """``policy_server.py`` serving streamable HTTP on a port held here: while no process serves
-    it, the launcher's reconnects wait in its backlog; a new process takes over the same port."""
+    """``policy_url_server.py`` serving a port held here: while no process serves it, the
+    launcher's reconnects wait in its backlog; a new process takes over the same port."""
 
     def __init__(self) -> None:
         self.listener = socket.socket()
@@ -347,13 +402,11 @@ class UrlServer:
     def start(self) -> None:
         fd = self.listener.fileno()
         self.proc = subprocess.Popen(
-            [sys.executable, "-W", "ignore", str(EXTERNAL), "--listen-fd", str(fd)],
-            pass_fds=(fd,),
-            stderr=subprocess.DEVNULL,
+            [sys.executable, str(URL_SERVER), str(fd)], pass_fds=(fd,), stderr=subprocess.DEVNULL
         )
 
     def again(self) -> None:
-        """Serve again after the process died (its crash tool killed it)."""
+        """Serve again once the process is gone (one of its tools killed it)."""
         assert self.proc is not None
         self.proc.wait(timeout=WAIT)
         self.start()
@@ -365,28 +418,39 @@ class UrlServer:
         self.listener.close()
 
 
+@dataclass(frozen=True)
+class Posted:
+    """A call POSTed in a worker thread: its request id, where it went, what came back."""
+
+    endpoint: str
+    request_id: int
+    response: Future[Any]
+
+
 class HttpLauncher(Launcher):
+    """A launcher serving streamable HTTP; a call is one POST, answered in a worker thread."""
+
     def __init__(self, config: Path, url_servers: dict[str, UrlServer]) -> None:
         errlog = config.parent / "stderr.log"
         with errlog.open("wb") as err:
             proc = spawn(
                 config,
-                "--transport",
-                "http",
-                "--port",
-                "0",
+                *("--transport", "http", "--port", "0"),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
             )
         super().__init__(proc, errlog)
         self.url_servers = url_servers
-        found = wait_for("serving", lambda: SERVING_LINE.search(self.stderr()))
-        self.port = int(found.group(2))
-        wait_until_serving(self.port)
+        self.port = int(self.starting(lambda: SERVING_LINE.search(self.stderr())).group(2))
+        self.starting(self._health)
         self.pool = ThreadPoolExecutor(4)
         self.sessions: dict[str, str] = {}
         self.ids = itertools.count(1)
+
+    def _health(self) -> bool:
+        wait_until_serving(self.port, START)
+        return True
 
     def post(self, endpoint: str, sent: dict[str, Any], session: str | None) -> Any:
         body = json.dumps(sent).encode()
@@ -403,50 +467,45 @@ class HttpLauncher(Launcher):
             self.sessions[endpoint] = session
         return self.sessions[endpoint]
 
-    def call(self, way: Way, tool: str, arguments: dict[str, Any]) -> Future[Any]:
+    def call(self, way: Way, tool: str, arguments: dict[str, Any]) -> Posted:
         request_id = next(self.ids)
         params: dict[str, Any] = {"name": tool, "arguments": arguments, **way.extra}
         if way.via_call_tool:
             params = {"name": "call_tool", "arguments": {"name": tool, "arguments": arguments}}
         sent = message("tools/call", params, id=request_id)
         session = self.session(way.endpoint)
-        posted = self.pool.submit(self.post, way.endpoint, sent, session)
-        posted.request = (way.endpoint, request_id)  # type: ignore[attr-defined]
-        return posted
+        response = self.pool.submit(self.post, way.endpoint, sent, session)
+        return Posted(way.endpoint, request_id, response)
 
-    def reply(self, posted: Future[Any], timeout: float = WAIT) -> dict[str, Any]:
-        answer = posted.result(timeout)
+    def reply(self, sent: Posted, timeout: float = WAIT) -> dict[str, Any]:
+        answer = sent.response.result(timeout)
         assert answer.status == 200, answer
-        _endpoint, request_id = posted.request  # type: ignore[attr-defined]
-        return reply_message(answer.headers["content-type"], answer.body, request_id)
+        return reply_message(answer.headers["content-type"], answer.body, sent.request_id)
 
-    def cancel(self, posted: Future[Any]) -> None:
-        endpoint, request_id = posted.request  # type: ignore[attr-defined]
-        sent = message("notifications/cancelled", {"requestId": request_id})
-        assert self.post(endpoint, sent, self.session(endpoint)).status == 202
+    def cancel(self, sent: Posted) -> None:
+        note = message("notifications/cancelled", {"requestId": sent.request_id})
+        assert self.post(sent.endpoint, note, self.session(sent.endpoint)).status == 202
 
-    def unanswered(self, posted: Future[Any]) -> dict[str, Any] | None:
+    def unanswered(self, sent: Posted) -> dict[str, Any] | None:
         """What a cancelled call's POST was closed with: the transport's error, never a result."""
-        got = self.reply(posted)
+        got = self.reply(sent)
         assert got.get("error", {}).get("code") == CANCELLED_BY_TRANSPORT, got
         return got if "result" in got else None
 
-    def metrics_text(self) -> str:  # (the launcher's own /metrics, the same registry)
+    def metrics_text(self) -> str:  # (the launcher's own /metrics: the same registry)
         reply = request(self.port, "GET", "/metrics")
         assert reply.status == 200, reply
         return reply.body.decode()
 
-    def ended_sessions(self, server: str) -> int:
-        return 0
+    def state(self, server: str, state: str) -> bool:
+        return parse_metrics(self.metrics_text())[1].get((server, state)) == 1
 
-    def wait_down(self, server: str, before: int) -> None:
-        wait_for(
-            f"{server} restarting",
-            lambda: self.observe().states.get((server, "restarting")) == 1,
-        )
+    def take_down(self, way: Way, server: str) -> None:
+        self.reply(self.call(way, f"{server}_die", {}))
+        wait_for(f"{server} down", lambda: self.state(server, "restarting"))
 
     def wait_up(self, way: Way, server: str) -> None:
-        wait_for(f"{server} up", lambda: self.observe().states.get((server, "up")) == 1)
+        wait_for(f"{server} up", lambda: self.state(server, "up"), START)
 
     def stop(self) -> None:
         super().stop()
@@ -462,7 +521,7 @@ def external(name: str, timeout: float, down_file: Path | None = None) -> str:
     down = f", --down-file, '{down_file}'" if down_file else ""
     return (
         f"  {name}:\n    command: {sys.executable}\n"
-        f"    args: [-W, ignore, '{EXTERNAL}'{down}]\n"
+        f"    args: ['{EXTERNAL}'{down}]\n"
         f"    namespace: {name}\n    timeout: {timeout}\n"
     )
 
@@ -483,14 +542,16 @@ def stdio_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioLa
         + external("cmdshort", SHORT)
         + external("cmdlong", 60, folder / "cmdlong.down")
     )
-    launcher = StdioLauncher(config)
+    launcher = None
     try:
+        launcher = StdioLauncher(config)
         for server in ("cmdshort", "cmdlong"):
             launcher.wait_up(WAYS["stdio-inline"], server)
         yield launcher
         launcher.check_nothing_more(CHECKED_TOOLS)
     finally:
-        launcher.stop()
+        if launcher is not None:
+            launcher.stop()
 
 
 @pytest.fixture(scope="module")
@@ -522,28 +583,99 @@ def http_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpLaun
     finally:
         if launcher is not None:
             launcher.stop()
-        for server in url_servers.values():
-            server.close()
+        for url_server in url_servers.values():
+            url_server.close()
 
 
 # -- the cells ---------------------------------------------------------------------------------
 
 
-def named(text: str, server: str, tool: str) -> str:
-    """*text* with the tool's and the server's names taken out."""
-    return text.replace(tool, "<tool>").replace(server, "<server>")
+@dataclass
+class Cell:
+    """One failure made to happen on one way: the call checked, and what was seen before it."""
+
+    launcher: Launcher
+    way: Way
+    server: str
+    folder: Path
+    tool: str = ""
+    before: Observed | None = None
+    sent: Any = None
+
+    def start(self, own_name: str, arguments: dict[str, Any]) -> Any:
+        self.tool = f"{self.server}_{own_name}"
+        self.before = self.launcher.observe()
+        self.sent = self.launcher.call(self.way, self.tool, arguments)
+        return self.sent
 
 
-def text_of(answer: dict[str, Any]) -> str:
-    result = answer["result"]
-    assert result["isError"] is True, answer
-    return "".join(block.get("text", "") for block in result["content"])
+def lock_timeout(cell: Cell) -> dict[str, Any]:
+    """Another call that changes state holds the process lock past this call's deadline."""
+    launcher, started, release = cell.launcher, cell.folder / "started", cell.folder / "release"
+    hold = {"started": str(started), "release": str(release)}
+    holding = launcher.call(cell.way, "holder_hold", hold)
+    wait_for("the holder holding the lock", started.exists)
+    try:
+        answer = launcher.reply(cell.start("change", {}))
+    finally:
+        release.touch()
+    held = launcher.reply(holding)["result"]
+    assert (held["isError"], held["content"][0]["text"]) == (False, "released")
+    return answer
 
 
-def check_recorded(
-    launcher: Launcher, before: Observed, server: str, tool: str, outcome: str
-) -> None:
-    """The call of *tool* was recorded exactly once, as *outcome*: one count, one span."""
+def timeout(cell: Cell) -> dict[str, Any]:
+    """The tool runs past the deadline."""
+    started = cell.folder / "started"
+    answer = cell.launcher.reply(cell.start("slow", {"started": str(started)}))
+    assert started.exists()  # (it ran, and ran out of time)
+    return answer
+
+
+def refusal(cell: Cell) -> dict[str, Any]:
+    """The server is down (restarting, and its new process waits) when the call comes."""
+    launcher, started = cell.launcher, cell.folder / "started"
+    down = launcher.errlog.parent / f"{cell.server}.down"  # (read by a command: server's start)
+    down.touch()
+    try:
+        launcher.take_down(cell.way, cell.server)
+        answer = launcher.reply(cell.start("slow", {"started": str(started)}))
+        assert not started.exists()  # (refused: it never ran)
+    finally:
+        down.unlink()
+        launcher.bring_back(cell.way, cell.server)
+    return answer
+
+
+def crash(cell: Cell) -> dict[str, Any]:
+    """The server's process dies during the call."""
+    try:
+        return cell.launcher.reply(cell.start("crash", {}))
+    finally:
+        cell.launcher.bring_back(cell.way, cell.server)
+
+
+def cancelled(cell: Cell) -> None:
+    """The client cancels the call while it runs: it gets no result."""
+    started = cell.folder / "started"
+    sent = cell.start("slow", {"started": str(started)})
+    wait_for("the call running", started.exists)
+    cell.launcher.cancel(sent)
+
+
+RUNS: dict[str, Callable[[Cell], dict[str, Any] | None]] = {
+    "lock_timeout": lock_timeout,
+    "timeout": timeout,
+    "refusal": refusal,
+    "crash": crash,
+    "cancelled": cancelled,
+}
+
+
+def check_recorded(cell: Cell, outcome: str) -> None:
+    """The call was recorded exactly once, as *outcome*: one count, one span."""
+    launcher, server, tool, before = cell.launcher, cell.server, cell.tool, cell.before
+    assert before is not None
 
     def recorded() -> Observed | None:
         now = launcher.observe()
@@ -559,69 +691,29 @@ def check_recorded(
     launcher.expected[(server, tool, outcome)] += 1
 
 
+def named(text: str, server: str, tool: str) -> str:
+    """*text* with the tool's and the server's names taken out."""
+    return text.replace(tool, "<tool>").replace(server, "<server>")
+
+
+def error_text(answer: dict[str, Any]) -> str:
+    result = answer["result"]
+    assert result["isError"] is True, answer
+    return "".join(block.get("text", "") for block in result["content"])
+
+
 @pytest.mark.parametrize(("way_name", "failure"), list(cells()))
 def test_every_path_ends_a_failed_call_the_same_way(
     way_name: str, failure: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
     way = WAYS[way_name]
-    launcher: Any = request.getfixturevalue(f"{way.transport}_launcher")
+    launcher: Launcher = request.getfixturevalue(f"{way.transport}_launcher")
     short, long = way.servers
     server = short if failure in ("lock_timeout", "timeout") else long
-    outcome = OUTCOMES[failure]
-    started = tmp_path / "started"
-
-    if failure == "lock_timeout":
-        release = tmp_path / "release"
-        hold = {"started": str(started), "release": str(release)}
-        holding = launcher.call(way, "holder_hold", hold)  # (any call holding the lock)
-        wait_for("the holder holding the lock", started.exists)
-        tool = f"{server}_change"
-        try:
-            before = launcher.observe()
-            answer = launcher.reply(launcher.call(way, tool, {}))
-        finally:
-            release.touch()
-        held = launcher.reply(holding)["result"]
-        assert (held["isError"], held["content"][0]["text"]) == (False, "released")
-    elif failure == "timeout":
-        tool = f"{server}_slow"
-        before = launcher.observe()
-        answer = launcher.reply(launcher.call(way, tool, {"started": str(started)}))
-        assert started.exists()  # (it ran, and ran out of time)
-    elif failure == "refusal":
-        tool = f"{server}_slow"
-        down = launcher.errlog.parent / f"{server}.down"  # (a command: server's restart waits)
-        down.touch()
-        try:
-            ended = launcher.ended_sessions(server)
-            launcher.reply(launcher.call(way, f"{server}_die", {}))
-            launcher.wait_down(server, ended)
-            before = launcher.observe()
-            answer = launcher.reply(launcher.call(way, tool, {"started": str(started)}))
-            assert not started.exists()  # (refused: it never ran)
-        finally:
-            down.unlink()
-            if server in getattr(launcher, "url_servers", {}):
-                launcher.url_servers[server].again()
-            launcher.wait_up(way, server)
-    elif failure == "crash":
-        tool = f"{server}_crash"
-        before = launcher.observe()
-        try:
-            answer = launcher.reply(launcher.call(way, tool, {}))
-        finally:
-            if server in getattr(launcher, "url_servers", {}):
-                launcher.url_servers[server].again()
-            launcher.wait_up(way, server)
+    cell = Cell(launcher, way, server, tmp_path)
+    answer = RUNS[failure](cell)
+    check_recorded(cell, OUTCOMES[failure])
+    if answer is None:
+        assert launcher.unanswered(cell.sent) is None  # cancelled: no result
     else:
-        tool = f"{server}_slow"
-        before = launcher.observe()
-        pending = launcher.call(way, tool, {"started": str(started)})
-        wait_for("the call running", started.exists)
-        launcher.cancel(pending)
-        check_recorded(launcher, before, server, tool, outcome)
-        assert launcher.unanswered(pending) is None  # no result: the call was cancelled
-        return
-
-    check_recorded(launcher, before, server, tool, outcome)
-    assert named(text_of(answer), server, tool) == ANSWERS[failure]
+        assert named(error_text(answer), cell.server, cell.tool) == ANSWERS[failure]
