@@ -14,6 +14,11 @@ client in this process (prebuilt requests, JSON replies). CPU figures are the
 ``utime + stime`` deltas of /proc/PID/stat (children included for the launchers) divided by
 the calls served.
 
+``figures(quick)`` (``run.py``'s ``fleet`` section) runs 1, 2 and 3 launchers with 16
+connections for 10 s per row (3 s with ``quick``) and also gives what the model in
+docs/scaling.md reads from them: the calls/s one core could serve of each part (1 / its CPU per
+call) and what the second and third launchers add.
+
 Run: ``python benchmarks/fleet.py [--seconds 10] [--connections 16] [--launchers 1 2 3]``
 (Linux, needs haproxy and redis-server). Not run in CI.
 """
@@ -25,6 +30,7 @@ import asyncio
 import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -33,7 +39,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
-from fleet_helpers import fleet_config, launchers, running_haproxy  # noqa: E402
+from fleet_helpers import HAPROXY, fleet_config, launchers, running_haproxy  # noqa: E402
 from redis_helpers import running_redis  # noqa: E402
 from rpc_helpers import PROTOCOL, message  # noqa: E402
 
@@ -159,6 +165,57 @@ def measure(count: int, args: argparse.Namespace, base: Path) -> list[dict]:
                 flush=True,
             )
     return rows
+
+
+PARTS = {
+    "balancer_ms": "HAProxy",
+    "launchers_ms": "launchers (sum)",
+    "redis_ms": "redis-server",
+    "client_ms": "load generator",
+}
+
+
+def unavailable() -> str | None:
+    """Why the fleet cannot run here, or None."""
+    if not sys.platform.startswith("linux"):
+        return "needs Linux (/proc)"
+    if HAPROXY is None:
+        return "needs haproxy (apt-get install haproxy)"
+    if shutil.which("redis-server") is None:
+        return "needs redis-server"
+    return None
+
+
+def figures(quick: bool = False) -> dict[str, float]:
+    """Every row as named figures, then the model's inputs read from them."""
+    args = argparse.Namespace(seconds=3.0 if quick else 10.0, connections=16)
+    rows: list[dict] = []
+    for count in (1, 2, 3):
+        with tempfile.TemporaryDirectory() as tmp:
+            rows += measure(count, args, Path(tmp))
+    found: dict[str, float] = {}
+    by = {(row["launchers"], row["workload"]): row for row in rows}
+    for row in rows:
+        head = (
+            f"{row['launchers']} launcher{'s' if row['launchers'] > 1 else ''}, {row['workload']}"
+        )
+        found[f"{head}: calls/s"] = row["calls_per_s"]
+        found[f"{head}: failed calls (count)"] = row["failed"]
+        for key, part in PARTS.items():
+            found[f"{head}: {part} CPU ms per call"] = row[key]
+    one_read, one_write = by[(1, "read")], by[(1, "write")]
+    found["one launcher's core, reads: 1 / its CPU per call (calls/s)"] = (
+        1000 / one_read["launchers_ms"]
+    )
+    found["one HAProxy core: 1 / its CPU per read (calls/s)"] = 1000 / one_read["balancer_ms"]
+    found["one redis-server core: 1 / its CPU per locked write (calls/s)"] = 1000 / max(
+        one_write["redis_ms"], 1e-6
+    )
+    for workload in ("read", "write"):
+        rates = [by[(count, workload)]["calls_per_s"] for count in (1, 2, 3)]
+        found[f"{workload}s: the second launcher adds (%)"] = 100 * (rates[1] / rates[0] - 1)
+        found[f"{workload}s: the third launcher adds (%)"] = 100 * (rates[2] / rates[1] - 1)
+    return found
 
 
 def main() -> None:

@@ -311,7 +311,52 @@ def figures(quick: bool = False) -> dict[str, float]:
     starts = calls["startup_to_tools_list_s"]
     out["popoto spawn to tools/list ours ms"] = starts["ours"] * 1000
     out["popoto spawn to tools/list popoto-memory mcp ms"] = starts["popoto"] * 1000
-    return out
+    embedded = bench_embedded_start(3 if quick else 5)
+    out["embedded redis-server: first start, new folder (ms)"] = embedded["cold_start_ms"]
+    out["embedded redis-server: a second launcher attaches (ms)"] = embedded["attach_to_running_ms"]
+    out["redis-server alone: spawn to ready (ms)"] = bench_bare_redis(3 if quick else 5)
+    return out | bench_privacy_scan()
+
+
+def bench_bare_redis(repeats: int) -> float:
+    """Median ms from spawning a plain redis-server to its first answer (what the embedded
+    start's supervisor and locks add to)."""
+    times = []
+    with tempfile.TemporaryDirectory(prefix="popoto-bare-") as tmp:
+        for i in range(repeats):
+            folder = Path(tmp) / str(i)
+            folder.mkdir()
+            t0 = time.perf_counter()
+            proc, _port = start_test_redis(folder)
+            times.append(time.perf_counter() - t0)
+            proc.terminate()
+            proc.wait(timeout=10)
+    return statistics.median(times) * 1000
+
+
+def bench_privacy_scan() -> dict[str, float]:
+    """Seconds of popoto's never-record scan (run by every memory_save, in the launcher,
+    holding the GIL) at popoto_memory.calls' caps' worst case, and past the per-run cap: why
+    those caps exist (its time grows with the square of an unbroken run)."""
+    from popoto.privacy.never_record import scan_never_record
+
+    from doc_processing_std_tools.popoto_memory.calls import MAX_SAVE_CHARS, MAX_SAVE_RUN
+
+    runs = MAX_SAVE_CHARS // (MAX_SAVE_RUN + 1)
+    worst = " ".join(["x" * MAX_SAVE_RUN] * runs)
+    cases = {
+        f"popoto privacy scan, {runs} runs of {MAX_SAVE_RUN:,} characters (the caps' worst) (s)": (
+            worst
+        ),
+        f"popoto privacy scan, one run of {4 * MAX_SAVE_RUN:,} characters (s)": "y"
+        * (4 * MAX_SAVE_RUN),
+    }
+    found = {}
+    for name, text in cases.items():
+        t0 = time.perf_counter()
+        scan_never_record(text)
+        found[name] = time.perf_counter() - t0
+    return found
 
 
 def main() -> None:

@@ -1,23 +1,24 @@
-"""Print and publish benchmark figures: console rows, ``docs/performance.md`` and its charts.
+"""Print and publish benchmark figures: console rows, the figures file and its charts, and the
+docs pages filled from it.
 
 A figure is ``name -> value``. The name carries the unit in a trailing ``(ms)``,
 ``(calls/s)``, ``(s)``, ``(MB)``, ``(count)``..., or says ``ratio``; a target, when there is
 one, is written in the name: ``(target <= 1.10)``, ``(target >= 0.90)``, ``(target 0)``.
+``figures_file.py`` reads units and targets from names and describes the file.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
 import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TARGET = re.compile(r"target\s*(<=|>=|≤|≥|=|==)?\s*([0-9][0-9_,]*(?:\.[0-9]+)?)")
-UNIT = re.compile(r"\(([^()]*)\)\s*$")
-CHART_FOLDER = "performance"  # beside the page: docs/performance/*.png
+import figures_file
+import render_docs
+from figures_file import Figure, target_of, unit_of
+
+CHART_FOLDER = render_docs.CHART_FOLDER
 
 
 @dataclass
@@ -29,212 +30,122 @@ class Section:
     figures: dict[str, float]
     note: str | None = None
     seconds: float = field(default=0.0)
+    compared_with: Path | None = None  # the other checkout of a ``KEY@LABEL`` section
+    finished: float = field(default_factory=time.time)  # when its figures were in
 
 
-def unit_of(name: str) -> str:
-    """``ratio``, or the unit in the name's last parentheses (``ms``, ``calls/s``...), or ``""``."""
-    if "ratio" in name:
-        return "ratio"
-    match = UNIT.search(name)
-    if not match:
-        return ""
-    unit = match.group(1).split(",")[0].strip()
-    return "" if unit.startswith("target") or unit == "count" or len(unit) > 12 else unit
+@dataclass
+class Compared:
+    """A section's figures on this checkout and, by label, the same figures of other checkouts
+    measured in the same rounds (``run.py --compare``)."""
 
-
-def target_of(name: str) -> tuple[str, float] | None:
-    """(comparison, bound) of a ``target`` written in the name; ``target 0`` means ``<= 0``."""
-    match = TARGET.search(name)
-    if not match:
-        return None
-    op = {"≥": ">=", ">=": ">="}.get(match.group(1) or "", "<=")
-    return op, float(match.group(2).replace(",", "").replace("_", ""))
+    figures: dict[str, float]
+    others: dict[str, tuple[Path, dict[str, float]]]  # label -> (the checkout, its figures)
 
 
 def met(name: str, value: float) -> bool | None:
-    target = target_of(name)
-    if target is None:
-        return None
-    op, bound = target
-    return value <= bound if op == "<=" else value >= bound
-
-
-def formatted(name: str, value: float) -> str:
-    unit = unit_of(name)
-    if unit == "ratio":
-        return f"{value:.2f}x"
-    if value != value:  # NaN
-        return "n/a"
-    text = f"{value:,.0f}" if abs(value) >= 100 or value == int(value) else f"{value:.2f}"
-    return f"{text} {unit}".strip()
+    return Figure("", name, value, unit_of(name), target_of(name)).met
 
 
 def print_figures(section: Section) -> None:
     if section.note:
         print(f"  {section.note}")
     for name, value in section.figures.items():
-        verdict = {True: "", False: "  (target missed)", None: ""}[met(name, value)]
-        print(f"  {name:<66} {formatted(name, value)}{verdict}")
+        verdict = "  (target missed)" if met(name, value) is False else ""
+        shown = render_docs.formatted(Figure("", name, value, unit_of(name), None))
+        print(f"  {name:<66} {shown}{verdict}")
 
 
-# -- the page ------------------------------------------------------------------------
-
-
-def machine() -> str:
-    cpus = os.cpu_count() or 0
-    try:
-        load = ", load {:.1f}/{:.1f}/{:.1f}".format(*os.getloadavg())
-    except OSError:
-        load = ""
-    return (
-        f"{platform.system()} {platform.release()} {platform.machine()}, {cpus} CPUs{load}, "
-        f"Python {platform.python_version()}"
-    )
+UNIT_SLUGS = {"%": "percent", "µs": "us"}
 
 
 def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
-
-
-# From this line on, docs/performance.md is written by hand and kept by every new report.
-KEPT_MARK = "<!-- kept by benchmarks/run.py --report: measured by hand -->"
+    return re.sub(r"[^a-z0-9]+", "-", UNIT_SLUGS.get(text, text).lower()).strip("-")
 
 
 def write_report(
-    sections: list[Section], path: Path, *, quick: bool, rounds: int, elapsed: float
+    sections: list[Section], figures_path: Path, *, quick: bool, rounds: int
 ) -> list[Path]:
-    """Write the page, its charts (when matplotlib is installed) and figures.json; the paths."""
-    folder = path.parent / CHART_FOLDER
-    folder.mkdir(parents=True, exist_ok=True)
-    for old in folder.glob("*.png"):
-        old.unlink()
-    charts = draw_charts(sections, folder)
-    figures_json = folder / "figures.json"
-    figures_json.write_text(
-        json.dumps(
-            {s.key: {"title": s.title, "note": s.note, "figures": s.figures} for s in sections},
-            indent=2,
+    """Merge *sections* into the figures file at *figures_path* (each with its own run), draw
+    the charts of every section it then holds, save it, and fill the docs pages from it when it
+    is the docs' own file (``docs/performance/figures.json``). The paths written."""
+    try:
+        old = figures_file.load(figures_path)
+    except figures_file.FiguresFileError:
+        old = None  # none yet, or of the old format: this run starts it
+    new = {
+        section.key: figures_file.section_record(
+            section.title,
+            section.figures,
+            section.note,
+            figures_file.run_record(
+                quick=quick,
+                rounds=rounds,
+                seconds=section.seconds,
+                compared_with=section.compared_with,
+                finished=section.finished,
+            ),
         )
-        + "\n"
-    )
-    kept = ""  # what is measured by hand (the test suite's time) survives a new report
-    if path.exists() and KEPT_MARK in (old_page := path.read_text()):
-        kept = "\n" + old_page[old_page.index(KEPT_MARK) :]
-    path.write_text(page(sections, charts, quick=quick, rounds=rounds, elapsed=elapsed) + kept)
-    return [path, *charts.values(), figures_json]
-
-
-def page(
-    sections: list[Section], charts: dict[str, Path], *, quick: bool, rounds: int, elapsed: float
-) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    kind = (
-        f"a **quick run** (`--quick`: {rounds} rounds per comparison), so read it as indicative"
-        if quick
-        else f"a full run ({rounds} rounds per comparison)"
-    )
-    lines = [
-        "# Performance",
-        "",
-        "Every figure printed by `python benchmarks/run.py`, with the targets of issue 12.",
-        "Comparisons run side by side in one run (interleaved rounds, medians), so read the",
-        "ratios rather than the absolute numbers. Regenerate this page with",
-        "`python benchmarks/run.py --report` (charts need `pip install '.[bench]'`).",
-        "",
-        f'!!! note "This page: {when}"',
-        f"    This is {kind}; it took {elapsed:.0f} s on {machine()}. The machine was shared",
-        "    with other jobs, which inflates absolute times; the maintainers re-measure on an",
-        "    idle machine before a release.",
-        "",
-    ]
-    targeted = [
-        (section, name, value)
         for section in sections
-        for name, value in section.figures.items()
-        if target_of(name) is not None
-    ]
-    if targeted:
-        lines += [
-            "## Targets",
-            "",
-            "| figure | measured | target | met |",
-            "|---|---:|---|:---:|",
-        ]
-        for section, name, value in targeted:
-            op, bound = target_of(name)  # type: ignore[misc]
-            mark = "yes" if met(name, value) else "**no**"
-            lines.append(
-                f"| {escape(name)} ({section.key}) | {formatted(name, value)} | {op} {bound:g} | {mark} |"
-            )
-        lines.append("")
-        if "ratios" in charts:
-            lines += [
-                f"![Ratios against their targets]({CHART_FOLDER}/{charts['ratios'].name})",
-                "",
-            ]
-    lines += ["## Every figure", ""]
-    for section in sections:
-        lines += [f"### {escape(section.title)}", ""]
-        if section.note:
-            lines += [f"*{escape(section.note)}*", ""]
-        if section.figures:
-            lines += ["| figure | value |", "|---|---:|"]
-            lines += [
-                f"| {escape(name)} | {formatted(name, value)} |"
-                for name, value in section.figures.items()
-            ]
-            lines.append("")
-        for key, chart in charts.items():
-            if key.startswith(section.key + ":"):
-                lines += [f"![{escape(section.title)}]({CHART_FOLDER}/{chart.name})", ""]
-    if not charts:
-        lines += ["*No charts: matplotlib is not installed (`pip install '.[bench]'`).*", ""]
-    lines += [
-        "The raw figures of this run are in",
-        f"[`{CHART_FOLDER}/figures.json`]({CHART_FOLDER}/figures.json).",
-        "",
-    ]
-    return "\n".join(lines)
+    }
+    return publish(figures_file.merged(old, new), figures_path)
 
 
-def escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+def publish(data: dict, figures_path: Path) -> list[Path]:
+    """Draw *data*'s charts beside *figures_path*, save it there and, when it is the docs' own
+    file, fill the docs pages from it. The paths written."""
+    folder = figures_path.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    charts = draw_charts(data, folder)
+    if charts is not None:  # matplotlib is there: the charts of every section, drawn again
+        for old_chart in folder.glob("*.png"):
+            if old_chart.name not in charts:
+                old_chart.unlink()
+        data["charts"] = [name for name in charts if name == "ratios.png"]
+        for key, section in data["sections"].items():
+            section["charts"] = [name for name, owner in charts.items() if owner == key]
+    figures_file.save(data, figures_path)
+    written = []
+    if figures_path.resolve() == figures_file.FIGURES_FILE.resolve():
+        written = render_docs.write(data)
+    return [figures_path, *(folder / name for name in charts or {}), *written]
 
 
 # -- charts --------------------------------------------------------------------------
 
 
-def draw_charts(sections: list[Section], folder: Path) -> dict[str, Path]:
-    """One chart of every ratio against its target, and one per section and unit."""
+def draw_charts(data: dict, folder: Path) -> dict[str, str] | None:
+    """One chart of every ratio against its target, and one per section and unit (two figures
+    or more): chart file name -> the section it belongs to (``""`` for the ratios). None
+    without matplotlib (``pip install '.[bench]'``)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return {}
-    charts: dict[str, Path] = {}
+        return None
+    charts: dict[str, str] = {}
+    keys = [key for key in data["sections"] if "@" not in key]
     ratios = [
-        (f"{name} ({section.key})", value, target_of(name))
-        for section in sections
-        for name, value in section.figures.items()
-        if unit_of(name) == "ratio"
+        (f"{found.name} ({key})", found.value, found.target)
+        for key in keys
+        for found in figures_file.figures_of(data, key)
+        if found.unit == "ratio" and found.value == found.value
     ]
     if ratios:
-        charts["ratios"] = bar_chart(
-            plt, ratios, folder / "ratios.png", "ratio (x)", "Ratios; the line is the target"
-        )
-    for section in sections:
+        bar_chart(plt, ratios, folder / "ratios.png", "ratio (x)", "Ratios; the line is the target")
+        charts["ratios.png"] = ""
+    for key in keys:
         by_unit: dict[str, list[tuple[str, float, tuple[str, float] | None]]] = {}
-        for name, value in section.figures.items():
-            unit = unit_of(name)
-            if unit not in ("ratio", ""):
-                by_unit.setdefault(unit, []).append((name, value, target_of(name)))
+        for found in figures_file.figures_of(data, key):
+            if found.unit not in ("ratio", "") and found.value == found.value:
+                by_unit.setdefault(found.unit, []).append((found.name, found.value, found.target))
         for unit, bars in by_unit.items():
-            if len(bars) < 2:
-                continue
-            file = folder / f"{slug(section.key)}-{slug(unit)}.png"
-            charts[f"{section.key}:{unit}"] = bar_chart(plt, bars, file, unit, section.title)
+            if len(bars) >= 2:
+                name = f"{slug(key)}-{slug(unit)}.png"
+                bar_chart(plt, bars, folder / name, unit, data["sections"][key]["title"])
+                charts[name] = key
     return charts
 
 

@@ -7,27 +7,44 @@ Sections (each returns named figures, ``name -> value``, printed as they come):
    vs a trivial one-tool FastMCP server started the same way (target ratio <= 1.10), plus the
    shipped ``configs/tools.yaml`` (all three servers, embedded redis-server).
 3. ``calls``: ``write_memory`` + ``read_memory`` calls/s through ``dpt-launch`` vs memory-tools
-   run alone, side by side (``side_by_side.py``; target ratio >= 0.90). memory-tools mounted
-   as an external stdio server (``command:``) vs a direct connection to it is ``external.py``'s
-   section (target ratio >= 0.90).
+   alone, side by side (``side_by_side.py``; target ratio >= 0.90). Equal on both sides: the
+   interpreter, the event loop (``DPTTOOLS_EVENT_LOOP``: uvloop where installed), the stdio
+   transport and its serving code (``launcher/cli/serve.py``'s ``run_stdio``), the logging and
+   garbage-collector set-up (``serve_alone.py`` serves the module alone that way), the server
+   object (memory-tools built from its settings), the client and the calls. What differs is
+   the mount: the launcher's composition, its call rules and name exposure. ``python -m
+   doc_processing_std_tools.memory`` (asyncio, fastmcp's stdio transport: how a user runs it
+   alone) is measured beside them for reference. memory-tools mounted as an external stdio
+   server (``command:``) vs a direct connection to it is ``external.py``'s section.
 4. ``search``: ``search_memory`` over 10,000 keys, called over MCP through ``dpt-launch``, cold
    (no saved index) and warm, vs ``grep -rFil`` on the same folder (target <= 1.0x, both).
-5. ``in-flight``: ``memory_insert`` into one file through ``dpt-launch`` with 1, 8 and 32 calls in
-   flight on one session (calls/s; targets: 8 / 1 >= 0.90, 32 / 1 >= 0.80).
+5. ``in-flight``: ``memory_insert`` into one file through ``dpt-launch`` with 1, 8 and 32 calls
+   in flight on one stdio connection, from a raw pipelining JSON-RPC client (``pipelined.py``:
+   the SDK client's own cost per call would hide the launcher's); calls/s, targets 8 / 1 >=
+   0.90, 32 / 1 >= 0.80.
 6. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
-   ``figures(quick: bool) -> dict[str, float]``), each skipped with a line when missing.
+   ``figures(quick: bool) -> dict[str, float]``; optionally ``unavailable() -> str | None``,
+   ``SKIP_QUICK`` and a ``compare`` parameter), each skipped with a line when it cannot run.
 
-Run: ``python benchmarks/run.py [--quick] [--report]``. ``--report`` also writes
-``docs/performance.md`` (a table of every figure, with targets) and its charts under
-``docs/performance/`` (``pip install '.[bench]'`` for matplotlib). Machines here are shared
-and noisy: read ratios, not absolute numbers, and rerun before believing a regression.
+``--compare PATH`` runs the sections that can (``in-flight``, ``external``) on the checkout at
+PATH too, interleaved with this one in the same rounds (``checkouts.py``): its figures are the
+section ``KEY@LABEL`` (``--compare-label``, default ``before``).
+
+Run: ``python benchmarks/run.py [--quick] [--only KEYS] [--compare PATH] [--report]``.
+``--report`` merges the sections run into ``docs/performance/figures.json`` (each with its date,
+machine and kind of run; the sections not run are kept), draws its charts (``pip install
+'.[bench]'`` for matplotlib) and fills the docs pages from it (``render_docs.py``). Machines
+here are shared and noisy: read ratios, not absolute numbers, and rerun before believing a
+regression.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
+import inspect
 import os
 import statistics
 import subprocess
@@ -37,7 +54,6 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -46,11 +62,14 @@ REPO = HERE.parent
 PY = sys.executable
 sys.path.insert(0, str(HERE))
 
-from report import Section, print_figures, write_report  # noqa: E402
+from checkouts import checked, env_for  # noqa: E402
+from figures_file import FIGURES_FILE  # noqa: E402
+from pipelined import Pipelined  # noqa: E402
+from report import Compared, Section, print_figures, write_report  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 from rpc_helpers import initialize_params, message, receive, send  # noqa: E402
-from side_by_side import Measured, open_sessions, side_by_side  # noqa: E402
+from side_by_side import Measured, side_by_side  # noqa: E402
 
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
 EXTRA_SECTIONS = [
@@ -62,10 +81,18 @@ EXTRA_SECTIONS = [
     "resources",
     "popoto_bench",
     "tool_retrieval",
+    "tool_retrieval_baseline",
+    "token_estimate",
     "telemetry",
+    "fleet",
+    "suite_time",
 ]
-POPOTO_SECTIONS = {"popoto_bench"}
-OTEL_SECTIONS = {"telemetry"}  # need the otel extra (the OTLP exporter)
+# what an extra section needs installed: (a module, how to install it)
+NEEDS = {
+    "popoto_bench": ("popoto", "pip install '.[popoto]'"),
+    "telemetry": ("opentelemetry.sdk", "pip install '.[otel]'"),  # the OTLP exporter
+    "token_estimate": ("bpe_openai", "pip install '.[bench]'"),
+}
 SETTLE = 1.0  # seconds between start-up samples: two cores, and a stopping redis-server
 
 TRIVIAL_SERVER = """
@@ -195,18 +222,20 @@ def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[
 
 
 async def bench_calls(blocks: int, calls: int, workdir: Path) -> dict[str, Measured]:
-    """memory-tools mounted in dpt-launch vs memory-tools alone, side by side."""
+    """memory-tools mounted in dpt-launch vs memory-tools alone on the same serving code
+    (``serve_alone.py``), and, for reference, alone as ``python -m`` serves it."""
     config = workdir / "calls.yaml"
     config.write_text(
         f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-l'}}}\n"
     )
     commands = {
         "launcher": [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
-        "alone": [PY, "-m", "doc_processing_std_tools.memory"],
+        "alone": [PY, str(HERE / "serve_alone.py"), "memory"],
+        "python -m": [PY, "-m", "doc_processing_std_tools.memory"],
     }
     servers = {
-        name: (command, {**os.environ, "DPTTOOLS_MEMORY_DIR": str(workdir / f"mem-{name}")})
-        for name, command in commands.items()
+        name: (command, {**os.environ, "DPTTOOLS_MEMORY_DIR": str(workdir / f"mem-{i}")})
+        for i, (name, command) in enumerate(commands.items())
     }
     return await side_by_side(servers, blocks, calls)
 
@@ -227,46 +256,50 @@ def bench_search(keys: int, rounds: int, workdir: Path) -> dict[str, float]:
 IN_FLIGHT = (1, 8, 32)
 
 
-async def insert_rate(session: Any, path: str, calls: int, in_flight: int) -> float:
+def insert_rate(client: Pipelined, path: str, calls: int, in_flight: int) -> float:
     """calls/s of *calls* ``memory_insert`` at line 0 of a new file, *in_flight* at a time."""
-    created = await session.call_tool("memory_create", {"path": path, "file_text": ""})
-    assert not created.is_error, created
-    left = iter(range(calls))
-
-    async def worker() -> None:
-        for i in left:
-            arguments = {"path": path, "insert_line": 0, "insert_text": f"line {i}"}
-            result = await session.call_tool("memory_insert", arguments)
-            assert not result.is_error, result
-
-    start = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for _ in range(in_flight):
-            group.start_soon(worker)
-    return calls / (time.perf_counter() - start)
-
-
-async def bench_in_flight(rounds: int, calls: int, workdir: Path) -> dict[int, float]:
-    """Median calls/s per level over *rounds* rounds, the levels interleaved (order reversed each
-    round), each block on a fresh file so every level edits files of the same sizes."""
-    config = workdir / "in-flight.yaml"
-    config.write_text(
-        f"servers:\n  memory:\n    server: memory-tools\n    settings: {{memory_dir: {workdir / 'mem-if'}}}\n"
+    client.call("memory_create", {"path": path, "file_text": ""})
+    return client.rate(
+        "memory_insert",
+        lambda i: {"path": path, "insert_line": 0, "insert_text": f"line {i}"},
+        calls,
+        in_flight,
     )
-    command = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
-    env = {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING"}
-    rates: dict[int, list[float]] = {level: [] for level in IN_FLIGHT}
-    order = list(IN_FLIGHT)
-    async with open_sessions({"launcher": (command, env)}) as opened:
-        session, _ = opened["launcher"]
-        await session.list_tools()
-        await insert_rate(session, "/warm.md", 20, 4)
+
+
+def bench_in_flight(
+    rounds: int, calls: int, workdir: Path, trees: dict[str, Path | None]
+) -> dict[str, dict[int, float]]:
+    """Median calls/s per checkout (*trees*: label -> its path, None for this one) and level
+    over *rounds* rounds: every launcher open at once, the levels and checkouts interleaved
+    (both orders reversed each round), each block on a fresh file so every level edits files
+    of the same sizes."""
+    rates = {label: {level: [] for level in IN_FLIGHT} for label in trees}
+    order, labels = list(IN_FLIGHT), list(trees)
+    with contextlib.ExitStack() as stack:
+        clients = {}
+        for i, (label, tree) in enumerate(trees.items()):
+            config = workdir / f"in-flight-{i}.yaml"
+            config.write_text(
+                f"servers:\n  memory:\n    server: memory-tools\n"
+                f"    settings: {{memory_dir: {workdir / f'mem-if-{i}'}}}\n"
+            )
+            command = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
+            env = env_for(tree, {**os.environ, "FASTMCP_LOG_LEVEL": "WARNING"})
+            clients[label] = stack.enter_context(Pipelined(command, env, cwd=workdir))
+        for client in clients.values():
+            insert_rate(client, "/warm.md", 32, 4)
         for round_ in range(rounds):
             for level in order:
-                rate = await insert_rate(session, f"/r{round_}-{level}.md", calls, level)
-                rates[level].append(rate)
+                for label in labels:
+                    path = f"/r{round_}-{level}.md"
+                    rates[label][level].append(insert_rate(clients[label], path, calls, level))
+                labels.reverse()
             order.reverse()
-    return {level: statistics.median(values) for level, values in rates.items()}
+    return {
+        label: {level: statistics.median(values) for level, values in by_level.items()}
+        for label, by_level in rates.items()
+    }
 
 
 # -- sections: named figures -------------------------------------------------------------
@@ -315,13 +348,21 @@ def section_first_list(rounds: int, workdir: Path, with_popoto: bool) -> dict[st
 
 def section_calls(quick: bool, workdir: Path) -> dict[str, float]:
     calls = anyio.run(bench_calls, 10 if quick else 30, 40, workdir)
+    launcher, alone, shipped = calls["launcher"], calls["alone"], calls["python -m"]
     return {
-        "memory-tools alone, python -m doc_processing_std_tools.memory (calls/s)": calls[
-            "alone"
-        ].rate,
-        "memory-tools through dpt-launch (calls/s)": calls["launcher"].rate,
-        "calls/s launcher / alone ratio (target >= 0.90)": calls["launcher"].rate
-        / calls["alone"].rate,
+        "memory-tools through dpt-launch (calls/s)": launcher.rate,
+        "memory-tools alone, served as dpt-launch serves (calls/s)": alone.rate,
+        "memory-tools alone, python -m doc_processing_std_tools.memory (calls/s)": shipped.rate,
+        "calls/s launcher / alone ratio, same loop and transport (target >= 0.90)": (
+            launcher.rate / alone.rate
+        ),
+        "calls/s launcher / python -m alone ratio (another loop and transport)": (
+            launcher.rate / shipped.rate
+        ),
+        "dpt-launch CPU ms per call": launcher.cpu_ms,
+        "alone, served as dpt-launch serves: CPU ms per call": alone.cpu_ms,
+        "python -m alone: CPU ms per call": shipped.cpu_ms,
+        "what the mount costs: CPU ms per call, launcher - alone": launcher.cpu_ms - alone.cpu_ms,
     }
 
 
@@ -329,8 +370,7 @@ def section_search(rounds: int, workdir: Path) -> dict[str, float]:
     return bench_search(10_000, rounds, workdir)
 
 
-def section_in_flight(quick: bool, workdir: Path) -> dict[str, float]:
-    rates = anyio.run(bench_in_flight, 3 if quick else 7, 96, workdir)
+def in_flight_figures(rates: dict[int, float]) -> dict[str, float]:
     figures = {
         f"memory_insert, one file, {level} in flight (calls/s)": rate
         for level, rate in rates.items()
@@ -340,34 +380,65 @@ def section_in_flight(quick: bool, workdir: Path) -> dict[str, float]:
     return figures
 
 
-def skip_reason(name: str, with_popoto: bool, skip_popoto: bool) -> str | None:
+def section_in_flight(
+    quick: bool, workdir: Path, compare: tuple[str, Path] | None
+) -> dict[str, float] | Compared:
+    trees: dict[str, Path | None] = {"": None}
+    if compare:
+        trees[compare[0]] = compare[1]
+    rates = bench_in_flight(3 if quick else 7, 96 if quick else 192, workdir, trees)
+    figures = in_flight_figures(rates[""])
+    if not compare:
+        return figures
+    return Compared(figures, {compare[0]: (compare[1], in_flight_figures(rates[compare[0]]))})
+
+
+def skip_reason(name: str, quick: bool, skip_popoto: bool) -> str | None:
     """Why ``benchmarks/<name>.py`` cannot give figures now, or None."""
-    if name in POPOTO_SECTIONS and not with_popoto:
-        return "skipped: " + ("--skip-popoto" if skip_popoto else "pip install '.[popoto]'")
-    if name in OTEL_SECTIONS and importlib.util.find_spec("opentelemetry.sdk") is None:
-        return "skipped: pip install '.[otel]'"
+    if name == "popoto_bench" and skip_popoto:
+        return "skipped: --skip-popoto"
+    if name in NEEDS and importlib.util.find_spec(NEEDS[name][0]) is None:
+        return f"skipped: {NEEDS[name][1]}"
     if importlib.util.find_spec(name) is None:
         return f"skipped: benchmarks/{name}.py not present"
-    if not hasattr(importlib.import_module(name), "figures"):
+    module = importlib.import_module(name)
+    if not hasattr(module, "figures"):
         return f"skipped: benchmarks/{name}.py has no figures(quick)"
-    return None
+    if quick and getattr(module, "SKIP_QUICK", None):
+        return f"skipped in a quick run: {module.SKIP_QUICK}"
+    why = module.unavailable() if hasattr(module, "unavailable") else None
+    return f"skipped: {why}" if why else None
 
 
 # -- main ------------------------------------------------------------------------------------
 
 
-def run_section(title: str, key: str, measure: Callable[[], dict[str, float]]) -> Section:
-    """Run one section, print it as it comes; a failure is printed and recorded, not fatal."""
+def run_section(
+    title: str, key: str, measure: Callable[[], dict[str, float] | Compared]
+) -> list[Section]:
+    """Run one section, print it as it comes; a failure is printed and recorded, not fatal.
+    A comparison gives a ``KEY@LABEL`` section per other checkout."""
     print(title)
     start = time.perf_counter()
+    others: list[Section] = []
     try:
-        section = Section(key, title, measure())
+        got = measure()
+        section = Section(key, title, got.figures if isinstance(got, Compared) else got)
+        if isinstance(got, Compared):
+            others = [
+                Section(f"{key}@{label}", f"{title}: {label}, {tree}", figures, compared_with=tree)
+                for label, (tree, figures) in got.others.items()
+            ]
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         section = Section(key, title, {}, f"failed: {type(exc).__name__}: {exc}"[:300])
     section.seconds = time.perf_counter() - start
-    print_figures(section)
-    return section
+    for each in [section, *others]:
+        each.seconds, each.finished = section.seconds, time.time()
+        if each is not section:
+            print(f"  -- {each.key}")
+        print_figures(each)
+    return [section, *others]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -378,24 +449,36 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default="", help="comma-separated section keys to run (e.g. import,search)"
     )
     parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="PATH",
+        help="also run in-flight and external on the checkout at PATH, interleaved",
+    )
+    parser.add_argument(
+        "--compare-label", default="before", help="its sections' label: KEY@LABEL (before)"
+    )
+    parser.add_argument(
         "--report",
         nargs="?",
-        const=str(REPO / "docs" / "performance.md"),
+        const=str(FIGURES_FILE),
         default=None,
         metavar="PATH",
-        help="also write the figures and charts to PATH (default docs/performance.md)",
+        help="merge the figures into PATH (default docs/performance/figures.json), draw its "
+        "charts and fill the docs pages from it",
     )
     args = parser.parse_args(argv)
     rounds = 3 if args.quick else 9
     only = {key for key in args.only.split(",") if key}
     with_popoto = importlib.util.find_spec("popoto") is not None and not args.skip_popoto
+    compare = None
+    if args.compare:
+        compare = (args.compare_label, checked(args.compare))
     wanted = lambda key: not only or key in only  # noqa: E731
-    started = time.time()
     sections: list[Section] = []
 
     with tempfile.TemporaryDirectory(prefix="dpt-bench-") as tmp:
         workdir = Path(tmp)
-        ours: list[tuple[str, str, Callable[[], dict[str, float]]]] = [
+        ours: list[tuple[str, str, Callable[[], dict[str, float] | Compared]]] = [
             (
                 "1. import cost (median of fresh interpreters)",
                 "import",
@@ -407,7 +490,8 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: section_first_list(rounds, workdir, with_popoto),
             ),
             (
-                "3. write_memory+read_memory over stdio, sequential (median calls/s)",
+                "3. write_memory+read_memory over stdio, sequential: launcher vs alone on the same "
+                "loop and transport (median calls/s)",
                 "calls",
                 lambda: section_calls(args.quick, workdir),
             ),
@@ -417,40 +501,38 @@ def main(argv: list[str] | None = None) -> int:
                 lambda: section_search(rounds, workdir),
             ),
             (
-                "5. memory_insert into one file through dpt-launch, 1 / 8 / 32 in flight (median calls/s)",
+                "5. memory_insert into one file through dpt-launch, 1 / 8 / 32 in flight on one "
+                "stdio connection, raw pipelining client (median calls/s)",
                 "in-flight",
-                lambda: section_in_flight(args.quick, workdir),
+                lambda: section_in_flight(args.quick, workdir, compare),
             ),
         ]
         for title, key, measure in ours:
             if wanted(key):
-                sections.append(run_section(title, key, measure))
+                sections += run_section(title, key, measure)
 
     for number, name in enumerate(EXTRA_SECTIONS, start=len(ours) + 1):
         if not wanted(name):
             continue
         title = f"{number}. {name} (benchmarks/{name}.py)"
-        why = skip_reason(name, with_popoto, args.skip_popoto)
+        why = skip_reason(name, args.quick, args.skip_popoto)
         if why is None:
             module = importlib.import_module(name)
-            measure = lambda module=module: dict(module.figures(args.quick))  # noqa: E731
-            sections.append(run_section(title, name, measure))
+            takes_compare = "compare" in inspect.signature(module.figures).parameters
+            measure = (
+                (lambda module=module: module.figures(args.quick, compare=compare))
+                if takes_compare and compare
+                else (lambda module=module: dict(module.figures(args.quick)))
+            )
+            sections += run_section(title, name, measure)
             continue
         print(title)
         section = Section(name, title, {}, why)
         print_figures(section)
         sections.append(section)
-        if name == "popoto_bench" and "no figures" in why:  # its output, as before
-            importlib.import_module(name).main()
 
     if args.report:
-        written = write_report(
-            sections,
-            Path(args.report),
-            quick=args.quick,
-            rounds=rounds,
-            elapsed=time.time() - started,
-        )
+        written = write_report(sections, Path(args.report), quick=args.quick, rounds=rounds)
         print(f"report: {', '.join(str(path) for path in written)}")
     return 0
 

@@ -46,7 +46,10 @@ def figures(quick: bool = False) -> dict[str, float]:
 
     definitions = asyncio.run(_definitions())
     estimated = [estimate_tokens(d) for d in definitions]
-    out: dict[str, float] = {"tools": len(definitions), "estimated tokens": sum(estimated)}
+    out: dict[str, float] = {
+        "tool definitions (count)": len(definitions),
+        "estimated, characters / 4 (tokens)": sum(estimated),
+    }
     for name in ("o200k_base", "cl100k_base"):
         encoding = bpe_openai.get_encoding(name)
         counted = [
@@ -54,15 +57,15 @@ def figures(quick: bool = False) -> dict[str, float]:
             for d in definitions
         ]
         errors = [(e - c) / c for e, c in zip(estimated, counted, strict=True)]
-        out[f"{name} tokens"] = sum(counted)
-        out[f"{name} total error %"] = round(
-            100 * (sum(estimated) - sum(counted)) / sum(counted), 1
+        out[f"{name} (tokens)"] = sum(counted)
+        out[f"estimate over {name}, in total (%)"] = (
+            100 * (sum(estimated) - sum(counted)) / sum(counted)
         )
-        out[f"{name} per-tool error min %"] = round(100 * min(errors), 1)
-        out[f"{name} per-tool error max %"] = round(100 * max(errors), 1)
+        out[f"estimate over {name}, the least per tool (%)"] = 100 * min(errors)
+        out[f"estimate over {name}, the most per tool (%)"] = 100 * max(errors)
     return out
 
 
 if __name__ == "__main__":
     for key, value in figures().items():
-        print(f"{key}: {value:g}")
+        print(f"{key}: {value:,.1f}")

@@ -15,6 +15,7 @@ from typing import Any
 _PEAK_PROBE = """
 import json, resource, sys
 from doc_processing_std_tools.memory import MemoryStore
+from doc_processing_std_tools.shared.reply_bounds import ReplyBounds
 
 def peak_kb():
     # VmHWM: this process's own peak (ru_maxrss may keep the peak of the process that
@@ -28,7 +29,7 @@ def peak_kb():
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-store = MemoryStore(sys.argv[1])
+store = MemoryStore(sys.argv[1], ReplyBounds(10**9, 10**12))  # uncapped: every entry read
 keys = json.loads(store.list_keys())
 found = json.loads(store.search(sys.argv[2]))
 print(json.dumps({"keys": keys, "found": len(found), "rss_kb": peak_kb()}))

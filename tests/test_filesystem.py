@@ -144,11 +144,11 @@ async def test_tool_names_annotations_and_parameter_descriptions(client: Client)
         "write_file": {"path", "content"},
         "edit_file": {"path", "edits", "dryRun"},
         "create_directory": {"path"},
-        "list_directory": {"path"},
-        "list_directory_with_sizes": {"path", "sortBy"},
+        "list_directory": {"path", "offset"},
+        "list_directory_with_sizes": {"path", "sortBy", "offset"},
         "directory_tree": {"path", "excludePatterns"},
         "move_file": {"source", "destination"},
-        "search_files": {"path", "pattern", "excludePatterns"},
+        "search_files": {"path", "pattern", "excludePatterns", "offset"},
         "get_file_info": {"path"},
         "list_allowed_directories": set(),
     }
@@ -613,27 +613,32 @@ async def test_edit_file_refuses_edits_over_the_read_limit(world: dict[str, Path
 
 
 async def test_a_chain_as_deep_as_one_call_makes_can_be_listed_and_searched(
-    client: Client, world: dict[str, Path], clean_deep: None
+    world: dict[str, Path], clean_deep: None
 ) -> None:
     """create_directory makes 2,000 nested folders in one call; a move nests them deeper
-    (2,500). Both tools answer, with no recursion limit; the tree says where it stopped."""
-    await ok(client, "create_directory", path="deep/" + "d/" * 2000)
-    await ok(client, "create_directory", path="top/" + "t/" * 499)
-    await ok(client, "move_file", source="deep", destination="top/" + "t/" * 499 + "deep")
-    await ok(client, "write_file", path="top/" + "t/" * 499 + "deep/leaf.txt", content="x")
-    tree_text = await ok(client, "directory_tree", path="top")
-    tree_json, note = tree_text.split("\n\n[", 1)
-    node, levels = json.loads(tree_json), 0
-    while node:
-        levels += 1
-        node = node[0].get("children")
-    assert levels == fsmod.MAX_TREE_DEPTH
-    assert "1 folder(s) at depth 100" in note and "call directory_tree on a deeper path" in note
-    found = await ok(client, "search_files", path="top", pattern="**/leaf.txt")
-    assert found == str(world["root"] / "top" / ("t/" * 499 + "deep/leaf.txt"))
-    assert found in await ok(client, "search_files", path="top", pattern="**/*.txt")
-    every = await ok(client, "search_files", path="top", pattern="**/d")
-    assert len(every.splitlines()) == 2000
+    (2,500). Both tools answer, with no recursion limit; the tree says where it stopped.
+    Reply caps large enough for the whole: tests/test_bounded_replies.py has them cut."""
+    settings = Settings(
+        roots=[world["root"], world["root2"]], max_reply_entries=5_000, max_reply_chars=10**7
+    )
+    async with Client(create_server(settings)) as client:
+        await ok(client, "create_directory", path="deep/" + "d/" * 2000)
+        await ok(client, "create_directory", path="top/" + "t/" * 499)
+        await ok(client, "move_file", source="deep", destination="top/" + "t/" * 499 + "deep")
+        await ok(client, "write_file", path="top/" + "t/" * 499 + "deep/leaf.txt", content="x")
+        tree_text = await ok(client, "directory_tree", path="top")
+        tree_json, note = tree_text.split("\n\n[", 1)
+        node, levels = json.loads(tree_json), 0
+        while node:
+            levels += 1
+            node = node[0].get("children")
+        assert levels == fsmod.MAX_TREE_DEPTH
+        assert "1 folder(s) at depth 100" in note and "call directory_tree on a deeper path" in note
+        found = await ok(client, "search_files", path="top", pattern="**/leaf.txt")
+        assert found == str(world["root"] / "top" / ("t/" * 499 + "deep/leaf.txt"))
+        assert found in await ok(client, "search_files", path="top", pattern="**/*.txt")
+        every = await ok(client, "search_files", path="top", pattern="**/d")
+        assert len(every.splitlines()) == 2000
 
 
 async def test_exclude_patterns_with_many_brace_groups(

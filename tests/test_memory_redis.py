@@ -129,8 +129,7 @@ async def test_out_of_memory_changes_nothing_and_recovers(
             ("write_memory", {"key": "k", "value": "new"}),
             ("memory_insert", {"path": "d/a.txt", "insert_line": 0, "insert_text": "zero"}),
             ("memory_rename", {"old_path": "d", "new_path": "e"}),
-            ("memory_delete", {"path": "d"}),
-        ]:
+        ]:  # deletes run at maxmemory: tests/test_redis_full.py
             is_error, text = await call(client, tool, **args)
             assert is_error and "out of memory" in text and "raise its maxmemory" in text, text
             one_line_naming(text, url)

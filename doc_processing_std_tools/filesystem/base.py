@@ -155,5 +155,21 @@ class RootedFileSystem:
             folders.update(root for root in self.jail.roots if where.is_relative_to(root))
         return folders
 
+    def _paged(
+        self, lines: list[str], offset: int, what: str, tool: str, narrow: str, used: int = 0
+    ) -> list[str]:
+        """*lines* from *offset* on, as many as a reply holds (with *used* characters of its
+        own), then a note saying how many more and how to page or narrow when some are left."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise FileSystemError(f"offset must be an integer, 0 or more, got {offset!r}")
+        bounds = self.settings.reply_bounds
+        rest = lines[offset:]
+        shown = bounds.take(rest, used=used)
+        if len(shown) == len(rest):
+            return shown
+        following = offset + len(shown)
+        how = f"call {tool} again with offset={following} for the next ones, or {narrow}"
+        return [*shown, bounds.note(len(rest) - len(shown), what, how)]
+
     def list_allowed_directories(self) -> str:
         return "Allowed directories:\n" + "\n".join(str(root) for root in self.jail.roots)

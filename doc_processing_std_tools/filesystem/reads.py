@@ -115,23 +115,51 @@ class ReadTools(RootedFileSystem):
         return self._guard(path, read)
 
     def read_multiple_files(self, paths: Sequence[str]) -> str:
+        """Each file's text, until the reply holds max_read_bytes characters (as one read may)
+        or max_reply_entries files: the others are named, to be read in another call."""
         if not paths:
             raise FileSystemError("At least one file path must be provided")
         results = []
-        for path in paths:
+        room = self.settings.max_read_bytes
+        limit = self.settings.max_reply_entries
+        for path in paths[:limit]:
+            if room <= 0:
+                results.append(
+                    f"{quote(path, 200)}: not read: this reply already holds "
+                    f"max_read_bytes={self.settings.max_read_bytes} characters; read it in "
+                    "another call"
+                )
+                continue
             try:
-                results.append(f"{path}:\n{self.read_text_file(path)}\n")
+                text = self.read_text_file(path)
             except FileSystemError as exc:
                 results.append(f"{quote(path, 200)}: Error - {exc}")
+                continue
+            if len(text) > room:
+                results.append(
+                    f"{quote(path, 200)}: not read: its {len(text):,} characters would take this "
+                    f"reply past max_read_bytes={self.settings.max_read_bytes}; read it alone "
+                    "with read_text_file"
+                )
+                continue
+            room -= len(text)
+            results.append(f"{path}:\n{text}\n")
+        if len(paths) > limit:
+            results.append(
+                f"[{len(paths) - limit:,} more paths not read: a reply reads at most {limit:,} "
+                "files (max_reply_entries); read them in another call]"
+            )
         return "\n---\n".join(results)
 
-    def list_directory(self, path: str) -> str:
+    def list_directory(self, path: str, offset: int = 0) -> str:
         entries = self._guard(path, lambda: self.jail.scandir(path))
-        return "\n".join(
+        lines = [
             f"{'[DIR]' if entry.kind == 'dir' else '[FILE]'} {entry.name}" for entry in entries
-        )
+        ]
+        narrow = "list a subfolder, or find entries by name with search_files"
+        return "\n".join(self._paged(lines, offset, "entries", "list_directory", narrow))
 
-    def list_directory_with_sizes(self, path: str, sort_by: str = "name") -> str:
+    def list_directory_with_sizes(self, path: str, sort_by: str = "name", offset: int = 0) -> str:
         if sort_by not in ("name", "size"):
             raise FileSystemError(f"sortBy must be 'name' or 'size', got {sort_by!r}")
         entries = self._guard(path, lambda: self.jail.scandir(path))
@@ -147,9 +175,12 @@ class ReadTools(RootedFileSystem):
                 files += 1
                 total += entry.size
                 lines.append(f"[FILE] {entry.name:<30} {format_size(entry.size):>10}")
-        lines += ["", f"Total: {files} files, {dirs} directories"]
-        lines.append(f"Combined size: {format_size(total)}")
-        return "\n".join(lines)
+        totals = ["", f"Total: {files} files, {dirs} directories"]
+        totals.append(f"Combined size: {format_size(total)}")
+        narrow = "list a subfolder, or find entries by name with search_files"
+        used = sum(len(line) + 1 for line in totals)
+        shown = self._paged(lines, offset, "entries", "list_directory_with_sizes", narrow, used)
+        return "\n".join(shown + totals)
 
     def get_file_info(self, path: str) -> str:
         def info() -> str:

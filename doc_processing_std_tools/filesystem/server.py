@@ -49,6 +49,15 @@ TreeExcludeArg = Annotated[
 ]
 
 
+OffsetArg = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="Entries to skip: the offset a cut reply names. Default 0.",
+    ),
+]
+
+
 def create_server(settings: Settings) -> FastMCP:
     """Build the ``filesystem`` server on *settings* (roots must exist)."""
     from fastmcp import FastMCP
@@ -112,7 +121,8 @@ def create_server(settings: Settings) -> FastMCP:
         "than reading files one by one when you need to analyze or compare multiple "
         "files. Each file's content is returned with its path as a reference. Failed "
         "reads for individual files won't stop the entire operation. "
-        "Only works within allowed directories.",
+        f"Past {settings.max_read_bytes} characters in all, the other files are named, not "
+        "read. Only works within allowed directories.",
     )
     def read_multiple_files(
         paths: Annotated[
@@ -133,16 +143,16 @@ def create_server(settings: Settings) -> FastMCP:
         "Get a detailed listing of all files and directories in a specified path. "
         "Results clearly distinguish between files and directories with [FILE] and "
         "[DIR] prefixes (a symlink is listed as [FILE]). "
-        "Only works within allowed directories.",
+        "Long listings come in pages (offset). Only works within allowed directories.",
     )
-    def list_directory(path: PathArg) -> str:
-        return call(fs.list_directory, path)
+    def list_directory(path: PathArg, offset: OffsetArg = 0) -> str:
+        return call(fs.list_directory, path, offset)
 
     @read_tool(
         "List Directory with Sizes",
         "Get a detailed listing of all files and directories in a specified path, "
         "including sizes, with [FILE] and [DIR] prefixes and totals at the end. "
-        "Only works within allowed directories.",
+        "Long listings come in pages (offset). Only works within allowed directories.",
     )
     def list_directory_with_sizes(
         path: PathArg,
@@ -150,8 +160,9 @@ def create_server(settings: Settings) -> FastMCP:
             Literal["name", "size"],
             Field(description="Sort entries by name or size (largest first)"),
         ] = "name",
+        offset: OffsetArg = 0,
     ) -> str:
-        return call(fs.list_directory_with_sizes, path, sortBy)
+        return call(fs.list_directory_with_sizes, path, sortBy, offset)
 
     @read_tool(
         "Directory Tree",
@@ -159,8 +170,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Each entry includes 'name', 'type' (file/directory), and 'children' for "
         "directories. Files have no children array, while directories always have a "
         "children array (which may be empty). Symlinks are listed as files and never "
-        f"followed. Stops after {settings.max_entries} entries, and at "
-        f"{MAX_TREE_DEPTH} levels deep, and says so. "
+        f"followed. Stops after {settings.max_entries} entries, at {MAX_TREE_DEPTH} levels "
+        f"deep, or at {settings.max_reply_chars} characters, and says so. "
         "Only works within allowed directories.",
     )
     def directory_tree(path: PathArg, excludePatterns: TreeExcludeArg = []) -> str:  # noqa: B006
@@ -172,8 +183,8 @@ def create_server(settings: Settings) -> FastMCP:
         "Patterns match paths relative to 'path': '*.ext' matches files directly in "
         "it, '**/*.ext' matches files in all subdirectories. Returns full paths to "
         "all matching items. Symlinked folders are not entered. "
-        f"Stops after {settings.max_entries} entries and says so. "
-        "Only searches within allowed directories.",
+        f"Stops after {settings.max_entries} entries and says so; many matches come in "
+        "pages (offset). Only searches within allowed directories.",
     )
     def search_files(
         path: PathArg,
@@ -184,8 +195,9 @@ def create_server(settings: Settings) -> FastMCP:
             list[str],
             Field(description="Glob patterns (relative to path) of entries to skip"),
         ] = [],  # noqa: B006
+        offset: OffsetArg = 0,
     ) -> str:
-        return call(fs.search_files, path, pattern, excludePatterns)
+        return call(fs.search_files, path, pattern, excludePatterns, offset)
 
     @read_tool(
         "Get File Info",

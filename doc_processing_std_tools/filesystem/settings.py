@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from ..settings import ServerSettings, resolve_path
+from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.reply_bounds import ReplyLimits
 
 if TYPE_CHECKING:
     pass
@@ -36,8 +37,8 @@ def _default_roots() -> list[str]:
     return [os.path.abspath(os.path.expanduser(p)) for p in value.split(os.pathsep) if p.strip()]
 
 
-class Settings(ServerSettings):
-    """Settings of the ``filesystem`` server."""
+class Settings(ReplyLimits):
+    """Settings of the ``filesystem`` server (with the reply caps of :class:`ReplyLimits`)."""
 
     roots: list[Path] = Field(
         default_factory=_default_roots,

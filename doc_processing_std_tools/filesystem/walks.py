@@ -13,6 +13,8 @@ from ..shared.globs import GlobError, Globs, check_pattern
 
 if TYPE_CHECKING:
     pass
+from ..containment import Entry
+from ..shared.reply_bounds import NOTE_ROOM
 from .base import MAX_TREE_DEPTH, FileSystemError, RootedFileSystem
 
 
@@ -21,35 +23,50 @@ class WalkTools(RootedFileSystem):
 
     def directory_tree(self, path: str, exclude_patterns: Sequence[str] = ()) -> str:
         excluded = self._globs(exclude_patterns, "excludePatterns", anywhere=True)
-        cut: list[str] = []  # folders at MAX_TREE_DEPTH whose contents are left out
 
-        def build() -> tuple[list[dict[str, Any]], bool]:
-            top: list[dict[str, Any]] = []
-            stack: list[list[dict[str, Any]]] = [top]
+        def collect() -> tuple[list[tuple[int, str, Entry]], bool]:
+            found: list[tuple[int, str, Entry]] = []
             walk = self.jail.walk_relative(
                 path,
                 max_depth=MAX_TREE_DEPTH,
                 exclude=lambda relative, _entry: excluded.match(relative),
             )
             with closing(walk):
-                for seen, (depth, relative, entry) in enumerate(walk):
+                for seen, item in enumerate(walk):
                     if seen >= self.settings.max_entries:
-                        return top, True
-                    del stack[depth:]
-                    node: dict[str, Any] = {
-                        "name": entry.name,
-                        "type": "directory" if entry.kind == "dir" else "file",
-                    }
-                    stack[-1].append(node)
-                    if entry.kind == "dir":
-                        node["children"] = []
-                        stack.append(node["children"])
-                        if depth == MAX_TREE_DEPTH:
-                            cut.append(relative)
-            return top, False
+                        return found, True
+                    found.append(item)
+            return found, False
 
-        tree, truncated = self._guard(path, build)
-        text = json.dumps(tree, indent=2, ensure_ascii=False)
+        found, truncated = self._guard(path, collect)
+        bounds = self.settings.reply_bounds
+        shown = min(len(found), bounds.entries)
+        while True:  # fewer entries until the whole reply fits (a few rounds at most)
+            text = self._tree_reply(path, found, shown, truncated)
+            if len(text) <= bounds.chars or shown == 0:
+                return text
+            shown = min(shown - 1, shown * (bounds.chars - NOTE_ROOM) // len(text))
+
+    def _tree_reply(
+        self, path: str, found: list[tuple[int, str, Entry]], shown: int, truncated: bool
+    ) -> str:
+        """directory_tree's reply holding the first *shown* entries of *found* (depth first)."""
+        top: list[dict[str, Any]] = []
+        stack: list[list[dict[str, Any]]] = [top]
+        cut: list[str] = []  # folders at MAX_TREE_DEPTH whose contents are left out
+        for depth, relative, entry in found[:shown]:
+            del stack[depth:]
+            node: dict[str, Any] = {
+                "name": entry.name,
+                "type": "directory" if entry.kind == "dir" else "file",
+            }
+            stack[-1].append(node)
+            if entry.kind == "dir":
+                node["children"] = []
+                stack.append(node["children"])
+                if depth == MAX_TREE_DEPTH:
+                    cut.append(relative)
+        text = json.dumps(top, indent=2, ensure_ascii=False)
         if cut:
             deeper = os.path.join(self.jail.display(path), cut[0])
             text += (
@@ -57,7 +74,11 @@ class WalkTools(RootedFileSystem):
                 f"their contents (the tree's depth limit); call directory_tree on a deeper "
                 f"path, e.g. {quote(deeper, 300)}]"
             )
-        if truncated:
+        if shown < len(found):
+            how = "call directory_tree on a subfolder, or add excludePatterns"
+            more = len(found) - shown
+            text += "\n\n" + self.settings.reply_bounds.note(more, "entries", how, truncated)
+        elif truncated:
             text += (
                 f"\n\n[Stopped at max_entries={self.settings.max_entries} entries: the tree "
                 "is incomplete; pick a deeper path or add excludePatterns]"
@@ -70,7 +91,9 @@ class WalkTools(RootedFileSystem):
         except GlobError as exc:
             raise FileSystemError(f"Invalid {what}: {exc}") from None
 
-    def search_files(self, path: str, pattern: str, exclude_patterns: Sequence[str] = ()) -> str:
+    def search_files(
+        self, path: str, pattern: str, exclude_patterns: Sequence[str] = (), offset: int = 0
+    ) -> str:
         if not pattern:
             raise FileSystemError("pattern must not be empty")
         try:
@@ -94,10 +117,18 @@ class WalkTools(RootedFileSystem):
             return matches, False
 
         matches, truncated = self._guard(path, search)
-        text = "\n".join(matches) if matches else "No matches found"
+        stop = ""
         if truncated:
-            text += (
-                f"\n[Search stopped after max_entries={self.settings.max_entries} entries: "
+            stop = (
+                f"[Search stopped after max_entries={self.settings.max_entries} entries: "
                 "results may be incomplete; search a deeper path or add excludePatterns]"
             )
-        return text
+        narrow = "use a narrower pattern or path"
+        lines = self._paged(matches, offset, "matches", "search_files", narrow, len(stop) + 1)
+        if not matches:
+            text = "No matches found"
+        elif not lines:
+            text = f"No matches past offset {offset}: {len(matches):,} in all"
+        else:
+            text = "\n".join(lines)
+        return f"{text}\n{stop}" if stop else text

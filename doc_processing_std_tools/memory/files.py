@@ -23,6 +23,7 @@ from .formats import (
     _split_lines,
     file_view,
 )
+from .replies import folder_reply
 
 
 class FileCommands(MemoryFolder):
@@ -72,7 +73,7 @@ class FileCommands(MemoryFolder):
             f"Here're the files and directories up to 2 levels deep in {display}, "
             "excluding hidden items:"
         )
-        return header + "\n" + "\n".join(rows)
+        return folder_reply(header, rows, self.bounds)
 
     def create(self, path: str, file_text: str) -> str:
         parts, display = self._parse_path(path)

@@ -15,6 +15,7 @@ from typing import TypeVar
 from .. import locking
 from ..containment import ContainmentError, Jail
 from ..shared.client_text import quote
+from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds
 from .formats import MemoryStoreError, _decode_text, _encode_text, checked_path
 from .index import EntryIndex
 
@@ -34,8 +35,13 @@ class MemoryFolder:
     """One memory folder: where it is, its jail, its locks, and the edit loop that
     keeps slow work outside them. :class:`KeyValueStore` and :class:`FileCommands` work on it."""
 
-    def __init__(self, memory_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, memory_dir: str | os.PathLike[str], bounds: ReplyBounds = DEFAULT_BOUNDS
+    ) -> None:
         self.memory_dir = Path(memory_dir)
+        self.bounds = (
+            bounds  # the caps of search_memory's, list_memory_keys' and a folder view's reply
+        )
         self._swept = False  # stale temp files are removed on first use
         self.index = EntryIndex(self.memory_dir)
 

@@ -240,6 +240,11 @@ def _decode_entry(stem: str, data: bytes) -> tuple[str, str | None]:
 _KEY_HEAD = re.compile(rb'\A\s*\{\s*"key"\s*:\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,\s*"value"\s*:\s*"')
 
 
+def is_entry_head(head: bytes) -> bool:
+    """Whether *head* (a file's first bytes) starts as write_memory writes an entry."""
+    return _KEY_HEAD.match(head) is not None
+
+
 def _key_in_head(stem: str, head: bytes) -> str:
     """The key named in the first bytes of an entry written by write_memory, else the stem.
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from contextlib import suppress
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ from .formats import (
     _key_in_head,
 )
 from .index_entry import IndexedEntry, matches
+from .replies import check_offset, keys_reply, search_reply
 
 
 class KeyValueStore(MemoryFolder):
@@ -116,17 +116,19 @@ class KeyValueStore(MemoryFolder):
         with self._guard("/", "list"):
             return jail, self.index.entries(jail)
 
-    def search(self, query: str) -> str:
+    def search(self, query: str, offset: int = 0) -> str:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
+        check_offset(offset)
         needle = query.casefold()
         jail, entries = self._indexed()
         results = matches(entries, needle, lambda entry: self.index.value_of(jail, entry))
-        return json.dumps(results, ensure_ascii=False)
+        return search_reply(results, offset, self.bounds)
 
-    def list_keys(self) -> str:
+    def list_keys(self, offset: int = 0) -> str:
+        check_offset(offset)
         _jail, entries = self._indexed()
-        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
+        return keys_reply(sorted(entry.key for entry in entries), offset, self.bounds)
 
     def delete(self, key: str) -> str:
         name = self.key_file_name(key)

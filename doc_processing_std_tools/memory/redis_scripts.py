@@ -2,22 +2,43 @@
 
 Each script gets the namespace's four keys, which share one hash tag (so a namespace lives in
 one slot of a Redis or Valkey cluster): ``KEYS[1]`` files (path -> bytes), ``KEYS[2]``
-versions (path -> the namespace's change counter when the file last changed), ``KEYS[3]``
-folders (path -> "1"; the root is implicit), ``KEYS[4]`` meta (``epoch``: a token set by the
-first change after the data was made, ``seq``: the change counter). ``ARGV[1]`` is a fresh
-epoch token. A script checks everything before its first write and returns ``{status, ...}``:
-a refusal writes nothing. The ``#!lua`` line makes Redis refuse a script up front when it is
-out of memory (``maxmemory`` with ``noeviction``), instead of failing at its first write.
+versions (path -> the version of its bytes), ``KEYS[3]`` folders (path -> "1"; the root is
+implicit), ``KEYS[4]`` meta (``epoch``: a token set by the first change after the data was
+made, ``seq``: the change counter, ``gen``: the token of the last change). ``ARGV[1]`` is the
+change's token: 15 random hex digits, fresh for every script call.
+
+A file's version is that token (with a suffix when one script writes several files), and a move
+keeps it: a (path, version) pair names one content in any history. A change counter does not:
+a restore from an older RDB or a failover to a lagging replica brings an older state back, and
+the changes written next count up through the same numbers with other contents. So the search
+index compares ``gen`` and the versions, never the counter, to know what changed (and edits
+compare versions before they write).
+
+A script checks everything before its first write and returns ``{status, ...}``: a refusal
+writes nothing. The ``#!lua`` line makes Redis refuse a script up front when it is out of
+memory (``maxmemory`` with ``noeviction``), instead of failing at its first write; the scripts
+that only delete say ``flags=allow-oom`` (their bookkeeping writes a few bytes), so that memory
+can be freed when it is full. Scripts that only read say ``flags=no-writes``.
 """
 
 from __future__ import annotations
 
 _COMMON = """
-local function bump(path)
-  redis.call('HSETNX', KEYS[4], 'epoch', ARGV[1])
-  local v = redis.call('HINCRBY', KEYS[4], 'seq', 1)
-  if path then redis.call('HSET', KEYS[2], path, v) end
-  return v
+local bumped = 0
+local function bump(path, version)
+  if bumped == 0 then
+    redis.call('HSETNX', KEYS[4], 'epoch', ARGV[1])
+    redis.call('HSET', KEYS[4], 'gen', ARGV[1])
+  end
+  redis.call('HINCRBY', KEYS[4], 'seq', 1)
+  if path then
+    if not version then
+      version = ARGV[1]
+      if bumped > 0 then version = version .. string.format('%x', bumped) end
+    end
+    redis.call('HSET', KEYS[2], path, version)
+  end
+  bumped = bumped + 1
 end
 local function file_parent(path)
   local i = 0
@@ -116,7 +137,7 @@ return {'ok'}
 )
 
 DELETE_FILE = (
-    "#!lua\n"
+    "#!lua flags=allow-oom\n"
     + _COMMON
     + """
 -- ARGV[2] name: delete_memory
@@ -143,7 +164,7 @@ end
 """
 
 DELETE_PATH = (
-    "#!lua\n"
+    "#!lua flags=allow-oom\n"
     + _COMMON
     + _UNDER
     + """
@@ -189,20 +210,22 @@ if file_parent(new) then return {'notdir'} end
 make_parents(new)
 if k == 'file' then
   local data = redis.call('HGET', KEYS[1], old)
+  local version = redis.call('HGET', KEYS[2], old)
   redis.call('HDEL', KEYS[1], old)
   redis.call('HDEL', KEYS[2], old)
   redis.call('HSET', KEYS[1], new, data)
-  bump(new)
+  bump(new, version)
 else
   local prefix = old .. '/'
   local n = #prefix
   for _, p in ipairs(under(KEYS[1], prefix)) do
     local data = redis.call('HGET', KEYS[1], p)
+    local version = redis.call('HGET', KEYS[2], p)
     local moved = new .. '/' .. string.sub(p, n + 1)
     redis.call('HDEL', KEYS[1], p)
     redis.call('HDEL', KEYS[2], p)
     redis.call('HSET', KEYS[1], moved, data)
-    bump(moved)
+    bump(moved, version)
   end
   for _, p in ipairs(under(KEYS[3], prefix)) do
     redis.call('HDEL', KEYS[3], p)

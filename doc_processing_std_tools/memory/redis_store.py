@@ -5,22 +5,25 @@ A namespace is four hashes under one hash tag, ``dpt-memory:{<namespace>}:files|
 keep in the file, so ``memory copy`` moves stores byte for byte. Edits (str_replace, insert) read
 the file and its version, compute outside Redis and write only if the version is unchanged
 (compare-and-set), else compute again. search_memory keeps the key-value entries in memory like the
-folder's index: each call reads the namespace's change counter (one round trip when nothing changed),
-else the versions hash, and fetches only the entries whose version moved. The entries are saved in
-the per-user cache as the folder's index is (:mod:`.index_file`), under the store's identity and
-the data's epoch, so a new launcher's first search fetches only what changed since.
+folder's index: each call reads the token of the namespace's last change (one round trip when
+nothing changed), else the versions hash, and fetches only the entries whose version differs.
+Tokens and versions are random per change, never counters (see :mod:`.redis_scripts`), so a
+restore from an older RDB or a failover to a lagging replica, followed by as many new changes as
+were lost, still shows as a change of every entry it touched. The entries are saved in the per-user
+cache as the folder's index is (:mod:`.index_file`), under the store's identity and the data's
+epoch, and a new launcher checks each one against the versions hash before it trusts it.
 """
 
 from __future__ import annotations
 
 import atexit
 import hashlib
-import json
 import os
 import random
 import secrets
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from ..shared.client_text import quote
+from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds
 from . import redis_scripts as lua
 from .formats import (
     HEAD_BYTES,
@@ -43,8 +47,14 @@ from .formats import (
 )
 from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry
 from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry, matches
+from .replies import check_offset, folder_reply, keys_reply, search_reply
 
 R = TypeVar("R")
+
+# The meta fields read before every search: when all are unchanged, so is the namespace. ``gen``
+# (the last change's token) tells any two states apart; epoch and seq are there for namespaces
+# last changed by an older version, which wrote no gen.
+GEN_FIELDS = ("epoch", "seq", "gen")
 
 KEY_PREFIX = "dpt-memory"
 DEFAULT_NAMESPACE = "default"
@@ -56,6 +66,21 @@ FETCH_BATCH = 1000  # entries fetched per script call when the index catches up
 FETCH_PIPELINE = 10  # script calls per round trip
 CONNECT_TIMEOUT = 2.0  # seconds
 SOCKET_TIMEOUT = 10.0  # seconds for a reply
+_SIG_MASK = (1 << 63) - 1  # an entry's sig is saved as signed 64-bit integers
+
+
+def change_token() -> str:
+    """A change's token (``ARGV[1]`` of the scripts): 15 random hex digits, 60 bits."""
+    return f"{secrets.randbits(60):015x}"
+
+
+def version_sig(version: bytes) -> int:
+    """A file's version (hex digits: a change token, maybe with a suffix) as the integer kept in
+    its index entry; a version written by something else is hashed."""
+    try:
+        return int(version, 16) & _SIG_MASK
+    except ValueError:
+        return zlib.crc32(version) | (1 << 62)
 
 
 def redact(url: str) -> str:
@@ -66,7 +91,8 @@ def redact(url: str) -> str:
 
 
 def split_store_url(url: str) -> tuple[str, str]:
-    """(connection url for redis-py, namespace) of ``redis://host:6379/2?namespace=team-a``."""
+    """(connection url for redis-py, namespace) of ``redis://host:6379/2?namespace=team-a``;
+    ValueError for another scheme or another query key (a typo must not pick the default)."""
     parts = urlsplit(url)
     scheme = SCHEMES.get(parts.scheme.lower())
     if scheme is None:
@@ -74,7 +100,14 @@ def split_store_url(url: str) -> tuple[str, str]:
             f"{redact(url)!r} is not a Redis url: it must start with redis://, rediss://, "
             "valkey:// or valkeys://"
         )
-    namespace = parse_qs(parts.query).get("namespace", [DEFAULT_NAMESPACE])[0]
+    query = parse_qs(parts.query, keep_blank_values=True)
+    unknown = sorted(set(query) - {"namespace"})
+    if unknown:
+        raise ValueError(
+            f"unknown query key {quote(unknown[0], 60)!r} in {redact(url)!r}: the only one is "
+            "namespace (redis://HOST:PORT/DB?namespace=NAME)"
+        )
+    namespace = query.get("namespace", [DEFAULT_NAMESPACE])[-1]
     return urlunsplit(parts._replace(scheme=scheme, query="")), namespace
 
 
@@ -161,7 +194,7 @@ class RedisMemory:
 
     def run(self, source: str, *args: Any) -> list[Any]:
         """Run a change script: ``[status, ...]`` with status decoded."""
-        reply = self.script(source)(keys=self.keys, args=[secrets.token_hex(8), *args])
+        reply = self.script(source)(keys=self.keys, args=[change_token(), *args])
         return [reply[0].decode(), *reply[1:]]
 
     def read_script(self, source: str, *args: Any) -> list[Any]:
@@ -215,12 +248,22 @@ class RedisMemory:
         return RedisStoreError(f"Redis at {self.label} refused the command: {reason}")
 
     def reset(self) -> None:
-        """Drop the connection pool, so the next call connects (and, embedded, restarts) afresh."""
+        """After a call failed to reach Redis: redis-py has closed that call's connection.
+
+        The pool's other connections may be carrying other calls right now: closing them would
+        fail those calls too ("Bad file descriptor"), so only the idle ones are closed (a
+        restarted Redis left them dead). Embedded, or on a cluster, the client is dropped as
+        well, so that the next call connects afresh (embedded: starts the server again); calls
+        still in flight on it finish on their own connections.
+        """
         with self._lock:
-            client, self._client = self._client, None
+            client = self._client
+            if self._connect_url is not None or self.cluster:
+                self._client = None
         if client is not None:
-            with suppress(Exception):  # closing a broken pool
-                client.close()
+            with suppress(Exception):  # a broken pool: its connections are checked when taken
+                for pool in _pools(client):
+                    pool.disconnect(inuse_connections=False)
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -248,6 +291,15 @@ class RedisMemory:
         return None
 
 
+def _pools(client: Any) -> list[Any]:
+    """The connection pools of a redis-py client: its own, or a cluster client's, one per node."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return [pool]
+    nodes = client.get_nodes()
+    return [n.redis_connection.connection_pool for n in nodes if n.redis_connection is not None]
+
+
 def _folder_parts(path: str, display: str) -> list[str]:
     """*path*'s components with ``..`` applied; refuses what climbs above the store."""
     out: list[str] = []
@@ -267,10 +319,11 @@ class RedisMemoryStore:
     """The memory tools (both interfaces) on one Redis namespace; same methods and texts as
     :class:`~.stores.MemoryStore`."""
 
-    def __init__(self, redis_memory: RedisMemory) -> None:
+    def __init__(self, redis_memory: RedisMemory, bounds: ReplyBounds = DEFAULT_BOUNDS) -> None:
         self.db = redis_memory
+        self.bounds = bounds
         self._index_lock = threading.Lock()
-        self._gen: tuple[Any, Any] | None = None
+        self._gen: tuple[Any, ...] | None = None  # GEN_FIELDS when the entries were caught up
         self._entries: dict[str, IndexedEntry] = {}
         self._kept = 0
         self._tried_saved = False
@@ -384,7 +437,7 @@ class RedisMemoryStore:
         """The key-value entries, caught up with Redis (see the module docstring)."""
         client = self.db.client()
         with self._index_lock:
-            gen = tuple(client.hmget(self.db.k_meta, ["epoch", "seq"]))
+            gen = tuple(client.hmget(self.db.k_meta, GEN_FIELDS))
             if gen == self._gen:
                 return list(self._entries.values())
             if not self._entries and gen[0] is not None and not self._tried_saved:
@@ -396,7 +449,7 @@ class RedisMemoryStore:
             for raw, version in versions.items():
                 name = raw.decode("utf-8", "surrogateescape")
                 if self._is_entry(name):
-                    wanted[name] = int(version)
+                    wanted[name] = version_sig(version)
             entries = self._entries
             for name in [n for n in entries if n not in wanted]:
                 self._kept -= entries.pop(name).cost
@@ -505,7 +558,7 @@ class RedisMemoryStore:
         raise AssertionError("unreachable")
 
     def _entry(self, name: str, version: int, size: int, data: bytes) -> IndexedEntry:
-        """The entry of *name* at *version* (its sig: (version, size, 0, 0), saved as the
+        """The entry of *name* at *version* (its sig: (version_sig, size, 0, 0), saved as the
         folder index's (inode, size, mtime, ctime))."""
         stem, sig = name[:-5], (version, size, 0, 0)
         if size > MAX_INDEXED_BYTES:
@@ -516,23 +569,25 @@ class RedisMemoryStore:
         keep = self._kept + 2 * len(value) <= INDEX_BUDGET_CHARS
         return _entry(name, sig, TEXT, key, size, value if keep else None)
 
-    def search(self, query: str) -> str:
+    def search(self, query: str, offset: int = 0) -> str:
         if not isinstance(query, str):
             raise MemoryStoreError(f"The query must be a string, got {type(query).__name__}")
+        check_offset(offset)
         needle = query.casefold()
         with self.db.guard():
             results = matches(self._indexed(), needle, self._stored_value)
-        return json.dumps(results, ensure_ascii=False)
+        return search_reply(results, offset, self.bounds)
 
     def _stored_value(self, entry: IndexedEntry) -> str | None:
         """The text value of an entry the index did not keep (over its budget)."""
         data = self.db.client().hget(self.db.k_files, entry.name)
         return None if data is None else _decode_entry(entry.name[:-5], data)[1]
 
-    def list_keys(self) -> str:
+    def list_keys(self, offset: int = 0) -> str:
+        check_offset(offset)
         with self.db.guard():
             entries = self._indexed()
-        return json.dumps(sorted(entry.key for entry in entries), ensure_ascii=False)
+        return keys_reply(sorted(entry.key for entry in entries), offset, self.bounds)
 
     def warm_index(self) -> None:
         """Fetch the entries in the background when served (errors wait for the first call)."""
@@ -590,7 +645,7 @@ class RedisMemoryStore:
             f"Here're the files and directories up to 2 levels deep in {display}, "
             "excluding hidden items:"
         )
-        return header + "\n" + "\n".join(rows)
+        return folder_reply(header, rows, self.bounds)
 
     def create(self, path: str, file_text: str) -> str:
         target, display = self._parse_path(path, "create")

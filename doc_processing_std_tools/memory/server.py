@@ -56,6 +56,15 @@ Key = Annotated[
 ]
 
 
+Offset = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="Entries to skip: the next_offset of a cut reply. Default 0.",
+    ),
+]
+
+
 MemPath = Annotated[
     str,
     Field(
@@ -118,13 +127,13 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     READ = tool_annotations(read_only=True)
 
-    def tool(**options: Any) -> Callable[[Callable[..., str]], Any]:
-        """``server.tool`` with the docstring passed as the description: given a docstring,
-        fastmcp parses it with griffe, whose import alone costs ~40 ms of every start-up
-        (ours are plain descriptions, with no Args sections to find)."""
+    def tool(after: str = "", **options: Any) -> Callable[[Callable[..., str]], Any]:
+        """``server.tool`` with the docstring (and *after*) passed as the description: given a
+        docstring, fastmcp parses it with griffe, whose import alone costs ~40 ms of every
+        start-up (ours are plain descriptions, with no Args sections to find)."""
 
         def register(fn: Callable[..., str]) -> Any:
-            description = inspect.getdoc(fn)
+            description = " ".join(filter(None, [inspect.getdoc(fn), after]))
             fn.__doc__ = None
             return server.tool(description=description, **options)(fn)
 
@@ -150,7 +159,12 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Return the full text stored under a key, or an error if no memory has that key. For a .json file that was not written by write_memory, its raw text is returned."""
         return run(store.read, key)
 
-    @tool(output_schema=None, annotations=READ)
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after='Many results come in pages: a JSON object with "note", "total", "next_offset" '
+        'and "results" (a value too large for a page is listed as an entry over 1 MiB is).',
+    )
     def search_memory(
         query: Annotated[
             str,
@@ -159,14 +173,20 @@ def create_server(settings: Settings | None = None) -> FastMCP:
                 "an empty query matches every memory)."
             ),
         ],
+        offset: Offset = 0,
     ) -> str:
         """Find memories whose key or value contains the query, ignoring case. Returns a JSON list of {"key": ..., "value": ...} objects sorted by key, with full values (an empty list when nothing matches); an entry over 1 MiB is matched by its key only and listed with "value": null and its "size" in bytes (read it with read_memory)."""
-        return run(store.search, query)
+        return run(store.search, query, offset)
 
-    @tool(output_schema=None, annotations=READ)
-    def list_memory_keys() -> str:
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after='Many keys come in pages: a JSON object with "note", "total", "next_offset" and '
+        '"keys".',
+    )
+    def list_memory_keys(offset: Offset = 0) -> str:
         """List every stored key as a sorted JSON list of strings. Every top-level .json file in the memory directory counts, including ones made with memory_create (listed under their file name without .json)."""
-        return run(store.list_keys)
+        return run(store.list_keys, offset)
 
     @tool(
         output_schema=None,
@@ -176,7 +196,11 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         """Delete the memory stored under a key (its <key>.json file). Returns a confirmation, or an error if no memory has that key."""
         return run(store.delete, key)
 
-    @tool(output_schema=None, annotations=READ)
+    @tool(
+        output_schema=None,
+        annotations=READ,
+        after="A long directory listing ends saying how many more entries it left out.",
+    )
     def memory_view(
         path: MemPath,
         view_range: Annotated[

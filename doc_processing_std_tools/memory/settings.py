@@ -9,8 +9,9 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
-from ..settings import ServerSettings, resolve_path
+from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.reply_bounds import ReplyLimits
 
 if TYPE_CHECKING:
     pass
@@ -64,8 +65,8 @@ def _default_memory_dir() -> Path:
     return user_memory_dir()
 
 
-class Settings(ServerSettings):
-    """Settings of the ``memory-tools`` server."""
+class Settings(ReplyLimits):
+    """Settings of the ``memory-tools`` server (with the reply caps of :class:`ReplyLimits`)."""
 
     memory_dir: Path = Field(
         default_factory=_default_memory_dir,

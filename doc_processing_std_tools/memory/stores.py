@@ -24,13 +24,16 @@ class MemoryStore(KeyValueStore, FileCommands):
 def open_store(settings: Settings) -> Any:
     """The store the settings name: a :class:`MemoryStore` on the folder, or a
     :class:`~.redis_store.RedisMemoryStore` on the Redis namespace (nothing connects yet)."""
+    bounds = settings.reply_bounds
     if not settings.on_redis:
-        return MemoryStore(settings.memory_dir)
+        return MemoryStore(settings.memory_dir, bounds)
     from .redis_store import RedisMemory, RedisMemoryStore
 
     if settings.backend == "embedded":
-        return RedisMemoryStore(RedisMemory(None, settings.namespace, connect_url=_embedded_url))
-    return RedisMemoryStore(RedisMemory(settings.url, settings.namespace, cluster=settings.cluster))
+        db = RedisMemory(None, settings.namespace, connect_url=_embedded_url)
+    else:
+        db = RedisMemory(settings.url, settings.namespace, cluster=settings.cluster)
+    return RedisMemoryStore(db, bounds)
 
 
 _EMBEDDED: Any = None
@@ -83,7 +86,7 @@ class SessionStores:
         with self._lock:
             store = self._stores.get(folder)
             if store is None:
-                store = self._stores[folder] = MemoryStore(folder)
+                store = self._stores[folder] = MemoryStore(folder, self.settings.reply_bounds)
         return store
 
     def __getattr__(self, name: str) -> Any:

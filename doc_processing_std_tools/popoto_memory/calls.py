@@ -18,6 +18,7 @@ from typing import Any
 from .. import locking
 from ..shared import workspace
 from ..shared.client_text import QUOTE_LIMIT, bounded, quote
+from ..shared.reply_bounds import DEFAULT_BOUNDS, NOTE_ROOM, ReplyBounds
 from ..telemetry import store_failed
 from .runtime import START_TIMEOUT, PopotoUnavailable, Runtime, Scope
 from .settings import scope_of_root
@@ -44,23 +45,54 @@ class CallResult:
     is_error: bool = False
 
 
-def dispatch(name: str, arguments: dict[str, Any], service: Any) -> tuple[CallResult, bool]:
+def dispatch(
+    name: str, arguments: dict[str, Any], service: Any, bounds: ReplyBounds = DEFAULT_BOUNDS
+) -> tuple[CallResult, bool]:
     """popoto's ``dispatch()`` -> (its answer, whether that answer may hide an outage).
 
     An error, or a search that found nothing, is also what popoto answers when its
-    backend is down; only those pay for a ping, successful calls do not.
+    backend is down; only those pay for a ping, successful calls do not. A search's answer
+    is cut to *bounds* (:func:`bounded_search`).
     """
     from popoto.integrations.mcp_server import dispatch as popoto_dispatch
 
     raw = popoto_dispatch(name, arguments, service)
     is_error = bool(raw["is_error"])
     text = briefly_quoted(raw["text"], arguments) if is_error else raw["text"]
+    if name == "memory_search" and not is_error:
+        text = bounded_search(text, (raw.get("structured") or {}).get("results") or [], bounds)
     result = CallResult(text, is_error)
     suspect = name in CHECKED_TOOLS and (
         result.is_error
         or (name == "memory_search" and not (raw.get("structured") or {}).get("results"))
     )
     return result, suspect
+
+
+def bounded_search(text: str, results: list[dict[str, Any]], bounds: ReplyBounds) -> str:
+    """popoto's search answer cut to the reply caps, with a last line saying how many more.
+
+    Its ``limit`` argument is the caller's (frozen schema, no paging): what passes on is cut
+    at whole results, popoto's lines made again from its structured results (one line per
+    result, a result longer than a whole reply cut short). Should they not give its text
+    back (another popoto), the text is cut at the character cap.
+    """
+    if len(text) <= bounds.chars and len(results) <= bounds.entries:
+        return text
+    how = "ask with a more specific query (or a smaller limit)"
+    header = f"{len(results)} memory result(s):"
+    lines = [f"- {item.get('content')}  [key: {item.get('key')}]" for item in results]
+    if "\n".join([header, *lines]) != text:
+        return (
+            f"{text[: bounds.chars - NOTE_ROOM]}\n[the answer was {len(text):,} characters, "
+            f"cut here: {bounds.stops_at()}; {how}]"
+        )
+    shown = bounds.take(lines, used=len(header) + 1)
+    if not shown:  # the first result alone is longer than a reply
+        first = results[0]
+        room = bounds.chars - NOTE_ROOM - len(header) - len(str(first.get("key"))) - 100
+        shown = [f"- {quote(str(first.get('content')), room)}  [key: {first.get('key')}]"]
+    return "\n".join([header, *shown, bounds.note(len(lines) - len(shown), "results", how)])
 
 
 def briefly_quoted(text: str, arguments: dict[str, Any]) -> str:
@@ -127,7 +159,7 @@ async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallRe
         async with locking.hold_async_unless_held():
             result, suspect = dispatch(name, arguments, service)
     else:
-        result, suspect = dispatch(name, arguments, service)
+        result, suspect = dispatch(name, arguments, service, runtime.resolved.reply_bounds)
     if not suspect:
         return result
     import anyio
@@ -159,7 +191,7 @@ def call_in_thread(
     if name in WRITE_TOOLS:
         result, suspect = locking.run_exclusive(dispatch, name, arguments, service)
     else:
-        result, suspect = dispatch(name, arguments, service)
+        result, suspect = dispatch(name, arguments, service, runtime.resolved.reply_bounds)
     if suspect:
         return follow_up(runtime, name, arguments, scope, service, result, retry=retry)
     return with_status_lines(runtime, name, result, scope)

@@ -20,8 +20,9 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .. import APP_NAME
 from ..embedded_redis import redact
-from ..settings import ServerSettings, resolve_path
+from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds, ReplyLimits
 
 SERVER_NAME = "popoto-memory"
 ONE_PER_PROCESS = True
@@ -50,8 +51,9 @@ def default_data_dir() -> Path:
 Backend = Literal["embedded", "redis", "postgres"]
 
 
-class Settings(ServerSettings):
-    """Settings of the ``popoto-memory`` server (all optional).
+class Settings(ReplyLimits):
+    """Settings of the ``popoto-memory`` server (all optional; the reply caps of
+    :class:`ReplyLimits` bound what memory_search passes on).
 
     Each maps onto popoto's environment: ``url`` → ``POPOTO_MEMORY_URL`` (redis) or
     ``POPOTO_POSTGRES_URL`` (postgres), ``agent_id`` → ``POPOTO_MEMORY_AGENT_ID``,
@@ -163,6 +165,7 @@ class Resolved:
     data_dir: Path | None = None
     port: int | None = None
     notes: list[str] = field(default_factory=list)
+    reply_bounds: ReplyBounds = DEFAULT_BOUNDS  # what memory_search passes on
 
 
 def resolve(settings: Settings, environ: Mapping[str, str] | None = None) -> Resolved:
@@ -237,6 +240,7 @@ def resolve(settings: Settings, environ: Mapping[str, str] | None = None) -> Res
         url=url,
         url_source=url_source,
         env={**environ, **mapped},
+        reply_bounds=settings.reply_bounds,
         agent_id=agent_id,
         agent_source=agent_source,
         agent_follows_roots=settings.agent_id is None and agent_source not in _EXPLICIT,

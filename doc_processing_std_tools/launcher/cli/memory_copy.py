@@ -6,16 +6,22 @@ copied byte for byte (a key's ``<key>.json`` is the same bytes on both backends)
 folders; hidden items (a folder store's lock, temp and .gitignore files) and symlinks stay behind. The target
 must be empty unless ``--merge`` (then a file of the same path is replaced by the source's). The
 copy is verified: the target holds every source path with the same SHA-256.
+
+Wrong input is refused before anything is written (exit 2, one line): a source folder that does
+not exist or is not a memory store, a Redis namespace that does not exist, an empty source
+(unless ``--allow-empty``), a url query key other than ``namespace``.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import hashlib
 import os
 import stat
 import sys
 from collections.abc import Generator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,9 @@ from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
 REDIS_SCHEMES = ("redis://", "rediss://", "valkey://", "valkeys://")
+ENTRIES_CHECKED = 100  # top-level .json files read (their head) to tell a memory folder
+NAMESPACES_SCANNED = 10_000  # namespaces looked at for one like a missing one
+NAMESPACES_NAMED = 10  # namespaces listed when none is like it
 
 
 class CopyError(Exception):
@@ -67,6 +76,41 @@ class FolderSide:
     def read(self, rel: str) -> bytes:
         return (self.store.memory_dir / rel).read_bytes()
 
+    def source_problem(self) -> str | None:
+        """Why this folder cannot be copied from, or None. A memory folder holds the
+        ``.dpt.lock`` marker (made by the tools' first change), memory-tools' ``.gitignore``,
+        or an entry as write_memory writes it."""
+        from ...locking.folder_locks import LOCK_FILE_NAME
+        from ...memory.folder import GITIGNORE
+        from ...memory.formats import HEAD_BYTES, is_entry_head
+
+        root = self.store.memory_dir
+        if not root.exists():
+            return f"the source folder {root} does not exist"
+        if not root.is_dir():
+            return f"the source {root} is not a folder"
+        if os.path.lexists(root / LOCK_FILE_NAME):
+            return None
+        with suppress(OSError):
+            if (root / ".gitignore").read_text()[:200].startswith(GITIGNORE.split("\n", 1)[0]):
+                return None
+        heads = 0
+        for name in sorted(os.listdir(root)):
+            path = root / name
+            if heads >= ENTRIES_CHECKED or not name.endswith(".json") or not path.is_file():
+                continue
+            heads += 1
+            with suppress(OSError), path.open("rb") as handle:
+                if is_entry_head(handle.read(HEAD_BYTES)):
+                    return None
+        inner = root / "agent_memory"
+        hint = f" (its memory folder is {inner})" if inner.is_dir() else ""
+        return (
+            f"{root} is not a memory store{hint}: it has no .dpt.lock marker, no memory-tools "
+            ".gitignore and no entry written by write_memory; give the memory folder (if this "
+            "is one, create an empty .dpt.lock in it)"
+        )
+
     def put(self, rel: str, data: bytes) -> None:
         with self.store._locked() as jail:
             jail.write_atomic(self.store._abs(jail, rel.split("/")), data, create_parents=True)
@@ -91,6 +135,30 @@ class RedisSide:
             raise CopyError(problem)
         self.db = RedisMemory(connect, namespace)
         self.label = self.db.where
+
+    def source_problem(self) -> str | None:
+        """Why this namespace cannot be copied from (it does not exist), or None; the line
+        names the namespaces there most like it (a typo), else a few of them."""
+        with self.db.guard():
+            client = self.db.client()
+            if client.exists(*self.db.keys):
+                return None
+            found = []
+            for key in client.scan_iter(match="dpt-memory:{*}:meta", count=1000):
+                found.append(key.decode("utf-8", "replace").split("{", 1)[1].rsplit("}", 1)[0])
+                if len(found) >= NAMESPACES_SCANNED:
+                    break
+        close = difflib.get_close_matches(self.db.namespace, found, n=3)
+        if close:
+            there = "did you mean " + " or ".join(repr(name) for name in close) + "?"
+        else:
+            shown = sorted(found)[:NAMESPACES_NAMED]
+            there = "namespaces there: " + (", ".join(shown) if shown else "none")
+            there += ", …" if len(found) > len(shown) else ""
+        return (
+            f"the namespace {self.db.namespace!r} does not exist in {self.db.label} ({there}); "
+            "check ?namespace= in the url"
+        )
 
     def walk(self) -> tuple[list[str], list[str]]:
         with self.db.guard():
@@ -148,9 +216,17 @@ def _progress(total: int) -> Generator[Any, None, None]:
             yield lambda: progress.advance(task)
 
 
-def copy(source: Any, target: Any, merge: bool) -> tuple[int, int]:
-    """Copy and verify; (files, folders) copied."""
+def copy(source: Any, target: Any, merge: bool, allow_empty: bool = False) -> tuple[int, int]:
+    """Copy and verify; (files, folders) copied. Refused (CopyError) before any change when the
+    source does not exist, is not a memory store, or is empty (unless *allow_empty*)."""
+    problem = source.source_problem()
+    if problem is not None:
+        raise CopyError(problem)
     files, folders = source.walk()
+    if not files and not folders and not allow_empty:
+        raise CopyError(
+            f"the source {source.label} is empty: nothing to copy (--allow-empty copies it anyway)"
+        )
     there, there_folders = target.walk()
     if (there or there_folders) and not merge:
         raise CopyError(
@@ -199,6 +275,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     cp.add_argument("source", metavar="FROM", help="a folder, or redis://HOST:PORT/DB?namespace=NS")
     cp.add_argument("target", metavar="TO", help="a folder, or redis://HOST:PORT/DB?namespace=NS")
     cp.add_argument("--merge", action="store_true", help="copy into a target that is not empty")
+    cp.add_argument(
+        "--allow-empty", action="store_true", help="copy an empty source (else refused)"
+    )
     return parser.parse_args(argv)
 
 
@@ -208,7 +287,7 @@ def main(argv: list[str]) -> int:
     args = parse(argv)
     try:
         source, target = open_side(args.source), open_side(args.target)
-        files, folders = copy(source, target, args.merge)
+        files, folders = copy(source, target, args.merge, args.allow_empty)
     except (CopyError, MemoryStoreError) as exc:
         refused = isinstance(exc, CopyError) and not isinstance(exc, VerifyError)
         return _fail(f"memory copy: {exc}", EXIT_USAGE if refused else EXIT_FAILURE)

@@ -1,0 +1,455 @@
+"""server-everything (npm, pinned in tests/reference_servers) connected directly and mounted in
+``dpt-launch``, over stdio and streamable HTTP, with the same client script on both sides.
+
+The baselines hold today; each case marked ``xfail(strict=True)`` is a row of issue #34 that
+fails today for the reason it names, and turns into an XPASS failure (remove the mark) once
+the launcher is fixed. The stdio variants of the xfail rows, and the rows that need a launcher
+of their own, start a launcher and a node child each (seconds) and run in the slow lane.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from differential import (
+    FULL,
+    WAIT_TIMEOUT,
+    Client,
+    ClientSpec,
+    Endpoint,
+    Run,
+    View,
+    assert_same,
+    everything_argv,
+    everything_over_http,
+    is_notification,
+    launcher_argv,
+    mount_config,
+    needs_reference_servers,
+    run_scenario,
+    stdio_endpoint,
+)
+from launch_helpers import Launched, http_launcher
+
+pytestmark = needs_reference_servers
+
+NS, MOUNT = "ev", "everything"
+SETTLED = "notifications/tools/list_changed"
+ROOTS_SYNCED = is_notification("notifications/message", data="Roots updated")
+NO_ROOTS = ClientSpec(sampling=True, elicitation=True)  # (the roots case is issue 34's first row)
+TEMPLATE = "demo://resource/dynamic/text/{resourceId}"
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("everything")
+
+
+@pytest.fixture(scope="module")
+def config(folder: Path) -> Path:
+    return mount_config(folder / "tools.yaml", everything_argv(), mount=MOUNT, namespace=NS)
+
+
+@pytest.fixture(scope="module")
+def direct_http(folder: Path) -> Iterator[Endpoint]:
+    with everything_over_http(folder / "everything-http.log") as url:
+        yield Endpoint("direct http", url=url)
+
+
+def mounted_over_http(launched: Launched) -> Endpoint:
+    return Endpoint(
+        "mounted http", url=launched.url, namespace=NS, mount=MOUNT, errlog=launched.errlog
+    )
+
+
+@pytest.fixture(scope="module")
+def mounted_http(config: Path) -> Iterator[Endpoint]:
+    """One launcher for the module's cases that leave no state behind in its shared session."""
+    with http_launcher(config, errlog=config.parent / "launcher-http.log") as launched:
+        yield mounted_over_http(launched)
+
+
+def direct_stdio() -> Endpoint:
+    return stdio_endpoint("direct stdio", everything_argv(), settle=SETTLED)
+
+
+def mounted_stdio(config: Path) -> Endpoint:
+    return stdio_endpoint(
+        "mounted stdio",
+        launcher_argv(config),
+        namespace=NS,
+        mount=MOUNT,
+        cwd=config.parent,
+        errlog=config.parent / "launcher-stdio.log",
+    )
+
+
+def endpoints(request: pytest.FixtureRequest, config: Path) -> tuple[Endpoint, Endpoint]:
+    if request.param == "stdio":
+        return direct_stdio(), mounted_stdio(config)
+    return request.getfixturevalue("direct_http"), request.getfixturevalue("mounted_http")
+
+
+@pytest.fixture(params=["stdio", "http"])
+def pair(request: pytest.FixtureRequest, config: Path) -> tuple[Endpoint, Endpoint]:
+    """(direct, mounted) over each transport."""
+    return endpoints(request, config)
+
+
+@pytest.fixture(params=[pytest.param("stdio", marks=pytest.mark.slow), "http"])
+def pair_http_fast(request: pytest.FixtureRequest, config: Path) -> tuple[Endpoint, Endpoint]:
+    """(direct, mounted) over each transport; the stdio one in the slow lane."""
+    return endpoints(request, config)
+
+
+def full_client(run: Run, label: str = "client") -> AbstractAsyncContextManager[Client]:
+    """A client with every capability; over stdio it also offers a root and waits for
+    server-everything's roots sync (a direct server asks 350 ms after initialize, on its own
+    time), so both sides file it in the same step. Over HTTP no roots: that is row 1."""
+    stdio = run.endpoint.transport == "stdio"
+    spec = (
+        ClientSpec(sampling=True, elicitation=True, roots=("file:///tmp",)) if stdio else NO_ROOTS
+    )
+    return run.client(label, spec)
+
+
+# --- baselines: the same today ---------------------------------------------------------------
+
+
+async def test_calls_progress_sampling_elicitation_resources_are_the_same(
+    pair: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with full_client(run) as client:
+            if run.endpoint.transport == "stdio":
+                await client.wait_for("the roots sync", ROOTS_SYNCED)
+            await client.call("echo", {"message": "hello"})
+            await client.call("get-sum", {"a": 2, "b": 3})
+            await client.call("get-structured-content", {"location": "Chicago"})
+            await client.call("get-tiny-image")
+            await client.call(
+                "trigger-long-running-operation", {"duration": 0.6, "steps": 3}, progress=True
+            )
+            await client.call("trigger-sampling-request", {"prompt": "say hi", "maxTokens": 20})
+            await client.read("demo://resource/static/document/features.md")
+            await client.read("demo://resource/dynamic/text/2")
+            await client.get_prompt("args-prompt", {"city": "Paris"})
+
+    await assert_same(scenario, *pair)
+
+
+async def test_two_http_clients_get_their_own_progress_and_sampling(
+    direct_http: Endpoint, mounted_http: Endpoint
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("A", NO_ROOTS) as a, run.client("B", NO_ROOTS) as b:
+            await a.call(
+                "trigger-long-running-operation", {"duration": 0.4, "steps": 2}, progress=True
+            )
+            await b.call(
+                "trigger-long-running-operation", {"duration": 0.4, "steps": 4}, progress=True
+            )
+            await b.call("trigger-sampling-request", {"prompt": "from B"})
+            await a.call("trigger-sampling-request", {"prompt": "from A"})
+
+    await assert_same(scenario, direct_http, mounted_http)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="found by this suite, beyond issue #34's list: a form elicitation request gains "
+    "'mode': 'form' on its way through the launcher",
+)
+async def test_elicitation_request_reaches_the_client_unchanged(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with full_client(run) as client:
+            if run.endpoint.transport == "stdio":
+                await client.wait_for("the roots sync", ROOTS_SYNCED)
+            await client.call("trigger-elicitation-request")
+
+    await assert_same(scenario, *pair_http_fast, View(parts=("exchanges", "server requests")))
+
+
+# --- issue 34, row 1: one upstream session shared by every HTTP client ----------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 1: two HTTP clients share one upstream session; B sees A's roots",
+)
+async def test_two_http_clients_see_their_own_roots(
+    direct_http: Endpoint, config: Path, tmp_path: Path
+) -> None:
+    def roots(name: str) -> tuple[str, ...]:
+        return ((tmp_path / name).as_uri(),)
+
+    async def scenario(run: Run) -> None:
+        async with run.client("A", ClientSpec(roots=roots("a"))) as a:
+            await a.wait_for("the roots sync", ROOTS_SYNCED, timeout=3)
+            await a.call("get-roots-list")
+            async with run.client("B", ClientSpec(roots=roots("b"))) as b:
+                await b.wait_for("the roots sync", ROOTS_SYNCED, timeout=3)
+                await b.call("get-roots-list")
+                await a.call("get-roots-list")
+
+    # (a launcher of its own: the shared session it starts with must be fresh)
+    with http_launcher(config, errlog=tmp_path / "launcher.log") as launched:
+        await assert_same(scenario, direct_http, mounted_over_http(launched))
+
+
+# --- row 2: completion/complete ----------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 2: completion/complete answers -32601 and completions is not declared",
+)
+async def test_completion_of_prompt_and_template_arguments(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.complete_prompt("completable-prompt", "department", "E")
+            await client.complete_prompt(
+                "completable-prompt", "name", "A", {"department": "Engineering"}
+            )
+            await client.complete_template(TEMPLATE, "resourceId", "7")
+
+    await assert_same(scenario, *pair_http_fast, View(capabilities=("completions",)))
+
+
+# --- row 3: resource links under a namespace ---------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 3: links in results keep the server's own URIs; reading them: not found",
+)
+async def test_resource_links_and_references_read_back(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            reply = await client.call("get-resource-links", {"count": 3})
+            for block in reply["result"]["content"]:
+                if block["type"] == "resource_link":
+                    await client.read(block["uri"], as_given=True)
+            reply = await client.call(
+                "get-resource-reference", {"resourceType": "Text", "resourceId": 4}
+            )
+            for block in reply["result"]["content"]:
+                if block["type"] == "resource":
+                    await client.read(block["resource"]["uri"], as_given=True)
+
+    await assert_same(scenario, *pair_http_fast)
+
+
+# --- row 4: a child's protocol errors flattened ------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 4: the URL-elicitation error -32042 (data.elicitations) becomes isError text",
+)
+async def test_url_elicitation_error_passes_through(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    # (server-everything lets a second call with the same arguments through: a URL of its own)
+    url = f"https://example.com/sign-in/{uuid.uuid4()}"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.call("trigger-url-elicitation", {"url": url, "errorPath": True})
+
+    await assert_same(scenario, *pair_http_fast)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 4: a child's JSON-RPC error is replaced by the launcher's own",
+)
+async def test_read_errors_keep_the_childs_code_message_and_data(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.read("demo://resource/static/document/no-such-document.md")
+            await client.read("demo://resource/dynamic/text/not-a-number")
+
+    await assert_same(scenario, *pair_http_fast)
+
+
+# --- row 5: the client's capabilities ----------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 5: a client without sampling/elicitation/roots gets the launcher's tool "
+    "list (17, not 13) and get-roots-list answers 'no roots'",
+)
+async def test_tool_list_follows_the_clients_capabilities(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", ClientSpec()) as client:
+            await client.list_tools()
+            await client.call("get-roots-list")
+
+    await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",), names_only=True))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 5: tasks is not declared while a taskSupport: required tool is listed",
+)
+async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.list_tools()
+
+    run = await run_scenario(scenario, mounted_http)
+    client = run.clients[0]
+    declared = _initialize_result(client).get("capabilities", {})
+    task_only = [
+        tool["name"]
+        for tool in client.reply_to("tools/list")["result"]["tools"]
+        if (tool.get("execution") or {}).get("taskSupport") == "required"
+    ]
+    assert "tasks" in declared or not task_only, (
+        f"no tasks capability declared, yet task-only tools listed: {task_only}"
+    )
+
+
+def _initialize_result(client: Client) -> dict[str, Any]:
+    return client.reply_to("initialize")["result"]
+
+
+# --- row 6: smaller differences ----------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 6: _meta.fastmcp.tags added to every item, arguments: [] to a prompt with none",
+)
+async def test_lists_are_the_servers_own(pair_http_fast: tuple[Endpoint, Endpoint]) -> None:
+    async def scenario(run: Run) -> None:
+        # (every capability, roots too: the tool list then has the same tools on both sides)
+        async with run.client(
+            "client", ClientSpec(sampling=True, elicitation=True, roots=())
+        ) as client:
+            await client.list_tools()
+            await client.list_prompts()
+            await client.list_resources()
+            await client.list_templates()
+
+    await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",)))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 6: the launcher asks a stdio client for its roots on tools/list, "
+    "once more than a direct connection",
+)
+async def test_no_extra_roots_request(config: Path) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", FULL) as client:
+            await client.wait_for("the roots sync", ROOTS_SYNCED)
+            await client.list_tools()
+            await client.call("echo", {"message": "hi"})
+
+    await assert_same(
+        scenario, direct_stdio(), mounted_stdio(config), View(parts=("server requests",))
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 6: over HTTP a cancelled request gets a -32800 reply (the spec says none)",
+)
+async def test_cancelled_request_gets_no_reply_over_http(
+    direct_http: Endpoint, mounted_http: Endpoint
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.call_then_cancel(
+                "trigger-long-running-operation", {"duration": 30, "steps": 30}, timeout=3
+            )
+
+    # (only the replies: server-everything keeps sending the progress of what it was told to drop)
+    await assert_same(scenario, direct_http, mounted_http, View(parts=("exchanges",)))
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 6: a reload that changes nothing still sends list_changed",
+)
+async def test_reload_that_changes_nothing_sends_no_list_changed(
+    direct_http: Endpoint, config: Path, tmp_path: Path
+) -> None:
+    errlog = tmp_path / "launcher.log"
+    with http_launcher(config, errlog=errlog) as launched:
+
+        async def reload(run: Run) -> None:
+            """SIGHUP to the launcher, and back once it says it reloaded (a direct server has
+            no config: nothing happens)."""
+            if run.endpoint is direct_http:
+                return
+            before = errlog.read_text().count("reloaded ")
+            launched.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + WAIT_TIMEOUT * 4
+            while errlog.read_text().count("reloaded ") == before:
+                assert time.monotonic() < deadline, errlog.read_text()
+                await anyio.sleep(0.05)
+
+        async def scenario(run: Run) -> None:
+            async with run.client("client", NO_ROOTS) as client:
+                await client.list_tools()
+                await client.list_prompts()
+                await client.list_resources()
+                async with client.step("reload the launcher's config, unchanged"):
+                    await reload(run)
+                await client.wait_for(
+                    "a list_changed",
+                    lambda message: str(message.get("method")).endswith("/list_changed"),
+                    timeout=3,
+                )
+
+        await assert_same(
+            scenario, direct_http, mounted_over_http(launched), View(parts=("notifications",))
+        )
+
+
+# --- row 8: quiet logs ---------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue #34 row 8: an unknown resource read logs a multi-line rich traceback",
+)
+async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoint) -> None:
+    errlog = mounted_http.errlog
+    assert errlog is not None
+    logged: list[str] = []
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.ping()
+            before = len(errlog.read_text().splitlines())
+            await client.read("demo://resource/dynamic/text/not-a-number")
+            await client.ping()  # (the launcher logs before it answers; one more round trip)
+            logged.extend(errlog.read_text().splitlines()[before:])
+
+    await run_scenario(scenario, mounted_http)
+    assert len(logged) <= 1, "\n".join(logged)
