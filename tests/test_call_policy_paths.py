@@ -50,6 +50,7 @@ from rpc_helpers import initialize_params, message, reply_message, request, rpc_
 from stdio_wire import INITIALIZE, INITIALIZED
 
 from doc_processing_std_tools.launcher.calls.policy import CallPolicy, LockMode, ToolRules
+from doc_processing_std_tools.launcher.external.supervisor import SESSION_CLOSED
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("prometheus_client")
@@ -79,13 +80,13 @@ OUTCOMES = {
 }
 _NAMED = CallPolicy(ToolRules(server="<server>", tool="<tool>", lock=LockMode.HELD, timeout=SHORT))
 # The answer each failure gets, on every path: the policy's own text; a server that went down
-# says so in its supervisor's words (this server writes nothing to stderr, so both kinds say
-# the same).
+# says so in its supervisor's words, whether the call or the supervisor saw it first (these
+# servers write nothing to stderr, so command: and url: servers say the same).
 ANSWERS = {
     "lock_timeout": _NAMED.timeout_text(waited_for_lock=True),
     "timeout": _NAMED.timeout_text(),
-    "refusal": "server '<server>' is restarting (attempt 1): the session closed",
-    "crash": "server '<server>' is restarting (attempt 1): the connection closed",
+    "refusal": f"server '<server>' is restarting (attempt 1): {SESSION_CLOSED}",
+    "crash": f"server '<server>' is restarting (attempt 1): {SESSION_CLOSED}",
 }
 
 
