@@ -97,7 +97,13 @@ class PolicedListing(Transform):
             return list(self.last_seen.values())
         admits = self._rules.admits
         listed = [self.policed(tool) for tool in tools if admits(tool.name)]
-        self.last_seen = {tool.name: tool for tool in listed}
+        if any(not tool.task_config.supports_tasks() for tool in tools):
+            self.last_seen = {tool.name: tool for tool in listed}
+        else:
+            # fastmcp's start-up pass (``get_tasks``) hands transforms the tools that run as
+            # tasks only (none, for a proxy): replacing the list with those would leave a server
+            # that goes down with no tools, its calls "unknown" instead of refused
+            self.last_seen.update((tool.name, tool) for tool in listed)
         return listed
 
     async def get_tool(self, name: str, call_next: Any, *, version: Any = None) -> Tool | None:

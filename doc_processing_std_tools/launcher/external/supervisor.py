@@ -45,6 +45,9 @@ HTTP_HINTS = {
     404: "no MCP endpoint at this URL; check its path (often /mcp, or /sse for an SSE server)",
 }
 
+# why a session ended when nothing says more (no error, no stderr line): the same words whether
+# a call or the supervisor's ping saw it first, so a call's answer does not depend on which did
+SESSION_CLOSED = "the session closed"
 LOGIN_POLL = 1.0  # seconds between looks for a new login while a server needs one
 WANTS_OAUTH = (
     "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.{name} in the "
@@ -236,7 +239,7 @@ class Supervisor:
         if self.state != "up":  # another call saw it first
             return self.unavailable()
         self._lost.set()
-        detail = (self.relay.last_line if self.relay else "") or "the connection closed"
+        detail = (self.relay.last_line if self.relay else "") or SESSION_CLOSED
         return f"server {self.name!r} is restarting (attempt {self.attempt + 1}): {detail}"
 
     def lists_cached(self) -> bool:
@@ -510,9 +513,7 @@ class Supervisor:
             if came_back and self.on_list_changed is not None:
                 self.on_list_changed()  # (its tools may differ from the cached list)
             why = await self._watch(client)
-            self.last_error = (
-                why or (self.relay.last_line if self.relay else "") or "the session closed"
-            )
+            self.last_error = why or (self.relay.last_line if self.relay else "") or SESSION_CLOSED
         finally:
             self._client = front.client = None
             self.pipe = None
