@@ -1,4 +1,4 @@
-"""``dpt-launch`` as tests/test_call_policy_paths.py watches it: the real CLI (``main()``, argv as
+"""``dpt-launch`` as tests/launcher/calls/test_call_policy_paths.py watches it: the real CLI (``main()``, argv as
 given), its composition's telemetry collecting metrics and keeping every finished span in memory.
 
 A stdio launcher serves no ``/metrics``, and an HTTP launcher exports spans only in batches; so

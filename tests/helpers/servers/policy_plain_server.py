@@ -1,4 +1,4 @@
-"""An in-process server for tests/test_call_policy_paths.py (``policy_plain_server:create``).
+"""An in-process server for tests/launcher/calls/test_call_policy_paths.py (``helpers.servers.policy_plain_server:create``).
 
 Its tools offer a plain call as popoto-memory's do (``PopotoTool.plain_call``;
 ``launcher/external/targets.py`` ``PLAIN_CALL``), and the server behaves as a default FastMCP:

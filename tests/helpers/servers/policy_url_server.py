@@ -1,10 +1,10 @@
-"""An MCP server over streamable HTTP for tests/test_call_policy_paths.py (a ``url:`` server).
+"""An MCP server over streamable HTTP for tests/launcher/calls/test_call_policy_paths.py (a ``url:`` server).
 
 ``python policy_url_server.py FD`` serves on a listening socket the test holds and hands down:
 the port stays open while no process serves it, so a launcher reconnecting meanwhile waits in
 its backlog instead of being refused, and a new process takes over the same port.
 
-The tools of ``tests/policy_server.py`` (its stdio twin), with fastmcp. It writes nothing to
+The tools of ``tests/helpers/servers/policy_server.py`` (its stdio twin), with fastmcp. It writes nothing to
 stderr either.
 """
 

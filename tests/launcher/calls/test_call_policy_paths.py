@@ -2,11 +2,11 @@
 can go, each ending with the same outcome label, exactly one count in ``dpt_tool_calls_total``,
 exactly one span, and the same answer text once the tool's and server's names are taken out.
 
-Real parts: two launchers (``tests/policy_launcher.py``: the real CLI, its telemetry read
+Real parts: two launchers (``tests/helpers/servers/policy_launcher.py``: the real CLI, its telemetry read
 exactly), one over stdio and one over streamable HTTP, each shared by the cells of its ways;
-``command:`` servers are child processes (``tests/policy_server.py``), ``url:`` servers are
-processes serving a port this module holds (``tests/policy_url_server.py``), the in-process
-server is ``tests/policy_plain_server.py``. Each cell waits on what it can observe (a marker
+``command:`` servers are child processes (``tests/helpers/servers/policy_server.py``), ``url:`` servers are
+processes serving a port this module holds (``tests/helpers/servers/policy_url_server.py``), the in-process
+server is ``tests/helpers/servers/policy_plain_server.py``. Each cell waits on what it can observe (a marker
 file a tool writes, a reply, a metric, a server's state), never on time passing, and leaves
 its servers up.
 
@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from launch_helpers import SERVING_LINE, wait_until_serving
-from rpc_helpers import initialize_params, message, reply_message, request, rpc_headers
-from stdio_wire import INITIALIZE, INITIALIZED
 
 from doc_processing_std_tools.launcher.calls.policy import CallPolicy, LockMode, ToolRules
 from doc_processing_std_tools.launcher.external.supervisor import SESSION_CLOSED
+from helpers.launch import SERVING_LINE, wait_until_serving
+from helpers.paths import SERVERS, python_path
+from helpers.rpc import initialize_params, message, reply_message, request, rpc_headers
+from helpers.stdio_wire import INITIALIZE, INITIALIZED
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("prometheus_client")
@@ -58,11 +59,10 @@ pytest.importorskip("prometheus_client")
 # machine)
 pytestmark = pytest.mark.timeout(300)
 
-TESTS = Path(__file__).resolve().parent
-LAUNCHER = TESTS / "policy_launcher.py"
-EXTERNAL = TESTS / "policy_server.py"
-URL_SERVER = TESTS / "policy_url_server.py"
-PLAIN = "policy_plain_server:create"
+LAUNCHER = SERVERS / "policy_launcher.py"
+EXTERNAL = SERVERS / "policy_server.py"
+URL_SERVER = SERVERS / "policy_url_server.py"
+PLAIN = "helpers.servers.policy_plain_server:create"
 SHORT = 0.5  # seconds: the timeout of the servers whose calls run out of time
 START = 90.0  # seconds a launcher and its servers have to start, or a server to start again
 WAIT = 30.0  # seconds anything else awaited has to come
@@ -297,7 +297,7 @@ class Launcher:
 
 
 def spawn(config: Path, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
-    pythonpath = os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))
+    pythonpath = python_path()
     return subprocess.Popen(
         [sys.executable, str(LAUNCHER), "--config", str(config), *args],
         cwd=config.parent,

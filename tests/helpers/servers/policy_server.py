@@ -1,4 +1,4 @@
-"""An external MCP server over stdio for tests/test_call_policy_paths.py (a ``command:`` server).
+"""An external MCP server over stdio for tests/launcher/calls/test_call_policy_paths.py (a ``command:`` server).
 
 Raw JSON lines and the standard library only: it starts in a few hundredths of a second of
 CPU, against a second for a fastmcp server, and the test starts it again after each crash.
@@ -11,7 +11,7 @@ goes down, and what a client reads must not depend on whether the server had a s
 Tools: ``slow`` (writes *started* and never answers: a call cut short or cancelled),
 ``change`` (changes state: the launcher holds the process lock for it), ``crash`` and ``die``
 (the process kills itself mid-call: the first for the crash cells, the second to take the
-server down before a refusal), ``ready`` (answers at once). ``tests/policy_url_server.py``
+server down before a refusal), ``ready`` (answers at once). ``tests/helpers/servers/policy_url_server.py``
 serves the same tools over HTTP.
 """
 
