@@ -184,6 +184,7 @@ def value(samples: dict[Any, float], name: str, **labels: str) -> float:
     return samples.get((name, frozenset(labels.items())), 0.0)
 
 
+@pytest.mark.slow
 def test_metrics_need_the_same_token_as_ready(daemon: Any) -> None:
     assert request(daemon.port, "GET", "/metrics").status == 401
     assert request(daemon.port, "GET", "/ready").status == 401

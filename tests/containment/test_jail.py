@@ -374,6 +374,7 @@ def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.slow
 def test_walk_and_remove_a_chain_deeper_than_the_recursion_limit(
     world: dict[str, Path], clean_deep: None
 ) -> None:
@@ -445,6 +446,7 @@ def test_walk_skips_a_folder_swapped_for_a_symlink(world: dict[str, Path]) -> No
     assert list(walk) == []  # nothing of outside/ is listed
 
 
+@pytest.mark.slow
 def test_a_wide_and_deep_tree_is_swept_and_removed_under_a_low_descriptor_limit(
     world: dict[str, Path], clean_deep: None
 ) -> None:

@@ -427,6 +427,7 @@ def run_mkdocs(site: Path, env: dict[str, str] | None = None) -> subprocess.Comp
     )
 
 
+@pytest.mark.slow
 def test_mkdocs_build_strict(tmp_path: Path, catalog: Any) -> None:
     site = tmp_path / "site"
     result = run_mkdocs(site)

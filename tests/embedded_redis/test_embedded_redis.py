@@ -94,6 +94,7 @@ def _start_user(data_dir: Path) -> tuple[subprocess.Popen, int, int, int]:
     return user, pid, supervisor, port
 
 
+@pytest.mark.slow
 @needs_redis_server
 def test_embedded_server_stops_when_its_last_user_is_killed(tmp_path):
     """No launcher left, even a SIGKILLed one: the supervisor stops the redis-server."""

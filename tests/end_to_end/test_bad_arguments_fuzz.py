@@ -416,10 +416,12 @@ def read_replies(
     return dict(replies)
 
 
+@pytest.mark.slow
 def test_a_real_launcher_answers_every_malformed_request(write_config, tmp_path: Path) -> None:
     check_every_request_is_answered(write_config, tmp_path, MALFORMED_LINES)
 
 
+@pytest.mark.slow
 def test_a_real_launcher_answers_lone_surrogates_and_non_object_params(
     write_config, tmp_path: Path
 ) -> None:

@@ -208,6 +208,7 @@ async def test_a_client_without_roots_gets_no_folder_and_the_fix(
     assert not (world["home"] / "x.txt").exists() and not (world["home"] / "made").exists()
 
 
+@pytest.mark.slow
 async def test_check_says_where_roots_and_memory_come_from(world: dict[str, Path]) -> None:
     result = subprocess.run(
         [*launcher_command(), "--config", str(world["config"]), "--check"],
@@ -224,6 +225,7 @@ async def test_check_says_where_roots_and_memory_come_from(world: dict[str, Path
     assert not _user_memory(world).exists()  # --check creates nothing
 
 
+@pytest.mark.slow
 async def test_memory_tools_alone_from_root_uses_the_data_home(world: dict[str, Path]) -> None:
     async with served("doc_processing_std_tools.memory", cwd=Path("/"), env=_env(world)) as s:
         assert str(_user_memory(world)) in s.init_result.instructions
@@ -246,6 +248,7 @@ async def test_memory_tools_alone_from_root_uses_the_client_root(world: dict[str
     assert not _user_memory(world).exists()
 
 
+@pytest.mark.slow
 async def test_an_unusable_memory_folder_in_the_client_root_is_refused(
     world: dict[str, Path],
 ) -> None:
@@ -266,6 +269,7 @@ async def test_an_unusable_memory_folder_in_the_client_root_is_refused(
     assert not _user_memory(world).exists()
 
 
+@pytest.mark.slow
 async def test_filesystem_alone_caches_roots_until_list_changed(world: dict[str, Path]) -> None:
     # Served alone, the server sees the client's notifications: roots/list is asked
     # once per change, not once per call.
@@ -285,6 +289,7 @@ async def test_filesystem_alone_caches_roots_until_list_changed(world: dict[str,
         assert roots.asked == 2
 
 
+@pytest.mark.slow
 async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> None:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -328,6 +333,7 @@ async def test_http_sessions_keep_their_own_roots(world: dict[str, Path]) -> Non
         assert (_user_memory(world) / "three.json").is_file()
 
 
+@pytest.mark.slow
 async def test_roots_that_cannot_be_listed_do_not_fall_back_to_the_working_directory(
     world: dict[str, Path],
 ) -> None:

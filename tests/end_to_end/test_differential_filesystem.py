@@ -103,12 +103,14 @@ def follows_roots(folders: dict[str, Path]) -> Any:
     return scenario
 
 
+@pytest.mark.slow
 async def test_roots_and_their_changes_reach_it_over_stdio(
     folders: dict[str, Path], direct_stdio: Endpoint, mounted_stdio: Endpoint
 ) -> None:
     await assert_same(follows_roots(folders), direct_stdio, mounted_stdio)
 
 
+@pytest.mark.slow
 @pytest.mark.xfail(
     strict=True,
     reason="issue #34 row 1: over HTTP the client's roots and roots/list_changed never reach "

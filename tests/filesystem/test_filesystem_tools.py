@@ -1118,6 +1118,7 @@ async def test_write_tools_work_through_the_launcher_composition(world: dict[str
     assert (world["root"] / "a.txt").read_text().startswith("A\n")
 
 
+@pytest.mark.slow
 def test_building_the_server_does_not_import_re2_or_griffe(tmp_path: Path) -> None:
     """RE2 is needed only when a call brings a glob; griffe only for docstrings fastmcp
     must parse: neither belongs on the start-up path."""

@@ -94,6 +94,7 @@ sys.stdin.read()  # until killed
 """
 
 
+@pytest.mark.slow
 def test_a_dead_holders_lease_runs_out_and_a_live_holders_is_renewed(
     redis_port: int, lock_name: str
 ) -> None:
@@ -175,6 +176,7 @@ def _config(folder: Path, redis_url: str, writer_port: int, name: str) -> Path:
     return config
 
 
+@pytest.mark.slow
 async def test_a_launchers_locked_call_waits_for_the_fleet_lock(
     tmp_path: Path, redis_port: int, lock_name: str
 ) -> None:

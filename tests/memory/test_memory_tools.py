@@ -1017,6 +1017,7 @@ def test_snippet_at_matches_the_split_lines_snippet(content: str, data):
     assert formats._snippet_at(content, first, last) == formats._snippet(lines, first, last)
 
 
+@pytest.mark.slow
 def test_building_the_server_does_not_import_griffe(tmp_path: Path) -> None:
     """fastmcp parses a tool's docstring with griffe (~40 ms to import, on every start-up);
     memory-tools hands its descriptions over ready-made, so nothing imports it."""

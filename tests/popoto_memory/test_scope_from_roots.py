@@ -92,6 +92,7 @@ async def test_a_client_from_the_filesystem_root_without_roots_gets_the_per_user
         assert "agent_id from: the per-user default" in text
 
 
+@pytest.mark.slow
 def test_check_names_where_the_scope_comes_from(tmp_path, redis_url):
     config, env, places = _scope_world(tmp_path, redis_url)
 

@@ -111,6 +111,7 @@ async def test_through_the_launcher(tmp_path, ending):
     assert not (tmp_path / "store" / "redis.pid").exists()
 
 
+@pytest.mark.slow
 @needs_redis_server
 def test_the_launchers_replies_are_the_servers_own_byte_for_byte(tmp_path, redis_url):
     """dpt-launch serves popoto's plain calls on its stdio fast path (launcher/external/fast_path.py):

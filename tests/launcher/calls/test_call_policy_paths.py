@@ -149,11 +149,18 @@ NOT_APPLICABLE = {
 }
 
 
+# A url: server's crash and refusal wait for its restart (about 10 s each on 2 busy cores): they
+# run in the slow lane, the other cells in the README's test command.
+SLOW_CELLS = {("url", "crash"), ("url", "refusal")}
+
+
 def cells() -> Iterator[Any]:
     for way in WAYS:
         for failure in FAILURES:
             why = NOT_APPLICABLE.get((way, failure))
             marks = [pytest.mark.skip(reason=f"not applicable: {why}")] if why else []
+            if (way, failure) in SLOW_CELLS:
+                marks.append(pytest.mark.slow)
             yield pytest.param(way, failure, id=f"{way}-{failure}", marks=marks)
 
 

@@ -178,6 +178,7 @@ async def bridged(
                 yield client
 
 
+@pytest.mark.slow
 async def test_every_kind_of_request_goes_through(daemon: Daemon) -> None:
     root = daemon.config.parent / "root"
     async with bridged(daemon.url) as client:
@@ -202,6 +203,7 @@ async def test_every_kind_of_request_goes_through(daemon: Daemon) -> None:
     assert (daemon.config.parent / "memory" / "notes.md").read_text() == "hi\n"
 
 
+@pytest.mark.slow
 async def test_roots_notifications_and_cancellation_are_forwarded(
     daemon: Daemon, tmp_path: Path
 ) -> None:
@@ -469,6 +471,7 @@ def test_client_config_with_url_prints_the_connect_form() -> None:
     assert "--config" not in code.stdout
 
 
+@pytest.mark.slow
 async def test_a_token_protected_daemon_through_the_bridge(
     daemon_config: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -492,6 +495,7 @@ async def test_a_token_protected_daemon_through_the_bridge(
         running.stop()
 
 
+@pytest.mark.slow
 def test_a_balancer_s_html_error_page_is_one_line(tmp_path: Path) -> None:
     """HAProxy answers 502 with an HTML page over several lines; the bridge's error quotes it
     on one line (seen in the fleet test when a launcher was killed under load)."""

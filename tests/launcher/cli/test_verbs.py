@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers.launch import launcher_command
 from helpers.paths import SERVERS
 
@@ -153,6 +155,7 @@ def test_call_prints_results_and_exits_1_on_a_tool_error(tmp_path: Path) -> None
     assert typo.returncode == 2 and "did you mean 'read_memory'?" in typo.stderr
 
 
+@pytest.mark.slow
 def test_client_config_prints_each_client_s_snippet(tmp_path: Path) -> None:
     config = write_memory_config(tmp_path)
     for client, marker in [
@@ -278,6 +281,7 @@ def test_client_config_write_refuses_what_it_would_break(tmp_path: Path) -> None
         assert bad.returncode == 2 and "--name" in bad.stderr
 
 
+@pytest.mark.slow
 def test_the_claude_code_line_survives_a_path_with_spaces(tmp_path: Path) -> None:
     import shlex
 
@@ -290,6 +294,7 @@ def test_the_claude_code_line_survives_a_path_with_spaces(tmp_path: Path) -> Non
     assert words[-4:] == ["--config", str(config), "--profile", "claude-code"]
 
 
+@pytest.mark.slow
 def test_tools_into_a_closed_pipe_is_quiet(tmp_path: Path) -> None:
     config = write_memory_config(tmp_path)
     command = " ".join(shlex_quote(part) for part in launcher_command())
@@ -366,6 +371,7 @@ runpy.run_path({server!r}, run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     """An in-process tool starts no external server; an external tool starts only the server
     whose namespace can produce its name."""

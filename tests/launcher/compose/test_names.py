@@ -12,6 +12,8 @@ import os
 import sys
 from typing import Any
 
+import pytest
+
 from doc_processing_std_tools.launcher.compose.composition import TOOL_NAME
 from doc_processing_std_tools.launcher.compose.profiles import (
     BUILTIN,
@@ -120,6 +122,7 @@ async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_take
         assert sorted(t.name for t in (await session.list_tools()).tools) == sorted(listed)
 
 
+@pytest.mark.slow
 async def test_a_profile_shows_its_own_rule_and_the_plain_path_the_default_one(
     write_config,
 ) -> None:
@@ -151,6 +154,7 @@ async def test_a_profile_shows_its_own_rule_and_the_plain_path_the_default_one(
             assert result.structured_content == {"tool": LONG, "number": 1}
 
 
+@pytest.mark.slow
 async def test_names_a_server_adds_while_serving_are_shown_as_every_client_takes(
     write_config,
 ) -> None:
@@ -172,6 +176,7 @@ async def test_names_a_server_adds_while_serving_are_shown_as_every_client_takes
             assert result.structured_content == {"tool": own, "number": 3}, text(result)
 
 
+@pytest.mark.slow
 def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_config, capsys) -> None:
     """The launch (a real process) exits 2 with the fix; ``--check`` (run in-process: the same
     composition) says FAIL with the reason."""

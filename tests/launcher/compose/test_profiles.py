@@ -197,6 +197,7 @@ async def _overlap_of_bumps(first: Any, second: Any) -> list[int]:
     return seen
 
 
+@pytest.mark.slow
 async def test_a_40_tool_profile_over_stdio(write_config) -> None:
     """The big server is a ``command:``: over stdio its calls take the fast path, which must
     know the profile's names too (a left-out tool called by its own name stays unknown)."""
@@ -312,6 +313,7 @@ async def test_client_config_runs_the_client_with_its_profile(write_config, caps
     assert status == 2 and "no profile 'x'" in _verb.err  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_profile_that_cannot_be_served_refuses_the_launch_with_the_fix(write_config) -> None:
     config = write_config(
         "servers:\n  counter:\n    module: helpers.servers.sample_servers:make_counter\n"

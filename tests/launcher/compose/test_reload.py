@@ -98,6 +98,7 @@ async def test_sighup_adds_a_server_keeps_the_others_and_tells_the_client(
         assert int(text_of(await session.call_tool("one_whoami", {}))) == pid_one
 
 
+@pytest.mark.slow
 async def test_a_reload_that_would_collide_changes_nothing(write_config, tmp_path: Path) -> None:
     memory = f"  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
     config = write_config("servers:\n" + memory)

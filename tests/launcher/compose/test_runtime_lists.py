@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 
 from helpers.config_entries import external, memory
 from helpers.launch import launched, text_of, tool_names
@@ -71,6 +72,7 @@ async def test_a_child_cannot_take_over_a_tool_at_runtime(write_config, tmp_path
     assert "namespace" in warnings[0]
 
 
+@pytest.mark.slow
 async def test_a_reload_does_not_hand_the_tool_over(write_config, tmp_path: Path) -> None:
     folder, record, errlog = tmp_path / "m", tmp_path / "calls", tmp_path / "err"
     text = "servers:\n" + growing(record) + memory(folder)

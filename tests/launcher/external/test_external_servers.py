@@ -71,6 +71,7 @@ async def test_stdio_servers_are_mounted_namespaced_filtered_and_serialized(
         assert refused.is_error
 
 
+@pytest.mark.slow
 async def test_a_call_past_its_timeout_is_an_error_naming_the_server(
     write_config, tmp_path: Path
 ) -> None:
@@ -114,6 +115,7 @@ async def test_each_call_in_flight_ends_at_its_own_servers_timeout(
     assert "server 'patient'" in patient and "timeout of 4 s" in patient, patient
 
 
+@pytest.mark.slow
 def test_collision_between_external_and_in_process_is_refused(write_config, tmp_path) -> None:
     config = write_config(
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
@@ -126,6 +128,7 @@ def test_collision_between_external_and_in_process_is_refused(write_config, tmp_
     assert "servers.mem2.tools.exclude: [write_memory]" in proc.stderr  # the other fix
 
 
+@pytest.mark.slow
 def test_a_missing_command_is_skipped_unless_required(write_config, tmp_path) -> None:
     optional = write_config(
         f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
@@ -197,6 +200,7 @@ async def test_a_url_server_is_mounted(write_config, http_server: str, tmp_path)
         assert (tmp_path / "http-count").read_text() == "20"
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_launcher_leaves_no_child(write_config, tmp_path) -> None:
     config = write_config("servers:\n" + external_entry("ext", tmp_path / "c"))
     proc = subprocess.Popen(
@@ -618,6 +622,7 @@ async def test_a_wrapped_server_that_dies_is_noticed_and_leaves_nothing(
     assert not pids_with(marker)
 
 
+@pytest.mark.slow
 def test_sigkill_of_the_launcher_ends_a_wrapped_server_and_its_helpers(
     write_config, tmp_path: Path
 ) -> None:
@@ -647,6 +652,7 @@ def test_sigkill_of_the_launcher_ends_a_wrapped_server_and_its_helpers(
     assert not pids_with(marker) and not any(map(alive, server))
 
 
+@pytest.mark.slow
 def test_a_huge_stderr_line_is_cut_and_a_missing_cwd_is_named(write_config, tmp_path: Path) -> None:
     script = tmp_path / "noisy.sh"
     script.write_text(

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import mcp_types
+import pytest
 
 from helpers.launch import launched, text_of
 from helpers.paths import SERVERS
@@ -110,6 +111,7 @@ async def test_sampling_elicitation_and_roots_reach_the_client_and_its_answers_c
         assert text_of(roots) == "file:///work/project"
 
 
+@pytest.mark.slow
 async def test_children_are_initialized_declaring_what_the_launcher_forwards(
     write_config: Any,
 ) -> None:
@@ -120,6 +122,7 @@ async def test_children_are_initialized_declaring_what_the_launcher_forwards(
     assert declared["roots"] == {"listChanged": True}
 
 
+@pytest.mark.slow
 async def test_a_client_without_a_capability_gives_the_child_the_error_it_gives_alone(
     write_config: Any,
 ) -> None:
@@ -139,6 +142,7 @@ async def test_a_client_without_a_capability_gives_the_child_the_error_it_gives_
     assert roots == "file:///work/project"
 
 
+@pytest.mark.slow
 async def test_a_client_without_roots_shares_no_folder_with_the_child(write_config: Any) -> None:
     """Alone, a server does not ask a client that declared no roots, and serves as with none:
     through the launcher (which declares roots to its children) it gets an empty list, not an
@@ -167,6 +171,7 @@ async def test_a_childs_log_messages_reach_the_client_at_its_level_named_by_the_
     assert (data.get("msg") if isinstance(data, dict) else data) == "info hello"
 
 
+@pytest.mark.slow
 async def test_a_child_that_asked_for_roots_before_any_client_asks_again_when_one_connects(
     write_config: Any,
 ) -> None:
@@ -197,6 +202,7 @@ async def test_the_clients_roots_list_changed_reaches_the_child(write_config: An
                 await anyio.sleep(0.05)
 
 
+@pytest.mark.slow
 async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
     """Two clients over streamable HTTP, one after the other on the same child: each one's
     sampling (with tools too), elicitation, roots, log messages and resource updates come from

@@ -164,6 +164,7 @@ def served(
         yield Served(launched, config, out, err, token)
 
 
+@pytest.mark.slow
 def test_login_keeps_the_token_private_and_says_so(
     served: Served, server: str, oauth_env: dict[str, str]
 ) -> None:

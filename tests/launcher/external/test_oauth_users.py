@@ -160,6 +160,7 @@ async def calls(
     return [results[tag] for tag in tags]
 
 
+@pytest.mark.slow
 async def test_two_users_call_at_once_each_with_their_own_upstream_token(users: Users) -> None:
     tags = {u: [f"pair-{u}-{i}" for i in range(CALLS_EACH)] for u in ("alice", "bob")}
     with anyio.fail_after(60):

@@ -97,6 +97,7 @@ def test_params_get_the_answer_the_server_alone_gives(tmp_path: Path) -> None:
             peer.close()
 
 
+@pytest.mark.slow
 def test_a_call_before_initialize_is_refused_as_alone(tmp_path: Path) -> None:
     for make in (_alone, _launcher):
         peer = make(tmp_path)
@@ -116,6 +117,7 @@ TAILS = {
 }
 
 
+@pytest.mark.slow
 def test_only_json_whitespace_may_follow_a_call(tmp_path: Path) -> None:
     """The server alone serves none of these lines (it drops them); the launcher answers each
     with a parse error carrying the id, runs nothing, and serves the next line."""
@@ -132,6 +134,7 @@ def test_only_json_whitespace_may_follow_a_call(tmp_path: Path) -> None:
         launcher.close()
 
 
+@pytest.mark.slow
 def test_a_byte_order_mark_or_bad_utf8_is_named_and_answered_with_the_id(tmp_path: Path) -> None:
     launcher = _launcher(tmp_path)
     try:

@@ -57,6 +57,7 @@ async def hold(seconds: float, started: str) -> str:
 '''
 
 
+@pytest.mark.slow
 async def test_a_self_locking_server_waits_for_the_lock_no_longer_than_its_timeout(
     write_config, tmp_path: Path
 ) -> None:

@@ -487,6 +487,7 @@ def _trickle(
         closed.append(True)
 
 
+@pytest.mark.slow
 def test_trickling_clients_are_cut_off_and_a_legit_client_is_served(limited) -> None:
     """Ten tricklers (from addresses of their own) on a launcher of eight connections: those
     that show no token may hold only half of them, so a client that sends its request is served."""
@@ -561,6 +562,7 @@ def test_an_abandoned_session_expires(limited) -> None:
     assert rpc(port, "tools/list", session=session).status == 404
 
 
+@pytest.mark.slow
 def test_sessions_beyond_max_sessions_get_503_until_one_ends(tmp_path) -> None:
     # A launcher of its own: no sessions of earlier tests, none expiring during the test.
     config = LIMITED.replace("session_idle_timeout: 1", "session_idle_timeout: 600")
@@ -690,6 +692,7 @@ def test_accepted_connections_get_tcp_nodelay() -> None:
     assert asyncio.run(accepted_nodelay()) != 0
 
 
+@pytest.mark.slow
 def test_sigterm_over_http_stops_every_lifespan(tmp_path) -> None:
     marker = tmp_path / "marker"
     config = f"servers:\n  life:\n    module: helpers.servers.sample_servers:make_with_lifespan\n    settings: {{marker: {marker}}}\n"
@@ -700,6 +703,7 @@ def test_sigterm_over_http_stops_every_lifespan(tmp_path) -> None:
     assert "Traceback" not in launched.stderr()
 
 
+@pytest.mark.slow
 def test_a_lifespan_failing_at_start_over_http_is_one_line_and_exit_1(tmp_path) -> None:
     path = tmp_path / "tools.yaml"
     marker = tmp_path / "missing-folder" / "marker"
@@ -739,6 +743,7 @@ async def client_roots(ctx: Context) -> str:
 '''
 
 
+@pytest.mark.slow
 async def test_a_call_can_still_ask_the_client_during_the_call(tmp_path) -> None:
     """Replies go out as JSON, yet a call that sends a request first keeps its SSE stream."""
     import mcp_types as types

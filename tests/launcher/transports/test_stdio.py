@@ -150,6 +150,7 @@ def test_every_malformed_request_gets_an_error_reply(
     assert ok["id"] == 100 and ok["result"]["content"][0]["text"] == "pong"
 
 
+@pytest.mark.slow
 def test_a_lone_surrogate_error_says_what_is_wrong(wire: Wire) -> None:
     reply = wire.request(wire.call(3, "write_memory", {"key": "k", "value": "\ud800"}))
     assert reply["id"] == 3
@@ -167,6 +168,7 @@ def test_malformed_lines_in_a_burst_get_one_reply_each(wire: Wire) -> None:
     assert sorted(str(r["id"]) for r in replies) == sorted(str(i) for _, _, i in MALFORMED)
 
 
+@pytest.mark.slow
 def test_blank_lines_and_malformed_responses_get_no_reply(wire: Wire) -> None:
     wire.send(b"")
     wire.send(b"   ")
@@ -176,6 +178,7 @@ def test_blank_lines_and_malformed_responses_get_no_reply(wire: Wire) -> None:
     assert ok["id"] == 1  # the first reply after those lines is this one
 
 
+@pytest.mark.slow
 def test_a_large_request_over_several_reads_arrives_whole(wire: Wire) -> None:
     value = "0123456789abcdef" * (3 << 16)  # 3 MB: many reads of stdin
     assert "result" in wire.request(wire.call(1, "write_memory", {"key": "big", "value": value}))
@@ -202,6 +205,7 @@ def test_the_launcher_stops_within_its_grace_while_a_sync_call_runs(
     assert b"Traceback" not in wire.proc.stderr.read()  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_a_call_finishing_within_the_grace_still_gets_its_reply_before_exit(wire: Wire) -> None:
     wire.send(wire.call(1, "nap", {"seconds": 0.3}))
     assert wire.proc.stdin
@@ -437,6 +441,7 @@ def test_a_relayed_call_is_answered_with_the_clients_own_id(external_wire: Wire)
         assert reply["result"].get("isError") is False
 
 
+@pytest.mark.slow
 def test_unusual_relayed_calls_keep_the_sdk_path_and_get_answers(external_wire: Wire) -> None:
     lone = external_wire.request(external_wire.call(1, "echo", {"text": "\ud800"}))
     assert lone["id"] == 1 and lone["error"]["code"] == -32700
@@ -451,6 +456,7 @@ def test_unusual_relayed_calls_keep_the_sdk_path_and_get_answers(external_wire: 
     assert ok["result"]["content"][0]["text"] == "still here"
 
 
+@pytest.mark.slow
 def test_progress_of_a_relayed_call_carries_the_clients_token(external_wire: Wire) -> None:
     external_wire.send(
         b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"count_to",'
@@ -462,6 +468,7 @@ def test_progress_of_a_relayed_call_carries_the_clients_token(external_wire: Wir
     assert messages[-1]["id"] == 9 and messages[-1]["result"]["content"][0]["text"] == "counted"
 
 
+@pytest.mark.slow
 def test_eof_right_behind_a_relayed_call_still_gets_its_reply(external_wire: Wire) -> None:
     external_wire.send(external_wire.call(1, "echo", {"text": "last words"}))
     assert external_wire.proc.stdin
@@ -471,6 +478,7 @@ def test_eof_right_behind_a_relayed_call_still_gets_its_reply(external_wire: Wir
     assert external_wire.proc.wait(timeout=30) == 0
 
 
+@pytest.mark.slow
 def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
     config: Path, tmp_path: Path
 ) -> None:
@@ -496,6 +504,7 @@ def test_stdin_from_a_regular_file_is_served_by_the_reader_thread(
     assert replies[1]["result"]["content"][0]["text"] == "pong"
 
 
+@pytest.mark.slow
 def test_odd_lines_that_look_like_relayed_calls_are_answered_and_change_nothing(
     external_wire: Wire,
 ) -> None:
