@@ -13,6 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -106,6 +107,7 @@ def test_a_path_resolves_inside_the_root_or_is_refused(spelled: tuple[str, list[
 OPERATIONS = st.sampled_from(["mkdir", "write", "create", "remove", "rename_from", "rename_to"])
 
 
+@pytest.mark.slow
 @settings(settings.get_profile(PROFILE))
 @given(PATHS, OPERATIONS)
 def test_no_operation_on_any_path_changes_anything_outside(

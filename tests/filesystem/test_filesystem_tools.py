@@ -611,6 +611,7 @@ async def test_edit_file_refuses_edits_over_the_read_limit(world: dict[str, Path
     assert (world["root"] / "a.txt").read_text() == "alpha\nbeta\ngamma\n"
 
 
+@pytest.mark.slow
 async def test_a_chain_as_deep_as_one_call_makes_can_be_listed_and_searched(
     world: dict[str, Path], clean_deep: None
 ) -> None:

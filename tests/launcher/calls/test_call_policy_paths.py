@@ -149,9 +149,10 @@ NOT_APPLICABLE = {
 }
 
 
-# A url: server's crash and refusal wait for its restart (about 10 s each on 2 busy cores): they
-# run in the slow lane, the other cells in the README's test command.
-SLOW_CELLS = {("url", "crash"), ("url", "refusal")}
+# The README's test command runs every failure on two paths, one in-process (over HTTP) and one
+# relayed on the stdio fast path; the slow lane runs every path (each starts launchers of its
+# own, and a url: server's crash waits for its restart).
+DEFAULT_LANE_WAYS = {"inprocess", "stdio-inline"}
 
 
 def cells() -> Iterator[Any]:
@@ -159,7 +160,7 @@ def cells() -> Iterator[Any]:
         for failure in FAILURES:
             why = NOT_APPLICABLE.get((way, failure))
             marks = [pytest.mark.skip(reason=f"not applicable: {why}")] if why else []
-            if (way, failure) in SLOW_CELLS:
+            if way not in DEFAULT_LANE_WAYS:
                 marks.append(pytest.mark.slow)
             yield pytest.param(way, failure, id=f"{way}-{failure}", marks=marks)
 

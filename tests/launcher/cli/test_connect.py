@@ -377,6 +377,7 @@ async def test_the_token_is_sent_as_a_bearer_header_and_never_logged() -> None:
     assert f"authorization: bearer {token}".encode() in catcher.requests[0].lower()
 
 
+@pytest.mark.slow
 async def test_a_daemon_that_wants_a_token_when_none_was_given_says_how_to_give_one() -> None:
     """No --token-env: the 401 says to add one, not to 'check the token' that was never given."""
     from mcp import ClientSession, StdioServerParameters
@@ -419,8 +420,8 @@ def test_a_missing_token_variable_is_one_clear_line() -> None:
     assert bad.returncode == 2 and "is not an http(s) URL" in bad.stderr
 
 
-# (SIGTERM takes the bridge's same way out as EOF: its run is in the slow lane)
-@pytest.mark.parametrize("how", ["eof", pytest.param("sigterm", marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["eof", "sigterm"])
 def test_eof_or_sigterm_stop_the_bridge_at_once(daemon: Daemon, how: str) -> None:
     proc = subprocess.Popen(
         connect_command(daemon.url),

@@ -519,6 +519,7 @@ TERMINAL_LINE = re.compile(
 )
 
 
+@pytest.mark.slow
 def test_a_person_at_a_terminal_is_told_what_is_served_and_how_to_connect(tmp_path: Path) -> None:
     """stdin a terminal (a pty): one stderr line says what is served and how to add it to a
     client. stdin a pipe (every stdio client): no such line."""

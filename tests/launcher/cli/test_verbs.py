@@ -74,6 +74,7 @@ def write_memory_config(tmp_path: Path) -> Path:
     return config
 
 
+@pytest.mark.slow
 def test_tools_lists_the_composed_table_as_json(tmp_path: Path) -> None:
     config = write_memory_config(tmp_path)
     listed = run("tools", "--config", str(config), "--json", cwd=tmp_path)
@@ -174,6 +175,7 @@ def test_client_config_prints_each_client_s_snippet(tmp_path: Path) -> None:
         assert "dpt-launch" in shown.stdout
 
 
+@pytest.mark.slow
 def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) -> None:
     config = write_memory_config(tmp_path)
     home = tmp_path / "home"

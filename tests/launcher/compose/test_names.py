@@ -83,6 +83,7 @@ def test_a_profile_without_map_chars_shows_a_dotted_name_as_it_is() -> None:
     assert exposed_name("get.issue", Profile(name="vs", map_chars=True)) == "get_issue"
 
 
+@pytest.mark.slow
 async def test_a_client_naming_no_profile_sees_and_calls_names_every_client_takes(
     write_config,
 ) -> None:

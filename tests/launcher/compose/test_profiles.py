@@ -212,6 +212,7 @@ async def test_a_40_tool_profile_over_stdio(write_config) -> None:
         assert await _overlap_of_bumps(session, session) == [1, 1]
 
 
+@pytest.mark.slow
 async def test_profiles_served_by_path_from_one_http_process_share_the_lock(write_config) -> None:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client

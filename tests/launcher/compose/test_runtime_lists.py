@@ -109,6 +109,7 @@ async def test_a_reload_does_not_hand_the_tool_over(write_config, tmp_path: Path
     assert len(refusals) == 1 and "'grower' and 'memory-tools'" in refusals[0], refusals
 
 
+@pytest.mark.slow
 async def test_a_new_tool_gets_the_namespace_and_the_filter(write_config, tmp_path: Path) -> None:
     folder, record = tmp_path / "m", tmp_path / "calls"
     rules = "    namespace: grower\n    tools: {exclude: [extra]}\n"

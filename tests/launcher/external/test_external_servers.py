@@ -380,6 +380,7 @@ async def test_a_call_in_flight_when_the_child_dies_says_it_is_restarting(
         assert "server 'ext' is restarting (attempt 1)" in text_of(outcome[0])
 
 
+@pytest.mark.slow
 async def test_a_client_cancellation_of_a_relayed_call_reaches_the_server(
     write_config, tmp_path: Path
 ) -> None:
@@ -498,6 +499,7 @@ def test_url_secrets_stay_out_of_messages(write_config) -> None:
     assert "connection refused" in proc.stderr and "Error" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_url_that_refuses_the_credentials_says_so(write_config) -> None:
     """A 401 is named as such (the SDK's own text: "Server returned an error response")."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -556,6 +558,7 @@ def test_a_url_that_cannot_work_is_a_config_error(write_config, entry: str, expe
     assert expected in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_prompt_or_resource_collision_is_refused(write_config, tmp_path: Path) -> None:
     """Their tools are told apart by filters, but both serve the prompt 'greeting': fastmcp
     would let the first win, silently."""

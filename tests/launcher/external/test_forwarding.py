@@ -151,6 +151,7 @@ async def test_a_client_without_roots_shares_no_folder_with_the_child(write_conf
         assert text_of(await session.call_tool("ask_roots", {})) == ""
 
 
+@pytest.mark.slow
 async def test_a_childs_log_messages_reach_the_client_at_its_level_named_by_the_server(
     write_config: Any,
 ) -> None:

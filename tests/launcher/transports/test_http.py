@@ -607,10 +607,8 @@ def _open_get_stream(port: int, session: str) -> http.client.HTTPResponse:
     return response
 
 
-# SIGINT takes the same path as SIGTERM: its run waits out the same grace in the slow lane
-@pytest.mark.parametrize(
-    "sig", [signal.SIGTERM, pytest.param(signal.SIGINT, marks=pytest.mark.slow)]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 async def test_a_signal_lets_the_in_flight_call_finish_then_exits_cleanly(tmp_path, sig) -> None:
     with http_launcher(tmp_path, SLOW.format(grace=600)) as launched:
         port = launched.port
