@@ -140,8 +140,11 @@ class FileSink:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(self.path, flags, 0o600)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            self._torn = True  # (a power loss cut the last line: it stays, alone on its line)
+        if size:
+            with open(self.path, "rb") as file:
+                file.seek(size - 1)
+                # (a power loss cut the last line: it stays, alone on its line)
+                self._torn = file.read(1) != b"\n"
         return fd, size
 
     def write(self, data: bytes) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -128,8 +129,15 @@ class RateLimited(DptError):
         self.retry_after = retry_after
         super().__init__(
             f"rate limit: {tool!r} was called too often by {user!r}; retry in "
-            f"{max(retry_after, 0.001):.3g} s (rate_limits[{rule.index}]: {rule.text})"
+            f"{_seconds(retry_after)} s (rate_limits[{rule.index}]: {rule.text})"
         )
+
+
+def _seconds(value: float) -> str:
+    """*value* as a reader wants a wait: whole seconds (up) from 10 s, else two decimals."""
+    if value >= 10:
+        return str(math.ceil(value))
+    return f"{max(value, 0.01):.2f}".rstrip("0").rstrip(".")
 
 
 class LocalBuckets:
