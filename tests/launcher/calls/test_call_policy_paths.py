@@ -159,10 +159,6 @@ NOT_APPLICABLE = {
         "(the stdio-sdk cell)"
     ),
     **{("stdio-sdk", f): SDK_ONLY_WHILE_DOWN for f in FAILURES if f != "refusal"},
-    ("stdio-inline", "rate_limited"): (
-        "a call over a limit is never served inline: InlineCalls leaves it to a task, which "
-        "refuses it (the stdio-task cell)"
-    ),
 }
 
 
