@@ -140,11 +140,11 @@ class Life:
         )
         self.pending = b""
         self.answered: set[int] = set()
-        self.send(INITIALIZE.encode())
+        self.send(INITIALIZE)
         while 0 not in self.answered:
             assert self.read(60), "the launcher did not answer initialize"
         self.answered.discard(0)
-        self.send(INITIALIZED.encode())
+        self.send(INITIALIZED)
 
     def send(self, line: bytes) -> None:
         assert self.proc.stdin is not None
