@@ -90,6 +90,8 @@ async def test_http_callers_are_named_limited_and_counted(tmp_path: Path) -> Non
         "audit: {path: audit.jsonl, arguments: true}\n"
         "rate_limits:\n  - {tools: echo, users: 'token-*', rate: 2/h}\n"
         f"servers:\n  echo: {{module: '{ECHO}'}}\n"
+        f"  ext: {{command: {sys.executable}, args: ['{SERVERS / 'policy_server.py'}'], "
+        "namespace: ext}\n"
     )
     env = {**os.environ, "PYTHONPATH": python_path(), "DPT_AUDIT_TOKEN": TOKEN}
     bearer = {"Authorization": f"Bearer {TOKEN}"}
@@ -101,6 +103,7 @@ async def test_http_callers_are_named_limited_and_counted(tmp_path: Path) -> Non
         ):
             await session.initialize()
             answers = [await session.call_tool("echo", {"text": TOKEN}) for _ in range(3)]
+            relayed = await session.call_tool("ext_ready", {})  # (a command: server's call)
             lines = audit_lines(tmp_path)
         metrics = request(launcher.port, "GET", "/metrics", headers=bearer).body.decode()
     assert [a.is_error for a in answers] == [False, False, True]
@@ -110,7 +113,9 @@ async def test_http_callers_are_named_limited_and_counted(tmp_path: Path) -> Non
         r"\(rate_limits\[0\]: 2/h, burst 2\)",
         refused,
     ), refused
-    assert [line["outcome"] for line in lines] == ["ok", "ok", "rate_limited"]
+    assert text_of(relayed) == "ready"
+    assert [line["outcome"] for line in lines] == ["ok", "ok", "rate_limited", "ok"]
+    assert lines[3]["tool"] == "ext_ready"
     assert {line["user"] for line in lines} == {"token-1"}
     assert {line["client"] for line in lines} == {"mcp"}
     assert len({line["session"] for line in lines}) == 1 and lines[0]["session"]
