@@ -38,6 +38,7 @@ class Outcome(StrEnum):
     UNAVAILABLE = "unavailable"  # the external server was down or restarting, or went away mid-call
     LOCK_LOST = "lock_lost"  # the fleet lock's lease ran out during the call (lock.lease)
     CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
+    RATE_LIMITED = "rate_limited"  # over a limit of rate_limits: refused, nothing was done
     ERROR = "error"  # anything else: an unexpected exception
 
 

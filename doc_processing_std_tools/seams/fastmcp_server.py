@@ -80,15 +80,14 @@ def own_uri(namespace: str | None, uri: str) -> str:
     return Namespace(namespace)._reverse_uri(uri) or uri
 
 
-def request_trace_sources() -> tuple[Any, Any]:
-    """(the ``_meta`` of the request fastmcp is serving, its HTTP request's headers), each
-    None when absent (``fastmcp_request_ctx``: the SDK hands handlers their context as an
-    argument; fastmcp keeps it in this context variable)."""
+def request_sources() -> tuple[Any, Any, Any]:
+    """(the ``_meta``, the HTTP request's headers, the MCP server session) of the request
+    fastmcp is serving, each None when absent (``fastmcp_request_ctx``: the SDK hands handlers
+    their context as an argument; fastmcp keeps it in this context variable)."""
     ctx = fastmcp_request_ctx.get()
     if ctx is None:
-        return None, None
-    request = ctx.request
-    return ctx.meta, getattr(request, "headers", None)
+        return None, None, None
+    return ctx.meta, getattr(ctx.request, "headers", None), ctx.session
 
 
 def client_log_level(session: Any) -> str | None:

@@ -15,6 +15,16 @@ def initialize_accepted(session: Any) -> bool:
     return bool(session._connection.initialize_accepted)
 
 
+def client_name(session: Any) -> str | None:
+    """The name the client of *session* gave in its ``initialize`` (``clientInfo.name``), or
+    None (``Connection.client_params``: absent until the handshake, or on a 2026-era
+    connection whose requests carry no client info)."""
+    params = getattr(session_connection(session), "client_params", None) if session else None
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return name if isinstance(name, str) else None
+
+
 def session_connection(session: Any) -> Any:
     """The mcp connection a server session belongs to (``ServerSession._connection``).
 

@@ -7,6 +7,7 @@ When a fastmcp upgrade breaks one of these, fix the seams module (and this test)
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import httpx2
@@ -14,6 +15,7 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 from mcp import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
+from mcp_types import Implementation
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -305,6 +307,26 @@ async def test_initialize_accepted_reads_the_sdks_request_gate() -> None:
     async with Client(server) as client:
         await client.call_tool("gate", {})
     assert seen == [True]
+
+
+async def test_request_sources_and_client_name_read_the_request_being_served() -> None:
+    """The audit log's who and where: the request's ``_meta`` and session (headers over HTTP
+    only), and the client's name from its ``initialize``."""
+    server = FastMCP("sources")
+    seen: list[Any] = []
+
+    @server.tool
+    def look() -> str:
+        meta, headers, session = fastmcp_server.request_sources()
+        seen.append((meta, headers, server_sessions.client_name(session)))
+        return "seen"
+
+    assert fastmcp_server.request_sources() == (None, None, None)
+    async with Client(server, client_info=Implementation(name="seer", version="1")) as client:
+        await client.call_tool("look", {}, meta={"traceparent": "00-x"})
+    [(meta, headers, name)] = seen
+    assert (meta["traceparent"], headers, name) == ("00-x", None, "seer")
+    assert server_sessions.client_name(None) is None
 
 
 async def test_local_tools_are_the_stored_objects_and_retyping_changes_the_call() -> None:

@@ -8,6 +8,10 @@
   rule added there holds on every path.
 - ``failures``: :class:`~.failures.CallFailed`, a call the launcher answered with an error,
   with its typed :class:`~doc_processing_std_tools.telemetry.Outcome`.
+- ``guards``: :class:`~.guards.CallGuards`, what a composition asks of every call beyond its
+  tool's rules: ``audit`` (:class:`~.audit.AuditLog`, one JSON line per call, written before
+  its answer; a subscription for in-process readers) and ``rate_limits``
+  (:class:`~.rate_limits.RateLimits`, GCRA buckets in memory or on the fleet's Redis).
 - ``policed_tools``: a fastmcp tool that runs through its policy, and the transform that wraps
   every tool a mounted server lists.
 

@@ -16,6 +16,7 @@ from fastmcp.tools import Tool
 from ...seams.fastmcp_server import namespaced_name
 from ...seams.fastmcp_tools import RunsAround
 from ...telemetry import Telemetry
+from .guards import CallGuards
 from .policy import CallPolicy, LockMode, ToolRules
 
 
@@ -35,6 +36,15 @@ class PolicedTool(RunsAround):
         assert self._policy is not None
         return self._policy
 
+    # (the policy is told the call's arguments: the audit log hashes them)
+    async def _run(self, arguments: dict[str, Any]) -> Any:
+        inner = self.inner
+        return await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
+
+    async def run(self, arguments: dict[str, Any]) -> Any:
+        inner = self.inner
+        return await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+
 
 @dataclass(frozen=True, slots=True)
 class MountRules:
@@ -50,6 +60,7 @@ class MountRules:
     # a server that needs a login lists its cached tools while down
     lists_while_down: Callable[[], bool] | None = None
     telemetry: Telemetry | None = None
+    guards: CallGuards | None = None  # the audit log and rate limits
 
 
 class PolicedListing(Transform):
@@ -79,6 +90,7 @@ class PolicedListing(Transform):
                 call_failed=rules.call_failed,
             ),
             rules.telemetry,
+            rules.guards,
         )
         policed = PolicedTool.of(tool, policy)
         if len(self._wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up

@@ -6,6 +6,10 @@ process lock or for a server still starting uses it up), then let in under the l
 needs (:class:`LockMode`). It ends with an outcome, reported once to the call's metrics and
 span, and, when it failed, with the answer the client reads (:class:`.failures.CallFailed`).
 
+Beyond its tool's own rules, a call answers to its composition's :class:`~.guards.CallGuards`
+(when the config asks for an audit log or rate limits): a call over a limit is refused before
+anything else, and every call's audit line is written at its end, before its answer is sent.
+
 Two ways through, one set of rules: :meth:`CallPolicy.run` awaits the call (every path that
 runs in a task), and :meth:`CallPolicy.admit_now` / :meth:`CallPolicy.end_now` serve a call
 from event-loop callbacks when nothing in it has to wait (the stdio fast path's inline calls,
@@ -35,9 +39,12 @@ from ...locking import (
     hold_async,
 )
 from ...locking.fleet_lock import FENCE_META_KEY, FleetLockLost, FleetLockUnavailable
-from ...seams.fastmcp_server import request_trace_sources
+from ...seams.fastmcp_server import request_sources
 from ...telemetry import CallRecord, Outcome, Telemetry, result_outcome, traced_params
+from .audit import Caller, CallNote, trace_id_of
 from .failures import CallFailed
+from .guards import CallGuards
+from .rate_limits import RateLimited, RateLimits
 
 log = logging.getLogger("dpt-launch")
 T = TypeVar("T")
@@ -72,16 +79,23 @@ class Admission:
 
     locked: bool
     record: CallRecord | None
+    note: CallNote | None = None  # what its audit line needs (None: written, or no audit log)
 
 
 class CallPolicy:
     """The rules of one exposed tool's calls, and where each call reports how it ended."""
 
-    __slots__ = ("_telemetry", "rules")
+    __slots__ = ("_guards", "_telemetry", "rules")
 
-    def __init__(self, rules: ToolRules, telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self,
+        rules: ToolRules,
+        telemetry: Telemetry | None = None,
+        guards: CallGuards | None = None,
+    ) -> None:
         self.rules = rules
         self._telemetry = telemetry
+        self._guards = guards
 
     @property
     def tracing(self) -> bool:
@@ -151,6 +165,8 @@ class CallPolicy:
         *,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        session: Any = None,
+        arguments: Any = None,
     ) -> T:
         """Await *call* under this tool's rules, reported as one call.
 
@@ -158,15 +174,27 @@ class CallPolicy:
         the launcher answers for (a lost server); the tool's own ``ToolError`` and any other
         exception pass on unchanged (the in-process path lets fastmcp answer them: its error
         masking applies). *meta* (the call's ``_meta``) and *headers* (its HTTP request's)
-        carry the trace context the call's span continues.
+        carry the trace context the call's span continues. *session* (the MCP server session,
+        None on the stdio fast path), *headers* and *arguments* tell the guards who calls, and
+        with what.
         """
-        telemetry = self._telemetry
-        if telemetry is None or not telemetry.on:
+        telemetry, guards = self._telemetry, self._guards
+        observed = telemetry is not None and telemetry.on
+        if not observed and guards is None:
             return await self._admitted(call)
-        record = telemetry.begin(self.rules.server, self.rules.tool, meta, headers)
+        record = None
+        if observed:
+            assert telemetry is not None
+            record = telemetry.begin(self.rules.server, self.rules.tool, meta, headers)
+            record.enter()
+        note = None
         outcome = Outcome.ERROR
-        record.enter()
         try:
+            if guards is not None:
+                caller = guards.caller(session, headers)
+                note = guards.begin(caller, arguments, meta, headers)
+                if guards.limits is not None:
+                    await self._take(guards.limits, caller)
             result = await self._admitted(call)
             outcome = result_outcome(result)
             return result
@@ -180,15 +208,33 @@ class CallPolicy:
             outcome = Outcome.CANCELLED
             raise
         finally:
-            record.end(outcome)
+            if note is not None:  # (before the answer: the caller sends it once this returns)
+                self._audit(note, outcome, record)
+            if record is not None:
+                record.end(outcome)
 
-    async def around_fastmcp(self, call: Callable[[], Awaitable[T]]) -> T:
-        """:meth:`run` for a call fastmcp is serving: its ``_meta`` and HTTP headers are those of
-        fastmcp's request."""
+    async def _take(self, limits: RateLimits, caller: Caller) -> None:
+        try:
+            await limits.take(caller.user or "", self.rules.tool)
+        except RateLimited as exc:
+            raise CallFailed(str(exc), Outcome.RATE_LIMITED, log_level=logging.INFO) from None
+
+    def _audit(self, note: CallNote, outcome: Outcome, record: CallRecord | None) -> None:
+        trace_id = None
+        if record is not None and record.span is not None:
+            trace_id = trace_id_of(record.trace_context(), None)
+        assert self._guards is not None
+        self._guards.end(note, self.rules.server, self.rules.tool, outcome, trace_id)
+
+    async def around_fastmcp(self, call: Callable[[], Awaitable[T]], arguments: Any = None) -> T:
+        """:meth:`run` for a call fastmcp is serving: its ``_meta``, HTTP headers and session
+        are those of fastmcp's request."""
         telemetry = self._telemetry
-        if telemetry is not None and telemetry.tracing is not None:
-            meta, headers = request_trace_sources()
-            return await self.run(call, meta=meta, headers=headers)
+        if self._guards is not None or (telemetry is not None and telemetry.tracing is not None):
+            meta, headers, session = request_sources()
+            return await self.run(
+                call, meta=meta, headers=headers, session=session, arguments=arguments
+            )
         return await self.run(call)
 
     async def _admitted(self, call: Callable[[], Awaitable[T]]) -> T:
@@ -227,10 +273,11 @@ class CallPolicy:
 
     # -- a call served from callbacks --------------------------------------------------------
 
-    def admit_now(self, meta: Mapping[str, Any] | None) -> Admission | None:
+    def admit_now(self, meta: Mapping[str, Any] | None, arguments: Any = None) -> Admission | None:
         """Let a call in at once, on the event loop, when nothing would make it wait: its server
-        up, and no lock needed or the process lock free with no fleet lock in use. None (and
-        nothing done) otherwise: the call then goes through :meth:`run`, which waits."""
+        up, no lock needed or the process lock free with no fleet lock in use, and a token in
+        its buckets (kept in memory). None (and nothing done) otherwise: the call then goes
+        through :meth:`run`, which waits, or refuses."""
         if self.refusal() is not None:
             return None
         lock = self.rules.lock
@@ -240,19 +287,36 @@ class CallPolicy:
             fleet_lock_in_use() is not None or not PROCESS_LOCK.try_acquire()
         ):
             return None
+        note = None
+        guards = self._guards
+        if guards is not None:
+            caller = guards.caller(None, None)
+            limits = guards.limits
+            if limits is not None and not limits.take_now(caller.user or "", self.rules.tool):
+                if lock is LockMode.HELD:
+                    PROCESS_LOCK.release()
+                return None
+            note = guards.begin(caller, arguments, meta, None)
         record = None
         telemetry = self._telemetry
         if telemetry is not None and telemetry.on:
             record = telemetry.begin(self.rules.server, self.rules.tool, meta)
             if lock is LockMode.HELD:
                 record.lock_waited(0.0)
-        return Admission(lock is LockMode.HELD, record)
+        return Admission(lock is LockMode.HELD, record, note)
+
+    def answered_now(self, admission: Admission, outcome: Outcome) -> None:
+        """A call let in by :meth:`admit_now` is about to be answered: its audit line first."""
+        note, admission.note = admission.note, None
+        if note is not None:
+            self._audit(note, outcome, admission.record)
 
     def end_now(self, admission: Admission, outcome: Outcome) -> None:
         """A call let in by :meth:`admit_now` is over: give the lock back, report *outcome*."""
         if admission.locked:
             admission.locked = False
             PROCESS_LOCK.release()
+        self.answered_now(admission, outcome)
         record, admission.record = admission.record, None
         if record is not None:
             record.end(outcome)

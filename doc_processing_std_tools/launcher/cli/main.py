@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from ... import __version__
 from ...shared.tool_call_logs import quiet_tool_call_logs
+from ..calls.audit import stdout_taken
 from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
@@ -205,6 +206,9 @@ def _main(argv: list[str]) -> int:
         except ValidationError as exc:
             error = exc.errors(include_url=False)[0]
             return _fail(f"--{error['loc'][0]}: {error['msg']}", EXIT_USAGE)
+    taken = stdout_taken(loaded, transport.type)  # (audit: stdout over stdio)
+    if taken:
+        return _fail(taken, EXIT_USAGE)
     level = args.log_level or loaded.config.log_level
     _setup_logging(level)
 

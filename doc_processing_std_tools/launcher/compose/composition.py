@@ -27,6 +27,7 @@ from ...servers import (
     resolve_module,
     resolve_registered,
 )
+from ..calls.guards import CallGuards
 from ..calls.policed_tools import MountRules
 from ..calls.policy import LockMode
 from ..config.schema import (
@@ -37,6 +38,7 @@ from ..config.schema import (
     describe_validation_error,
 )
 from ..config.yaml_file import format_error
+from .callers import call_guards
 from .mounting import exposed_only, mounted_provider
 
 if TYPE_CHECKING:
@@ -133,6 +135,7 @@ class Composition:
     # late mounts not listed yet -> set once their server is up and listed (or failed)
     starting: dict[str, Any] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=lambda: _no_telemetry())  # metrics, spans
+    guards: CallGuards | None = None  # the audit log and rate limits (calls/guards.py)
     # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
     on_tools_changed: Callable[[Composition], None] | None = None
 
@@ -141,6 +144,8 @@ class Composition:
         try:
             await self.sessions.aclose()
         finally:
+            if self.guards is not None:
+                await self.guards.aclose()
             if self.telemetry.tracing is not None:
                 import anyio
 
@@ -385,6 +390,7 @@ async def compose(
 
     if telemetry is None:
         telemetry = telemetry_of(loaded)
+    guards = call_guards(loaded)
     sessions = AsyncExitStack()
     try:
         # Per-mount tasks (external sessions) live as long as the composition.
@@ -408,12 +414,15 @@ async def compose(
         )
         exposure = Exposure()
         mounts = [
-            await mount_into(root, mount, exposure=exposure, telemetry=telemetry) for mount in built
+            await mount_into(root, mount, exposure=exposure, telemetry=telemetry, guards=guards)
+            for mount in built
         ]
         refuse_bad_names(mounts)
         mounts = exposure.settle(mounts)
     except BaseException:
         await sessions.aclose()
+        if guards is not None:
+            await guards.aclose()
         raise
     composition = Composition(
         root,
@@ -425,6 +434,7 @@ async def compose(
         reload_lock=anyio.Lock(),
         exposure=exposure,
         telemetry=telemetry,
+        guards=guards,
     )
     composition.watch_lists()
     from .subscriptions import Subscriptions
@@ -488,6 +498,7 @@ async def mount_into(
     add: bool = True,
     exposure: Exposure | None = None,
     telemetry: Telemetry | None = None,
+    guards: CallGuards | None = None,
 ) -> Mount:
     """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
 
@@ -516,6 +527,7 @@ async def mount_into(
             call_failed=mount.supervisor.call_failed if mount.supervisor else None,
             lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
             telemetry=telemetry,
+            guards=guards,
         ),
     )
     shown = (

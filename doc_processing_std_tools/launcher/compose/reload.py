@@ -75,6 +75,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
                 add=False,
                 exposure=exposure,
                 telemetry=composition.telemetry,
+                guards=composition.guards,
             )
             for m in built
         }

@@ -457,6 +457,77 @@ class LockConfig(_Strict):
     lease: float = Field(10.0, gt=0)
 
 
+AUDIT_STDOUT = "stdout"  # audit.path: the lines go to standard output (containers)
+RATE_UNITS = {"s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hour": 3600.0}
+
+
+class AuditConfig(_Strict):
+    """The audit log (``audit:``): one JSON line per tool call (docs/trust.md#audit-log)."""
+
+    path: str  # a file (relative to the config's folder), or ``stdout``
+    max_bytes: int = Field(10 * 1024 * 1024, ge=0)  # rotate before the file passes it; 0: never
+    backups: int = Field(5, ge=0)  # rotated files kept (FILE.1 ... FILE.N)
+    arguments: bool = False  # the call's arguments in each line (their size and hash always)
+    fsync: bool = False  # each line reaches the disk before its answer (survives a power loss)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"path": value} if isinstance(value, str) else value
+
+    @field_validator("path")
+    @classmethod
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("give a file for the audit lines, or stdout")
+        return value
+
+
+class RateLimitRule(_Strict):
+    """One rate limit (``rate_limits:``): a token bucket of *rate* and *burst* for the calls
+    whose tool and caller match (docs/trust.md#rate-limits)."""
+
+    tools: list[str] = Field(default_factory=lambda: ["*"])  # globs on the names clients see
+    users: list[str] = Field(default_factory=lambda: ["*"])  # globs on who is calling
+    rate: str  # calls per unit: "10/s", "100/min", "1000/h"
+    burst: int | None = Field(None, ge=1)  # calls at once (default: the count of rate)
+    per: Literal["user", "tool", "user_tool", "everyone"] = "user"  # who shares a bucket
+
+    @field_validator("tools", "users", mode="before")
+    @classmethod
+    def _one_glob(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = f"{value:g}/s"
+        if not isinstance(value, str):
+            return value
+        count, _, unit = value.replace(" ", "").partition("/")
+        try:
+            calls = float(count)
+        except ValueError:
+            calls = -1.0
+        if calls <= 0 or unit.lower() not in RATE_UNITS:
+            raise ValueError("write the rate as calls per s, min or h, e.g. 10/s or 100/min")
+        return value
+
+    @property
+    def per_second(self) -> float:
+        """Calls per second the bucket refills."""
+        count, _, unit = self.rate.replace(" ", "").partition("/")
+        return float(count) / RATE_UNITS[unit.lower()]
+
+    @property
+    def capacity(self) -> int:
+        """Calls that may come at once."""
+        if self.burst is not None:
+            return self.burst
+        return max(1, int(float(self.rate.replace(" ", "").partition("/")[0])))
+
+
 class LauncherConfig(_Strict):
     """The whole file."""
 
@@ -469,6 +540,8 @@ class LauncherConfig(_Strict):
     lock: LockConfig | None = None
     servers: dict[str, ServerEntry]
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    audit: AuditConfig | None = None  # one JSON line per tool call (docs/trust.md)
+    rate_limits: list[RateLimitRule] = Field(default_factory=list)  # (docs/trust.md)
 
     @field_validator("profiles")
     @classmethod

@@ -244,7 +244,9 @@ class FastPath:
             with scope:
                 try:
                     reply = await target.policy.run(
-                        lambda: call(target, request_id, params), meta=params.get("_meta")
+                        lambda: call(target, request_id, params),
+                        meta=params.get("_meta"),
+                        arguments=params.get("arguments"),
                     )
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))

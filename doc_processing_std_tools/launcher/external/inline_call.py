@@ -74,7 +74,7 @@ class InlineCalls:
         ):
             return False
         policy = target.policy
-        admission = policy.admit_now(meta)
+        admission = policy.admit_now(meta, params.get("arguments"))
         if admission is None:
             return False
         key = pipe.next_key()
@@ -134,6 +134,7 @@ class InlineCalls:
         if self._calls.get(call.request_id) is not call:
             return  # already over
         if reply is not None:
+            call.target.policy.answered_now(call.admission, outcome)  # (its audit line first)
             # First, so that the client can go on (on the other CPU) while the call is put away;
             # nothing else reaches the loop before this returns.
             self._put(reply)

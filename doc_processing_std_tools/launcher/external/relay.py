@@ -196,6 +196,8 @@ class ToolRelay:
                 lambda: self._forward(target, params, ctx.session, ctx.request_id),
                 meta=params.get("_meta"),
                 headers=getattr(ctx.request, "headers", None),  # (HTTP: a Starlette request)
+                session=ctx.session,
+                arguments=params.get("arguments"),
             )
         except Exception as exc:
             text = str(target.policy.failed(exc))

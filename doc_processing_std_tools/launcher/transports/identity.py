@@ -24,6 +24,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _subject: ContextVar[str | None] = ContextVar("dpt_caller_subject", default=None)
+_caller: ContextVar[str | None] = ContextVar("dpt_caller_name", default=None)
+_stdio_client: list[str | None] = [None]  # (one stdio client per process: its initialize)
 
 
 def current_subject() -> str | None:
@@ -45,6 +47,38 @@ def current_subject() -> str | None:
     if token is not None:
         return subject_of(token)
     return _subject.get()
+
+
+def current_caller() -> str | None:
+    """Who is calling over HTTP, by name, for the audit log and rate limits: the token's
+    subject, else the static token's name (``token-2`` for the second); None without a token.
+    Never the token itself."""
+    from fastmcp.server.dependencies import get_access_token
+
+    try:
+        token = get_access_token()
+    except RuntimeError:
+        token = None
+    if token is not None:
+        return subject_of(token) or _clean(getattr(token, "client_id", None))
+    return _caller.get()
+
+
+def note_stdio_client(params: Any) -> None:
+    """The stdio client's ``initialize`` params: its ``clientInfo.name`` names it in the audit
+    log (the fast path serves calls before the SDK's session has been seen)."""
+    info = params.get("clientInfo") if isinstance(params, dict) else None
+    name = info.get("name") if isinstance(info, dict) else None
+    _stdio_client[0] = _clean(name)
+
+
+def stdio_client() -> str | None:
+    """The stdio client's name from its ``initialize``, or None."""
+    return _stdio_client[0]
+
+
+def _clean(name: Any) -> str | None:
+    return _UNPRINTABLE.sub("?", name)[:200] if isinstance(name, str) and name else None
 
 
 def subject_of(access_token: Any) -> str | None:
@@ -88,5 +122,9 @@ class CallerIdentity:
             await self.app(scope, receive, send)
             return
         token = getattr(scope.get("user"), "access_token", None)
-        with acting_as(subject_of(token) if token is not None else None):
-            await self.app(scope, receive, send)
+        reset = _caller.set(caller_name(scope))
+        try:
+            with acting_as(subject_of(token) if token is not None else None):
+                await self.app(scope, receive, send)
+        finally:
+            _caller.reset(reset)

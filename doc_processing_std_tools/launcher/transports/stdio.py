@@ -40,6 +40,7 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from ..lines import LineBuffer, read_lines
+from .identity import note_stdio_client
 from .wire_errors import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
@@ -298,8 +299,10 @@ def _route(line: bytes, writer: _Writer, fast: FastPath | None) -> Any:
         return None
     if isinstance(message, JSONRPCRequest):
         writer.expect(message.id)
-        if fast is not None and message.method == "initialize":
-            fast.initialize_id = message.id
+        if message.method == "initialize":
+            note_stdio_client(message.params)
+            if fast is not None:
+                fast.initialize_id = message.id
     elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
         cancelled = (message.params or {}).get("requestId")
         if isinstance(cancelled, str | int):  # (a list or an object names no request)

@@ -1,6 +1,9 @@
 """One call policy on every path (issue 33 §1): the same failures through every way a tool call
 can go, each ending with the same outcome label, exactly one count in ``dpt_tool_calls_total``,
-exactly one span, and the same answer text once the tool's and server's names are taken out.
+exactly one span, exactly one audit line (issue 36 §3: written before the answer, so it is in
+the file when the answer arrives), and the same answer text once the tool's and server's names
+are taken out. A call over a rate limit (issue 36 §4) is one more failure, refused the same way
+on every path.
 
 Real parts: two launchers (``tests/helpers/servers/policy_launcher.py``: the real CLI, its telemetry read
 exactly), one over stdio and one over streamable HTTP, each shared by the cells of its ways;
@@ -27,6 +30,7 @@ The ways a call goes (``docs/architecture.md``, "One tool call"):
 
 from __future__ import annotations
 
+import getpass
 import itertools
 import json
 import os
@@ -70,14 +74,19 @@ OBSERVER_LINE = re.compile(r"policy observer on port (\d+)")
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 CANCELLED_BY_TRANSPORT = -32800  # what the SDK's HTTP transport closes a cancelled POST with
 
-FAILURES = ("lock_timeout", "timeout", "refusal", "crash", "cancelled")
+FAILURES = ("lock_timeout", "timeout", "refusal", "crash", "cancelled", "rate_limited")
 OUTCOMES = {
     "lock_timeout": "lock_timeout",
     "timeout": "timeout",
     "refusal": "unavailable",
     "crash": "unavailable",
     "cancelled": "cancelled",
+    "rate_limited": "rate_limited",
 }
+AUDIT = "audit.jsonl"  # beside each launcher's config
+# one call of each long-timeout server's "change" an hour, per user and tool: the second is refused
+RATE_LIMITS = "rate_limits:\n  - {tools: '*long_change', rate: 1/h, burst: 1, per: user_tool}\n"
+RETRY = re.compile(r"retry in \d+ s")
 _NAMED = CallPolicy(ToolRules(server="<server>", tool="<tool>", lock=LockMode.HELD, timeout=SHORT))
 # The answer each failure gets, on every path: the policy's own text; a server that went down
 # says so in its supervisor's words, whether the call or the supervisor saw it first (these
@@ -87,6 +96,10 @@ ANSWERS = {
     "timeout": _NAMED.timeout_text(),
     "refusal": f"server '<server>' is restarting (attempt 1): {SESSION_CLOSED}",
     "crash": f"server '<server>' is restarting (attempt 1): {SESSION_CLOSED}",
+    "rate_limited": (
+        "rate limit: '<tool>' was called too often by '<user>'; retry in N s "
+        "(rate_limits[0]: 1/h, burst 1)"
+    ),
 }
 
 
@@ -272,6 +285,12 @@ class Launcher:
     def stderr(self) -> str:
         return self.errlog.read_text(errors="replace")
 
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """Every audit line so far (each must be whole JSON)."""
+        text = (self.errlog.parent / AUDIT).read_text()
+        assert not text or text.endswith("\n"), text[-200:]
+        return [json.loads(line) for line in text.splitlines()]
+
     def metrics_text(self) -> str:
         return request(self.observer, "GET", "/metrics").body.decode()
 
@@ -300,8 +319,14 @@ class Launcher:
             for s in seen.spans
             if s["dpt.tool"].endswith(tools)
         )
+        audited = Counter(
+            (line["server"], line["tool"], line["outcome"])
+            for line in self.audit_lines()
+            if line["tool"].endswith(tools)
+        )
         assert found == self.expected, (found, self.expected)
         assert spans == self.expected, (spans, self.expected)
+        assert audited == self.expected, (audited, self.expected)
 
 
 def spawn(config: Path, *args: str, **popen: Any) -> subprocess.Popen[bytes]:
@@ -544,7 +569,9 @@ def stdio_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioLa
     folder = tmp_path_factory.mktemp("stdio")
     config = folder / "tools.yaml"
     config.write_text(
-        "servers:\n"
+        f"audit: {{path: {AUDIT}}}\n"
+        + RATE_LIMITS
+        + "servers:\n"
         + in_process("holder", 60)
         + in_process("plainshort", SHORT)
         + in_process("plainlong", 60)
@@ -573,7 +600,7 @@ def http_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpLaun
         for (name, server), timeout in zip(url_servers.items(), (SHORT, 60), strict=True)
     )
     config.write_text(
-        "profiles:\n  finder: {search: always}\n"
+        f"audit: {{path: {AUDIT}}}\n" + RATE_LIMITS + "profiles:\n  finder: {search: always}\n"
         "servers:\n"
         + in_process("holder", 60)
         + in_process("inpshort", SHORT)
@@ -609,13 +636,20 @@ class Cell:
     folder: Path
     tool: str = ""
     before: Observed | None = None
+    audited: int = 0  # audit lines before the call
     sent: Any = None
 
     def start(self, own_name: str, arguments: dict[str, Any]) -> Any:
         self.tool = f"{self.server}_{own_name}"
         self.before = self.launcher.observe()
+        self.audited = len(self.launcher.audit_lines())
         self.sent = self.launcher.call(self.way, self.tool, arguments)
         return self.sent
+
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """The audit lines of this call's tool since it started."""
+        lines = self.launcher.audit_lines()[self.audited :]
+        return [line for line in lines if line["tool"] == self.tool]
 
 
 def lock_timeout(cell: Cell) -> dict[str, Any]:
@@ -672,12 +706,28 @@ def cancelled(cell: Cell) -> None:
     cell.launcher.cancel(sent)
 
 
+def rate_limited(cell: Cell) -> dict[str, Any]:
+    """The call comes after the one call an hour its limit allows: refused, nothing done.
+
+    (The ways that share a launcher and a server share its bucket too: the first of them
+    makes the allowed call, the others are refused at once.)
+    """
+    launcher = cell.launcher
+    answer = launcher.reply(cell.start("change", {}))
+    if answer["result"]["isError"] is False:  # the allowed call, recorded as any other
+        check_recorded(cell, "ok")
+        check_audited(cell, "ok")
+        answer = launcher.reply(cell.start("change", {}))
+    return answer
+
+
 RUNS: dict[str, Callable[[Cell], dict[str, Any] | None]] = {
     "lock_timeout": lock_timeout,
     "timeout": timeout,
     "refusal": refusal,
     "crash": crash,
     "cancelled": cancelled,
+    "rate_limited": rate_limited,
 }
 
 
@@ -700,9 +750,28 @@ def check_recorded(cell: Cell, outcome: str) -> None:
     launcher.expected[(server, tool, outcome)] += 1
 
 
-def named(text: str, server: str, tool: str) -> str:
-    """*text* with the tool's and the server's names taken out."""
-    return text.replace(tool, "<tool>").replace(server, "<server>")
+def check_audited(cell: Cell, outcome: str, *, answered: bool = True) -> None:
+    """The call has exactly one audit line, saying *outcome*, who called and from where. An
+    answered call's line was written before its answer: it is in the file already."""
+    lines = cell.audit_lines() if answered else wait_for("an audit line", cell.audit_lines)
+    assert [line["outcome"] for line in lines] == [outcome], lines
+    line = lines[0]
+    assert line["server"] == cell.server and line["client"] in ("raw", "test"), line
+    if cell.way.transport == "stdio":
+        assert line["user"] == getpass.getuser() and line["session"].startswith("stdio-"), line
+    else:
+        assert line["user"] == "anonymous", line
+        assert line["session"] == cell.launcher.sessions[cell.way.endpoint], line  # type: ignore[attr-defined]
+    assert line["arguments_bytes"] >= 2 and len(line["arguments_sha256"]) == 64
+    assert line["pin"] is None and "arguments" not in line
+
+
+def named(text: str, server: str, tool: str, user: str = "") -> str:
+    """*text* with the tool's, the server's and the caller's names, and a wait, taken out."""
+    text = text.replace(tool, "<tool>").replace(server, "<server>")
+    if user:
+        text = text.replace(f"by {user!r}", "by '<user>'")
+    return RETRY.sub("retry in N s", text)
 
 
 def error_text(answer: dict[str, Any]) -> str:
@@ -721,8 +790,10 @@ def test_every_path_ends_a_failed_call_the_same_way(
     server = short if failure in ("lock_timeout", "timeout") else long
     cell = Cell(launcher, way, server, tmp_path)
     answer = RUNS[failure](cell)
+    check_audited(cell, OUTCOMES[failure], answered=answer is not None)
     check_recorded(cell, OUTCOMES[failure])
     if answer is None:
         assert launcher.unanswered(cell.sent) is None  # cancelled: no result
     else:
-        assert named(error_text(answer), cell.server, cell.tool) == ANSWERS[failure]
+        user = getpass.getuser() if way.transport == "stdio" else "anonymous"
+        assert named(error_text(answer), cell.server, cell.tool, user) == ANSWERS[failure]

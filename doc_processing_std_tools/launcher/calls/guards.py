@@ -1,0 +1,96 @@
+"""What a composition asks of every call beyond its tool's own rules: the audit log and the
+rate limits (``audit:`` and ``rate_limits:``; docs/trust.md).
+
+One :class:`CallGuards` per composition, shared by every tool's :class:`~.policy.CallPolicy`,
+which asks it at the start of each call (:meth:`CallGuards.begin`: who is calling, a token from
+the buckets) and at its end (:meth:`CallGuards.end`: the audit line, written before the
+answer). Who is calling is told by the layer that knows (the transports' identity), through
+:attr:`CallGuards.identify`, set when the composition is built.
+"""
+
+from __future__ import annotations
+
+import getpass
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..config.schema import LoadedConfig
+from .audit import AuditLog, Caller, CallNote, audit_entry, trace_id_of
+from .rate_limits import RateLimits
+
+# Who is calling: given the call's MCP server session (None on the stdio fast path) and its
+# HTTP request's headers (None over stdio).
+Identify = Callable[[Any, Mapping[str, str] | None], Caller]
+# A tool's pin status (``"pinned"``, ``"warned"`` ...) by (server, exposed tool); None when the
+# definitions are not pinned.
+PinStatus = Callable[[str, str], str | None]
+
+
+def local_user() -> str:
+    """The user the launcher runs as: who calls over stdio."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # (no passwd entry in a container)
+        return "local"
+
+
+def anonymous(session: Any, headers: Mapping[str, str] | None) -> Caller:
+    """Who calls when nothing better is known: the local user over stdio, else anonymous."""
+    return Caller(local_user() if headers is None else "anonymous")
+
+
+class CallGuards:
+    """The audit log and the rate limits of one composition (either may be None)."""
+
+    __slots__ = ("audit", "identify", "limits", "pin_status")
+
+    def __init__(
+        self,
+        audit: AuditLog | None = None,
+        limits: RateLimits | None = None,
+        identify: Identify = anonymous,
+        pin_status: PinStatus | None = None,
+    ) -> None:
+        self.audit, self.limits = audit, limits
+        self.identify = identify
+        self.pin_status = pin_status
+
+    @classmethod
+    def of(cls, loaded: LoadedConfig) -> CallGuards | None:
+        """What *loaded* asks for; None when it asks for neither (calls then pay nothing)."""
+        config = loaded.config
+        if config.audit is None and not config.rate_limits:
+            return None
+        audit = AuditLog.from_config(config.audit, loaded) if config.audit is not None else None
+        limits = RateLimits(config.rate_limits, config.lock) if config.rate_limits else None
+        return cls(audit, limits)
+
+    def caller(self, session: Any, headers: Mapping[str, str] | None) -> Caller:
+        return self.identify(session, headers)
+
+    def begin(
+        self,
+        caller: Caller,
+        arguments: Any,
+        meta: Mapping[str, Any] | None,
+        headers: Mapping[str, str] | None,
+    ) -> CallNote | None:
+        """What the audit line of a call starting now needs; None without an audit log."""
+        audit = self.audit
+        if audit is None:
+            return None
+        return CallNote(caller, arguments, audit.arguments, trace_id_of(meta, headers))
+
+    def end(
+        self, note: CallNote, server: str, tool: str, outcome: str, trace_id: str | None
+    ) -> None:
+        """The call's audit line: written (whole) when this returns."""
+        assert self.audit is not None
+        pin = self.pin_status(server, tool) if self.pin_status is not None else None
+        self.audit.write(audit_entry(note, server, tool, outcome, trace_id, pin))
+
+    async def aclose(self) -> None:
+        if self.limits is not None:
+            await self.limits.aclose()
+        if self.audit is not None:
+            self.audit.close()
