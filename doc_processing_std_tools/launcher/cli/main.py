@@ -285,6 +285,9 @@ async def _report_or_serve(
             if m.state == "needs-login" and m.supervisor is not None
         ]
         findings += _lock_findings()
+        from ..compose.pinning import check_findings
+
+        findings += check_findings(composition)  # (definitions not as approved: pins)
         if not args.profile:
             findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
         print_check(loaded, composition, transport, findings)

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..calls.pins import shown as shown_hidden
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
 from .connect import TOKEN_PLACEHOLDER
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -115,7 +116,8 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
                     "read_only": bool(hints and hints.read_only_hint),
                     "destructive": bool(hints and hints.destructive_hint),
                     "locked": tool.name in mount.locked,
-                    "description": " ".join((tool.description or "").split()),
+                    # (hidden characters made visible: docs/trust.md)
+                    "description": " ".join(shown_hidden(tool.description or "").split()),
                     "annotations": hints.model_dump(by_alias=True, exclude_none=True)
                     if hints
                     else {},
@@ -230,7 +232,7 @@ def _print_tool(row: dict[str, Any], config: Path) -> None:
             table.add_column(column, overflow="fold")
         for name, kind, required, default, text in parameters:
             cells = (name, kind.replace("`", ""), "yes" if required else "", default, text)
-            table.add_row(*(escape(" ".join(cell.split())) for cell in cells))
+            table.add_row(*(escape(" ".join(shown_hidden(cell).split())) for cell in cells))
         console.print(table)
     else:
         console.print("Parameters: none")

@@ -27,6 +27,7 @@ from ...servers import (
     resolve_module,
     resolve_registered,
 )
+from ..calls.pin_gate import PinGate
 from ..calls.policed_tools import MountRules
 from ..calls.policy import LockMode
 from ..config.schema import (
@@ -38,6 +39,7 @@ from ..config.schema import (
 )
 from ..config.yaml_file import format_error
 from .mounting import exposed_only, mounted_provider
+from .pinning import gate_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -135,6 +137,7 @@ class Composition:
     telemetry: Telemetry = field(default_factory=lambda: _no_telemetry())  # metrics, spans
     # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
     on_tools_changed: Callable[[Composition], None] | None = None
+    pins: PinGate = field(default_factory=PinGate)  # the lock file's verdicts (compose/pinning.py)
 
     async def aclose(self) -> None:
         """End every external server's session (and child process); send the last spans."""
@@ -168,6 +171,9 @@ class Composition:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
             if mount.state == "needs-login" and mount.supervisor is not None:
                 servers[mount.name]["reason"] = mount.supervisor.unavailable()
+            drifted = self.pins.drifted_of(mount.name)
+            if drifted:  # definitions not as approved (pins)
+                servers[mount.name]["drifted"] = drifted
         entries = self.loaded.config.servers
         for name, why in self.skipped:
             entry = entries.get(name)
@@ -392,6 +398,7 @@ async def compose(
         sessions.callback(group.cancel_scope.cancel)
         if loaded.config.lock is not None:
             use_fleet_lock(sessions, loaded.config.lock)
+        pins = gate_for(loaded)
         # Sessions to notify on reload, the per-session cache of the client's MCP roots
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
@@ -408,7 +415,8 @@ async def compose(
         )
         exposure = Exposure()
         mounts = [
-            await mount_into(root, mount, exposure=exposure, telemetry=telemetry) for mount in built
+            await mount_into(root, mount, exposure=exposure, telemetry=telemetry, pins=pins)
+            for mount in built
         ]
         refuse_bad_names(mounts)
         mounts = exposure.settle(mounts)
@@ -425,6 +433,7 @@ async def compose(
         reload_lock=anyio.Lock(),
         exposure=exposure,
         telemetry=telemetry,
+        pins=pins,
     )
     composition.watch_lists()
     from .subscriptions import Subscriptions
@@ -488,6 +497,7 @@ async def mount_into(
     add: bool = True,
     exposure: Exposure | None = None,
     telemetry: Telemetry | None = None,
+    pins: PinGate | None = None,
 ) -> Mount:
     """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
 
@@ -516,6 +526,7 @@ async def mount_into(
             call_failed=mount.supervisor.call_failed if mount.supervisor else None,
             lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
             telemetry=telemetry,
+            pins=pins,
         ),
     )
     shown = (

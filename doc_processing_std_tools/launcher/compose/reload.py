@@ -28,6 +28,7 @@ from .composition import (
     mount_into,
     refuse_bad_names,
 )
+from .pinning import reread
 from .profiles import PLAIN, follow_names, gate_of, plain_problems
 
 log = logging.getLogger("dpt-launch")
@@ -47,6 +48,10 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     path = path or composition.loaded.path
     try:
         loaded = load_config(path)
+    except ConfigError as exc:
+        raise ReloadError(str(exc)) from None
+    try:
+        restore_pins = reread(composition, loaded)  # (the kept servers are listed again below)
     except ConfigError as exc:
         raise ReloadError(str(exc)) from None
     old = {mount.name: mount for mount in composition.mounts}
@@ -75,6 +80,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
                 add=False,
                 exposure=exposure,
                 telemetry=composition.telemetry,
+                pins=composition.pins,
             )
             for m in built
         }
@@ -86,6 +92,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         refuse_bad_names(ordered, fresh=set(fresh))
         refuse_plain_collisions(composition, ordered, set(fresh))
     except Exception as exc:  # whatever a new server raises, the old composition serves on
+        restore_pins()
         for mount in built:
             if mount.supervisor is not None:
                 mount.supervisor.stop()
@@ -109,6 +116,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
             root.add_provider(provider)
     composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
     composition.mounts = ordered
+    composition.pins.forget(removed)
     follow_names(composition)
     composition.watch_lists()
     composition.skipped = skipped
