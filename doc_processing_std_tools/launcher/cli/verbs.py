@@ -29,16 +29,18 @@ CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex", "windsu
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
-async def _composed(config: str | LoadedConfig, only: set[str] | None = None) -> Any:
-    """The composition of *config* (of the servers in *only*), or the exit status after printing
-    why there is none."""
+async def _composed(
+    config: str | LoadedConfig, only: set[str] | None = None, pins: Any = None
+) -> Any:
+    """The composition of *config* (of the servers in *only*; judged by the ``PinGate`` *pins*,
+    default the config's), or the exit status after printing why there is none."""
     from ..compose.composition import CompositionError, ServerStartError, compose
     from ..compose.profiles import plain_problems
 
     try:
         loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            composition = await compose(loaded, only=only)
+            composition = await compose(loaded, only=only, pins=pins)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:

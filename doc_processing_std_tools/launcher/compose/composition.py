@@ -367,6 +367,7 @@ async def compose(
     only: set[str] | None = None,
     grace: float | None = None,
     telemetry: Telemetry | None = None,
+    pins: PinGate | None = None,
 ) -> Composition:
     """Build every enabled server (or those named in *only*), mount it, list what it exposes
     and refuse bad names.
@@ -379,7 +380,8 @@ async def compose(
     begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
     :class:`CompositionError` for tools that cannot be served together and
     :class:`ServerStartError` for a required server that cannot start. *telemetry*
-    observes every call (default: what the config's ``telemetry`` asks for).
+    observes every call (default: what the config's ``telemetry`` asks for); *pins* judges
+    every definition (default: the config's ``pins`` and lock file).
     """
     import anyio
     from fastmcp import FastMCP
@@ -398,7 +400,8 @@ async def compose(
         sessions.callback(group.cancel_scope.cancel)
         if loaded.config.lock is not None:
             use_fleet_lock(sessions, loaded.config.lock)
-        pins = gate_for(loaded)
+        if pins is None:
+            pins = gate_for(loaded)
         # Sessions to notify on reload, the per-session cache of the client's MCP roots
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
