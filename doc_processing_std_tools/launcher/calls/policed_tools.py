@@ -182,7 +182,9 @@ class PolicedListing(Transform):
         }
         server = self._rules.server
         verdicts = {name: pins.judge(server, kind, d) for name, d in definitions.items()}
-        pins.listed(server, kind, definitions, verdicts)
+        # (fastmcp's start-up pass hands over those that run as tasks only: not the whole list)
+        full = any(not item.task_config.supports_tasks() for item in items)
+        pins.listed(server, kind, definitions, verdicts, full=full)
         return [item for item in items if pins.serves(verdicts[item.name])]
 
     def _serves(self, kind: Kind, mcp: Any) -> bool:

@@ -10,11 +10,23 @@ A running launcher reads the lock file again when it reloads (SIGHUP, or ``--wat
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from typing import Any
 
 from ..calls.pin_gate import PinGate
-from ..calls.pins import KINDS, Finding, LockFile, PinError, Served, definition_diff, drift
+from ..calls.pins import (
+    KINDS,
+    Finding,
+    LockFile,
+    PinError,
+    Served,
+    definition_diff,
+    drift,
+    hidden_characters,
+    pinned_part,
+    shown,
+)
 from ..compose.pinning import served
 from ..config.schema import ConfigError, LoadedConfig, load_config
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -60,8 +72,8 @@ async def run(verb: str, args: argparse.Namespace) -> int:
         except PinError as exc:
             if args.action == "diff" or path.exists():
                 return _fail(str(exc), EXIT_USAGE)
-    # (a gate with no lock file and policy warn: every definition is listed and recorded)
-    composition = await _composed(loaded, pins=PinGate("warn"))
+    # (a gate with no lock file: it records every definition, and reports hidden text only)
+    composition = await _composed(loaded, pins=PinGate(loaded.config.pins.policy))
     if isinstance(composition, int):
         return composition
     try:
@@ -108,7 +120,12 @@ def _diff(loaded: LoadedConfig, pins: LockFile, now: Served) -> int:
         print(finding.line())
         pinned = pins.servers.get(finding.server, {}).get(finding.kind, {}).get(finding.name)
         current = now.get(finding.server, {}).get(finding.kind, {}).get(finding.name)
-        if finding.problem != "hidden text":
+        if finding.problem == "hidden text" and current is not None:
+            text = json.dumps(pinned_part(finding.kind, current), indent=2, ensure_ascii=False)
+            for line in text.splitlines():  # (each line holding some, made visible)
+                if hidden_characters(line):
+                    print(f"  {shown(line.strip())}")
+        else:
             sys.stdout.write(definition_diff(finding.kind, pinned, current, finding.key))
         print()
     if not found:
