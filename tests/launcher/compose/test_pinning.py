@@ -60,9 +60,8 @@ async def test_a_tampered_pin_keeps_a_built_in_tool_out_of_lists_and_calls(
             assert not listed.is_error
         assert composition.pins.drifted() == 1
         assert composition.server_states()["memory-tools"]["drifted"] == 1
-        assert [text for _, _, text in check_findings(composition)][0] == (
-            "tool memory-tools.write_memory changed: not served"
-        )
+        lines = [text for _, _, text in check_findings(composition)]
+        assert lines[0] == "tool memory-tools.write_memory changed: not served"
 
         # approved again (the served one taken) and reloaded: served
         pins.approve(served(composition), only="memory-tools.write_memory")
@@ -147,5 +146,5 @@ async def test_hidden_text_is_refused_even_without_a_lock_file(write_config) -> 
 async def test_a_lock_file_that_cannot_be_read_refuses_the_launch(write_config) -> None:
     config = write_config("servers:\n" + DESCRIBED)
     (config.parent / "tools.lock").write_text("{not json", encoding="utf-8")
-    with pytest.raises(ConfigError, match="tools.lock: cannot be read as a lock file"):
+    with pytest.raises(ConfigError, match=r"tools\.lock: cannot be read as a lock file"):
         await compose(load_config(config))
