@@ -6,6 +6,7 @@ diff`` shows the change; ``pins approve`` and a reload serve it."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,11 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from doc_processing_std_tools.launcher.calls.pins import LockFile
 from doc_processing_std_tools.launcher.cli.main import main
-from helpers.launch import launched, text_of, tool_names
+from helpers.launch import http_launcher, launched, text_of, tool_names
 from helpers.notices import CHANGED, Notices
 from helpers.paths import SERVERS
 from helpers.processes import launcher_pid
+from helpers.rpc import request
 from helpers.servers.shifting_server import APPROVED, SHIFTED
 
 SHIFTING = SERVERS / "shifting_server.py"
@@ -85,3 +88,23 @@ async def test_a_changed_definition_is_never_served_until_approved(
     log = errlog.read_text(errors="replace")
     assert log.count("tool shifty.greet changed: not served") == 1
     assert "tool shifty.added not pinned: not served" in log
+
+
+def test_ready_and_metrics_count_what_drifted(
+    write_config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(
+        f"transport: http\nservers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    )
+    assert main(["pin", "--config", str(config)]) == 0
+    lock = tmp_path / "tools.lock"
+    pins = LockFile.read(lock)
+    pins.servers["memory-tools"]["tools"]["read_memory"]["description"] = "Approved text."
+    del pins.servers["memory-tools"]["tools"]["write_memory"]
+    pins.write(lock)
+    with http_launcher(config) as launched_http:
+        ready = request(launched_http.port, "GET", "/ready")
+        assert ready.status == 200
+        assert json.loads(ready.body)["servers"]["memory-tools"]["drifted"] == 2
+        metrics = request(launched_http.port, "GET", "/metrics").body.decode()
+        assert "dpt_pinned_definitions_drifted 2.0" in metrics

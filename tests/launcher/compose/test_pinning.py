@@ -148,3 +148,33 @@ async def test_a_lock_file_that_cannot_be_read_refuses_the_launch(write_config) 
     (config.parent / "tools.lock").write_text("{not json", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"tools\.lock: cannot be read as a lock file"):
         await compose(load_config(config))
+
+
+async def test_search_mode_neither_finds_nor_calls_a_drifted_tool(
+    write_config, tmp_path: Path
+) -> None:
+    from doc_processing_std_tools.launcher.compose.profiles import install_profiles
+
+    config = write_config(
+        "profiles: {finder: {search: always}}\nservers:\n" + memory(tmp_path / "m")
+    )
+    pins = await pin_all(config)
+    pins.servers["memory-tools"]["tools"]["write_memory"]["description"] = "Approved text."
+    pins.write(tmp_path / "tools.lock")
+    composition = await compose(load_config(config))
+    try:
+        install_profiles(composition, [], "finder")
+        async with Client(composition.root) as client:
+            assert {t.name for t in await client.list_tools()} == {"search_tools", "call_tool"}
+            found = await client.call_tool("search_tools", {"query": "write a memory", "limit": 50})
+            names = {tool["name"] for tool in found.structured_content["tools"]}
+            assert "read_memory" in names and "write_memory" not in names
+            called = await client.call_tool(
+                "call_tool",
+                {"name": "write_memory", "arguments": {"key": "k", "value": "v"}},
+                raise_on_error=False,
+            )
+            assert called.is_error and "changed since it was approved" in text_of(called)
+            assert not (tmp_path / "m" / "k.json").exists()
+    finally:
+        await composition.aclose()
