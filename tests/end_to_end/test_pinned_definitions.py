@@ -108,3 +108,19 @@ def test_ready_and_metrics_count_what_drifted(
         assert json.loads(ready.body)["servers"]["memory-tools"]["drifted"] == 2
         metrics = request(launched_http.port, "GET", "/metrics").body.decode()
         assert "dpt_pinned_definitions_drifted 2.0" in metrics
+
+
+async def test_watch_serves_what_is_approved_without_a_signal(
+    write_config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = write_config(f"servers:\n  memory-tools:\n    settings: {{memory_dir: {tmp_path}}}\n")
+    assert (await dpt(capsys, "pin", "--config", str(config)))[0] == 0
+    pins = LockFile.read(tmp_path / "tools.lock")
+    del pins.servers["memory-tools"]["tools"]["write_memory"]
+    pins.write(tmp_path / "tools.lock")
+    notices = Notices()
+    async with launched(config, message_handler=notices, args=("--watch",)) as session:
+        assert "write_memory" not in await tool_names(session)
+        assert (await dpt(capsys, "pins", "approve", "--config", str(config)))[0] == 0
+        await notices.wait_for(CHANGED)
+        assert "write_memory" in await tool_names(session)

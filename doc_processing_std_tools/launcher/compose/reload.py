@@ -210,17 +210,24 @@ async def _on_sighup(composition: Composition) -> None:
             await _reload_once(composition)
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 async def _on_change(composition: Composition) -> None:
-    def stamp() -> float | None:
-        try:
-            return composition.loaded.path.stat().st_mtime
-        except OSError:
-            return None
+    def stamp() -> tuple[float | None, ...]:
+        """The config's mtime, and its lock file's (``pins approve`` is served at once)."""
+        loaded = composition.loaded
+        paths = (loaded.path, loaded.config.pins.lock_path(loaded.base_dir))
+        return tuple(_mtime(path) for path in paths)
 
     last = stamp()
     while True:
         await anyio.sleep(WATCH_INTERVAL)
         now = stamp()
-        if now is not None and now != last:
+        if now[0] is not None and now != last:
             last = now
             await _reload_once(composition)
