@@ -36,6 +36,7 @@ class Outcome(StrEnum):
     TIMEOUT = "timeout"  # servers.<name>.timeout passed while the call ran
     LOCK_TIMEOUT = "lock_timeout"  # the timeout passed while the call waited for the process lock
     UNAVAILABLE = "unavailable"  # the external server was down or restarting, or went away mid-call
+    REFUSED = "refused"  # the launcher's rules let no call of it in (an unapproved definition)
     LOCK_LOST = "lock_lost"  # the fleet lock's lease ran out during the call (lock.lease)
     CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
     RATE_LIMITED = "rate_limited"  # over a limit of rate_limits: refused, nothing was done
@@ -315,6 +316,7 @@ class _Gauges:
         self.sessions: Callable[[], int] | None = None  # open MCP sessions
         self.connections: Callable[[], int] | None = None  # open HTTP connections
         self.fleet_lock_lost: Callable[[], int] | None = None  # grants lost during a call
+        self.pins_drifted: Callable[[], int] | None = None  # definitions not as approved
 
     def describe(self) -> list[Any]:
         return []  # (collected at scrape time only)
@@ -356,6 +358,15 @@ class _Gauges:
                     "dpt_fleet_lock_lost",
                     "Calls during which the fleet lock's lease ran out (lock.lease).",
                     value=self.fleet_lock_lost(),
+                )
+            )
+        if self.pins_drifted is not None:
+            found.append(
+                GaugeMetricFamily(
+                    "dpt_pinned_definitions_drifted",
+                    "Tool, prompt and resource template definitions that differ from the lock "
+                    "file, are not in it, are gone, or hold hidden text (pins).",
+                    value=self.pins_drifted(),
                 )
             )
         return found

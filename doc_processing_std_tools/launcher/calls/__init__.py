@@ -14,6 +14,9 @@
   (:class:`~.rate_limits.RateLimits`, GCRA buckets in memory or on the fleet's Redis).
 - ``policed_tools``: a fastmcp tool that runs through its policy, and the transform that wraps
   every tool a mounted server lists.
+- ``pins`` and ``pin_gate``: the lock file of approved definitions, and the verdicts that keep
+  a definition that is not the approved one out of every list and refuse its calls (the
+  transform above applies them; the policy's ``withheld`` answers the call).
 
 A layer of the launcher beneath ``external``: may import the package's ``locking``,
 ``telemetry``, ``seams`` and ``exceptions``, and ``config``; never another launcher folder.

@@ -21,9 +21,6 @@ from .rate_limits import RateLimits
 # Who is calling: given the call's MCP server session (None on the stdio fast path) and its
 # HTTP request's headers (None over stdio).
 Identify = Callable[[Any, Mapping[str, str] | None], Caller]
-# A tool's pin status (``"pinned"``, ``"warned"`` ...) by (server, exposed tool); None when the
-# definitions are not pinned.
-PinStatus = Callable[[str, str], str | None]
 
 
 def local_user() -> str:
@@ -42,18 +39,16 @@ def anonymous(session: Any, headers: Mapping[str, str] | None) -> Caller:
 class CallGuards:
     """The audit log and the rate limits of one composition (either may be None)."""
 
-    __slots__ = ("audit", "identify", "limits", "pin_status")
+    __slots__ = ("audit", "identify", "limits")
 
     def __init__(
         self,
         audit: AuditLog | None = None,
         limits: RateLimits | None = None,
         identify: Identify = anonymous,
-        pin_status: PinStatus | None = None,
     ) -> None:
         self.audit, self.limits = audit, limits
         self.identify = identify
-        self.pin_status = pin_status
 
     @classmethod
     def of(cls, loaded: LoadedConfig) -> CallGuards | None:
@@ -82,11 +77,17 @@ class CallGuards:
         return CallNote(caller, arguments, audit.arguments, trace_id_of(meta, headers))
 
     def end(
-        self, note: CallNote, server: str, tool: str, outcome: str, trace_id: str | None
+        self,
+        note: CallNote,
+        server: str,
+        tool: str,
+        outcome: str,
+        trace_id: str | None,
+        pin: str | None = None,
     ) -> None:
-        """The call's audit line: written (whole) when this returns."""
+        """The call's audit line: written (whole) when this returns. *pin*: the tool's pin
+        status (:attr:`~.policy.ToolRules.pin`)."""
         assert self.audit is not None
-        pin = self.pin_status(server, tool) if self.pin_status is not None else None
         self.audit.write(audit_entry(note, server, tool, outcome, trace_id, pin))
 
     async def aclose(self) -> None:

@@ -35,7 +35,6 @@ import rfc8785
 
 from ...exceptions import DptError
 
-LOCK_FILE_NAME = "tools.lock"
 LOCK_FILE_VERSION = 1
 Kind = Literal["tools", "prompts", "resourceTemplates"]
 KINDS: tuple[Kind, ...] = ("tools", "prompts", "resourceTemplates")
@@ -177,13 +176,15 @@ class LockFile:
                     if pinned.get(name) != part:
                         pinned[name] = part
                         taken.append(f"{server}.{name}")
-            if only is None:  # a whole approval drops what the server no longer has
-                for kind in KINDS:
-                    pinned = self.servers.get(server, {}).get(kind, {})
-                    for name in list(pinned):
-                        if name not in kinds.get(kind, {}):
-                            del pinned[name]
-                            taken.append(f"{server}.{name} (removed)")
+            # what the server no longer has is dropped (all of it, or the one named)
+            for kind in KINDS:
+                pinned = self.servers.get(server, {}).get(kind, {})
+                for name in list(pinned):
+                    if name in kinds.get(kind, {}):
+                        continue
+                    if only is None or only in (server, f"{server}.{name}"):
+                        del pinned[name]
+                        taken.append(f"{server}.{name} (removed)")
         return taken
 
 

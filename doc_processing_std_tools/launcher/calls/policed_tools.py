@@ -1,7 +1,10 @@
 """Every tool a mounted server lists, wrapped so that fastmcp's call of it runs through its policy.
 
 The wrapping is done on the tool objects (a transform of the server's provider), so a tool the
-server adds after start follows the rules too, and no table of names can go stale.
+server adds after start follows the rules too, and no table of names can go stale. The same
+transform holds the pins (:mod:`.pin_gate`): a tool, prompt or resource template whose
+definition is not the approved one is left out of every list, and a call of such a tool is
+refused by its policy, on every path.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from ...seams.fastmcp_server import namespaced_name
 from ...seams.fastmcp_tools import RunsAround
 from ...telemetry import Telemetry
 from .guards import CallGuards
+from .pin_gate import PinGate
+from .pins import Finding, Kind
 from .policy import CallPolicy, LockMode, ToolRules
 
 
@@ -61,6 +66,7 @@ class MountRules:
     lists_while_down: Callable[[], bool] | None = None
     telemetry: Telemetry | None = None
     guards: CallGuards | None = None  # the audit log and rate limits
+    pins: PinGate | None = None  # the lock file's verdicts (None: everything is served)
 
 
 class PolicedListing(Transform):
@@ -71,32 +77,61 @@ class PolicedListing(Transform):
     def __init__(self, rules: MountRules) -> None:
         self._rules = rules
         self.last_seen: dict[str, Tool] = {}  # the tools listed while the server was up
-        self._wrapped: dict[int, tuple[Tool, PolicedTool]] = {}  # id(tool) -> (tool, its wrap)
+        # id(tool) -> (tool, its wrap, its definition, the pins' verdict on it)
+        self._wrapped: dict[int, tuple[Tool, PolicedTool, dict[str, Any], Finding | None]] = {}
+        self._generation = rules.pins.generation if rules.pins is not None else 0
 
     def policed(self, tool: Tool) -> PolicedTool:
         """The wrap of *tool*, made once per tool object: every call looks the tool up, and
         copying a pydantic model per call is most of the launcher's own cost."""
+        return self._entry(tool)[1]
+
+    def _entry(self, tool: Tool) -> tuple[Tool, PolicedTool, dict[str, Any], Finding | None]:
+        rules = self._rules
+        pins = rules.pins
+        if pins is not None and pins.generation != self._generation:  # (a reload's lock file)
+            self._wrapped.clear()
+            self._generation = pins.generation
         hit = self._wrapped.get(id(tool))
         if hit is not None and hit[0] is tool:  # the entry holds *tool*: its id is not reused
-            return hit[1]
-        rules = self._rules
+            return hit
+        exposed = namespaced_name(rules.namespace, tool.name)
+        definition: dict[str, Any] = {}
+        finding = None
+        if pins is not None:
+            definition = tool.to_mcp_tool().model_dump(
+                mode="json", by_alias=True, exclude_none=True
+            )
+            finding = pins.judge(rules.server, "tools", definition)
         policy = CallPolicy(
             ToolRules(
                 server=rules.server,
-                tool=namespaced_name(rules.namespace, tool.name),
+                tool=exposed,
                 lock=rules.lock_mode(tool),
                 timeout=rules.timeout,
                 unavailable=rules.unavailable,
                 call_failed=rules.call_failed,
+                withheld=(
+                    pins.refusal(finding, exposed)
+                    if pins is not None and finding is not None and not pins.serves(finding)
+                    else None
+                ),
+                pin=(
+                    finding.problem
+                    if finding is not None
+                    else "pinned"
+                    if pins is not None and pins.pins is not None
+                    else None
+                ),
             ),
             rules.telemetry,
             rules.guards,
         )
-        policed = PolicedTool.of(tool, policy)
+        entry = (tool, PolicedTool.of(tool, policy), definition, finding)
         if len(self._wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
             self._wrapped.clear()
-        self._wrapped[id(tool)] = (tool, policed)
-        return policed
+        self._wrapped[id(tool)] = entry
+        return entry
 
     def _down(self) -> bool:
         rules = self._rules
@@ -108,8 +143,20 @@ class PolicedListing(Transform):
         if self._down():
             return list(self.last_seen.values())
         admits = self._rules.admits
-        listed = [self.policed(tool) for tool in tools if admits(tool.name)]
-        if any(not tool.task_config.supports_tasks() for tool in tools):
+        entries = [self._entry(tool) for tool in tools if admits(tool.name)]
+        full = any(not tool.task_config.supports_tasks() for tool in tools)
+        pins = self._rules.pins
+        if pins is not None:
+            pins.listed(
+                self._rules.server,
+                "tools",
+                {entry[0].name: entry[2] for entry in entries},
+                {entry[0].name: entry[3] for entry in entries},
+                full=full,
+            )
+            entries = [entry for entry in entries if pins.serves(entry[3])]
+        listed = [entry[1] for entry in entries]
+        if full:
             self.last_seen = {tool.name: tool for tool in listed}
         else:
             # fastmcp's start-up pass (``get_tasks``) hands transforms the tools that run as
@@ -124,7 +171,47 @@ class PolicedListing(Transform):
         if self._down():
             return self.last_seen.get(name)
         tool = await call_next(name, version=version)
-        return self.policed(tool) if tool is not None else None
+        return self.policed(tool) if tool is not None else None  # (its policy may refuse it)
+
+    # -- prompts and resource templates: listed only when their definition is approved --------
+
+    async def list_prompts(self, prompts: Sequence[Any]) -> Sequence[Any]:
+        return self._judged("prompts", prompts, lambda p: p.to_mcp_prompt())
+
+    async def get_prompt(self, name: str, call_next: Any, *, version: Any = None) -> Any:
+        found = await call_next(name, version=version)
+        return found if found is None or self._serves("prompts", found.to_mcp_prompt()) else None
+
+    async def list_resource_templates(self, templates: Sequence[Any]) -> Sequence[Any]:
+        return self._judged("resourceTemplates", templates, lambda t: t.to_mcp_template())
+
+    async def get_resource_template(self, uri: str, call_next: Any, *, version: Any = None) -> Any:
+        found = await call_next(uri, version=version)
+        if found is None or self._serves("resourceTemplates", found.to_mcp_template()):
+            return found
+        return None
+
+    def _judged(self, kind: Kind, items: Sequence[Any], as_mcp: Callable[[Any], Any]) -> list[Any]:
+        pins = self._rules.pins
+        if pins is None or self._down():
+            return list(items)
+        definitions = {
+            item.name: as_mcp(item).model_dump(mode="json", by_alias=True, exclude_none=True)
+            for item in items
+        }
+        server = self._rules.server
+        verdicts = {name: pins.judge(server, kind, d) for name, d in definitions.items()}
+        # (fastmcp's start-up pass hands over those that run as tasks only: not the whole list)
+        full = any(not item.task_config.supports_tasks() for item in items)
+        pins.listed(server, kind, definitions, verdicts, full=full)
+        return [item for item in items if pins.serves(verdicts[item.name])]
+
+    def _serves(self, kind: Kind, mcp: Any) -> bool:
+        pins = self._rules.pins
+        if pins is None:
+            return True
+        definition = mcp.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return pins.serves(pins.judge(self._rules.server, kind, definition))
 
 
 def policy_of(tool: Any) -> CallPolicy | None:

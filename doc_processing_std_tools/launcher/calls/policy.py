@@ -71,6 +71,11 @@ class ToolRules:
     unavailable: Callable[[], str | None] | None = None
     # what a call that failed with an error answers instead (a lost server says it restarts)
     call_failed: Callable[[BaseException], str | None] | None = None
+    # why no call is let in at all: its definition is not the approved one (pin_gate.py)
+    withheld: str | None = None
+    # the audit line's pin status: "pinned", or what the lock file found ("changed", "not
+    # pinned", "hidden text": served under pins.policy: warn); None without a lock file
+    pin: str | None = None
 
 
 @dataclass(slots=True)
@@ -105,8 +110,12 @@ class CallPolicy:
     # -- the texts a client reads ----------------------------------------------------------
 
     def refusal(self) -> str | None:
-        """Why a call cannot start now (its server is down), or None."""
-        unavailable = self.rules.unavailable
+        """Why a call cannot start now (its definition is not approved, its server is down), or
+        None."""
+        rules = self.rules
+        if rules.withheld is not None:
+            return rules.withheld
+        unavailable = rules.unavailable
         return unavailable() if unavailable is not None else None
 
     def timeout_text(self, *, waited_for_lock: bool = False) -> str:
@@ -224,7 +233,8 @@ class CallPolicy:
         if record is not None and record.span is not None:
             trace_id = trace_id_of(record.trace_context(), None)
         assert self._guards is not None
-        self._guards.end(note, self.rules.server, self.rules.tool, outcome, trace_id)
+        rules = self.rules
+        self._guards.end(note, rules.server, rules.tool, outcome, trace_id, rules.pin)
 
     async def around_fastmcp(self, call: Callable[[], Awaitable[T]], arguments: Any = None) -> T:
         """:meth:`run` for a call fastmcp is serving: its ``_meta``, HTTP headers and session
@@ -240,7 +250,8 @@ class CallPolicy:
     async def _admitted(self, call: Callable[[], Awaitable[T]]) -> T:
         reason = self.refusal()
         if reason:
-            raise CallFailed(reason, Outcome.UNAVAILABLE)
+            withheld = self.rules.withheld is not None
+            raise CallFailed(reason, Outcome.REFUSED if withheld else Outcome.UNAVAILABLE)
         rules = self.rules
         # (a call that already waited, for a server still starting, has less time left)
         arrived = CALL_ARRIVAL.get()

@@ -53,6 +53,10 @@ Other verbs (each has --help):
   dpt-launch logout NAME --config F             forget that login
   dpt-launch memory copy FROM TO [--merge]     copy a memory-tools store (folder path or
                                                 redis://HOST:PORT/DB?namespace=NS), verified
+  dpt-launch pin --config F                     write tools.lock: the definitions served now
+  dpt-launch pins diff --config F               what differs from tools.lock (exit 1 if any)
+  dpt-launch pins approve --config F [SERVER[.NAME]]
+                                                take the served definitions into tools.lock
 """
 
 EPILOG = """\
@@ -114,7 +118,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-VERBS = ("tools", "call", "client-config", "init", "connect", "login", "logout", "memory")
+VERBS = (
+    "tools",
+    "call",
+    "client-config",
+    "init",
+    "connect",
+    "login",
+    "logout",
+    "memory",
+    "pin",
+    "pins",
+)
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
@@ -126,6 +141,11 @@ def run_verb(verb: str, argv: list[str]) -> int:
 
         _setup_logging("WARNING")
         return memory_copy.main(argv)
+    if verb in ("pin", "pins"):
+        from . import pins_verbs
+
+        _setup_logging("WARNING")
+        return pins_verbs.main(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
     if verb == "connect":
         from . import connect
 
@@ -289,6 +309,9 @@ async def _report_or_serve(
             if m.state == "needs-login" and m.supervisor is not None
         ]
         findings += _lock_findings()
+        from ..compose.pinning import check_findings
+
+        findings += check_findings(composition)  # (definitions not as approved: pins)
         if not args.profile:
             findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
         print_check(loaded, composition, transport, findings)

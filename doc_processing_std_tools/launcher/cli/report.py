@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..calls.pins import shown
 from ..compose.composition import Composition
 from ..config.schema import LoadedConfig, TransportConfig
 
@@ -85,7 +86,7 @@ def print_check(
                 escape(tool.name),
                 escape(mount.name),
                 _hints(tool),
-                escape(_summary(tool.description)),
+                escape(shown(_summary(tool.description))),  # (hidden characters made visible)
             )
     console.print(tools)
     for name, level, text in findings:

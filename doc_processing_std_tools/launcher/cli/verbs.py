@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..calls.pins import shown as shown_hidden
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
 from .connect import TOKEN_PLACEHOLDER
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
@@ -28,16 +29,18 @@ CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex", "windsu
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 
 
-async def _composed(config: str | LoadedConfig, only: set[str] | None = None) -> Any:
-    """The composition of *config* (of the servers in *only*), or the exit status after printing
-    why there is none."""
+async def _composed(
+    config: str | LoadedConfig, only: set[str] | None = None, pins: Any = None
+) -> Any:
+    """The composition of *config* (of the servers in *only*; judged by the ``PinGate`` *pins*,
+    default the config's), or the exit status after printing why there is none."""
     from ..compose.composition import CompositionError, ServerStartError, compose
     from ..compose.profiles import plain_problems
 
     try:
         loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            composition = await compose(loaded, only=only)
+            composition = await compose(loaded, only=only, pins=pins)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:
@@ -115,7 +118,8 @@ def _tool_rows(composition: Any) -> list[dict[str, Any]]:
                     "read_only": bool(hints and hints.read_only_hint),
                     "destructive": bool(hints and hints.destructive_hint),
                     "locked": tool.name in mount.locked,
-                    "description": " ".join((tool.description or "").split()),
+                    # (hidden characters made visible: docs/trust.md)
+                    "description": " ".join(shown_hidden(tool.description or "").split()),
                     "annotations": hints.model_dump(by_alias=True, exclude_none=True)
                     if hints
                     else {},
@@ -230,7 +234,7 @@ def _print_tool(row: dict[str, Any], config: Path) -> None:
             table.add_column(column, overflow="fold")
         for name, kind, required, default, text in parameters:
             cells = (name, kind.replace("`", ""), "yes" if required else "", default, text)
-            table.add_row(*(escape(" ".join(cell.split())) for cell in cells))
+            table.add_row(*(escape(" ".join(shown_hidden(cell).split())) for cell in cells))
         console.print(table)
     else:
         console.print("Parameters: none")

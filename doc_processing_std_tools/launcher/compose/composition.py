@@ -28,6 +28,7 @@ from ...servers import (
     resolve_registered,
 )
 from ..calls.guards import CallGuards
+from ..calls.pin_gate import PinGate
 from ..calls.policed_tools import MountRules
 from ..calls.policy import LockMode
 from ..config.schema import (
@@ -40,6 +41,7 @@ from ..config.schema import (
 from ..config.yaml_file import format_error
 from .callers import call_guards
 from .mounting import exposed_only, mounted_provider
+from .pinning import gate_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -138,6 +140,7 @@ class Composition:
     guards: CallGuards | None = None  # the audit log and rate limits (calls/guards.py)
     # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
     on_tools_changed: Callable[[Composition], None] | None = None
+    pins: PinGate = field(default_factory=PinGate)  # the lock file's verdicts (compose/pinning.py)
 
     async def aclose(self) -> None:
         """End every external server's session (and child process); send the last spans."""
@@ -173,6 +176,9 @@ class Composition:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
             if mount.state == "needs-login" and mount.supervisor is not None:
                 servers[mount.name]["reason"] = mount.supervisor.unavailable()
+            drifted = self.pins.drifted_of(mount.name)
+            if drifted:  # definitions not as approved (pins)
+                servers[mount.name]["drifted"] = drifted
         entries = self.loaded.config.servers
         for name, why in self.skipped:
             entry = entries.get(name)
@@ -366,6 +372,7 @@ async def compose(
     only: set[str] | None = None,
     grace: float | None = None,
     telemetry: Telemetry | None = None,
+    pins: PinGate | None = None,
 ) -> Composition:
     """Build every enabled server (or those named in *only*), mount it, list what it exposes
     and refuse bad names.
@@ -378,7 +385,8 @@ async def compose(
     begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
     :class:`CompositionError` for tools that cannot be served together and
     :class:`ServerStartError` for a required server that cannot start. *telemetry*
-    observes every call (default: what the config's ``telemetry`` asks for).
+    observes every call (default: what the config's ``telemetry`` asks for); *pins* judges
+    every definition (default: the config's ``pins`` and lock file).
     """
     import anyio
     from fastmcp import FastMCP
@@ -398,6 +406,8 @@ async def compose(
         sessions.callback(group.cancel_scope.cancel)
         if loaded.config.lock is not None:
             use_fleet_lock(sessions, loaded.config.lock)
+        if pins is None:
+            pins = gate_for(loaded)
         # Sessions to notify on reload, the per-session cache of the client's MCP roots
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
@@ -414,7 +424,9 @@ async def compose(
         )
         exposure = Exposure()
         mounts = [
-            await mount_into(root, mount, exposure=exposure, telemetry=telemetry, guards=guards)
+            await mount_into(
+                root, mount, exposure=exposure, telemetry=telemetry, guards=guards, pins=pins
+            )
             for mount in built
         ]
         refuse_bad_names(mounts)
@@ -435,6 +447,7 @@ async def compose(
         exposure=exposure,
         telemetry=telemetry,
         guards=guards,
+        pins=pins,
     )
     composition.watch_lists()
     from .subscriptions import Subscriptions
@@ -499,6 +512,7 @@ async def mount_into(
     exposure: Exposure | None = None,
     telemetry: Telemetry | None = None,
     guards: CallGuards | None = None,
+    pins: PinGate | None = None,
 ) -> Mount:
     """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
 
@@ -528,6 +542,7 @@ async def mount_into(
             lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
             telemetry=telemetry,
             guards=guards,
+            pins=pins,
         ),
     )
     shown = (

@@ -28,6 +28,7 @@ from .composition import (
     mount_into,
     refuse_bad_names,
 )
+from .pinning import reread
 from .profiles import PLAIN, follow_names, gate_of, plain_problems
 
 log = logging.getLogger("dpt-launch")
@@ -47,6 +48,10 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     path = path or composition.loaded.path
     try:
         loaded = load_config(path)
+    except ConfigError as exc:
+        raise ReloadError(str(exc)) from None
+    try:
+        restore_pins = reread(composition, loaded)  # (the kept servers are listed again below)
     except ConfigError as exc:
         raise ReloadError(str(exc)) from None
     old = {mount.name: mount for mount in composition.mounts}
@@ -76,6 +81,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
                 exposure=exposure,
                 telemetry=composition.telemetry,
                 guards=composition.guards,
+                pins=composition.pins,
             )
             for m in built
         }
@@ -87,6 +93,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         refuse_bad_names(ordered, fresh=set(fresh))
         refuse_plain_collisions(composition, ordered, set(fresh))
     except Exception as exc:  # whatever a new server raises, the old composition serves on
+        restore_pins()
         for mount in built:
             if mount.supervisor is not None:
                 mount.supervisor.stop()
@@ -110,6 +117,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
             root.add_provider(provider)
     composition.sessions.push_async_exit(stack)  # the new mounts' tasks live on with the rest
     composition.mounts = ordered
+    composition.pins.forget(removed)
     follow_names(composition)
     composition.watch_lists()
     composition.skipped = skipped
@@ -203,17 +211,24 @@ async def _on_sighup(composition: Composition) -> None:
             await _reload_once(composition)
 
 
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
 async def _on_change(composition: Composition) -> None:
-    def stamp() -> float | None:
-        try:
-            return composition.loaded.path.stat().st_mtime
-        except OSError:
-            return None
+    def stamp() -> tuple[float | None, ...]:
+        """The config's mtime, and its lock file's (``pins approve`` is served at once)."""
+        loaded = composition.loaded
+        paths = (loaded.path, loaded.config.pins.lock_path(loaded.base_dir))
+        return tuple(_mtime(path) for path in paths)
 
     last = stamp()
     while True:
         await anyio.sleep(WATCH_INTERVAL)
         now = stamp()
-        if now is not None and now != last:
+        if now[0] is not None and now != last:
             last = now
             await _reload_once(composition)

@@ -36,6 +36,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from .pins import PinsConfig
 from .yaml_file import (
     ConfigError,
     describe_validation_error,
@@ -538,6 +539,7 @@ class LauncherConfig(_Strict):
     transport: TransportConfig = Field(default_factory=TransportConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     lock: LockConfig | None = None
+    pins: PinsConfig = Field(default_factory=PinsConfig)  # approved definitions (config/pins.py)
     servers: dict[str, ServerEntry]
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     audit: AuditConfig | None = None  # one JSON line per tool call (docs/trust.md)

@@ -161,3 +161,23 @@ def make_stepper() -> FastMCP:
         return "done"
 
     return server
+
+
+def make_described(description: str = "Echo text.") -> FastMCP:
+    """A tool, a prompt and a resource template whose descriptions come from the settings (what
+    the pins tests change between two launches)."""
+    server = FastMCP("described")
+
+    @server.tool(description=description)
+    def shout(text: str) -> str:
+        return text.upper()
+
+    @server.prompt(description=description)
+    def ask(topic: str) -> str:
+        return f"Tell me about {topic}."
+
+    @server.resource("described://{key}", description=description)
+    def entry(key: str) -> str:
+        return f"entry {key}"
+
+    return server

@@ -150,9 +150,8 @@ def policy_with(sink: ListSink, *, arguments: bool = False) -> CallPolicy:
     guards = CallGuards(
         AuditLog(sink, arguments=arguments),
         identify=lambda session, headers: Caller("alice", "s-1", "tester"),
-        pin_status=lambda server, tool: "pinned",
     )
-    rules = ToolRules(server="srv", tool="srv_tool", lock=LockMode.NONE, timeout=5)
+    rules = ToolRules(server="srv", tool="srv_tool", lock=LockMode.NONE, timeout=5, pin="pinned")
     return CallPolicy(rules, None, guards)
 
 

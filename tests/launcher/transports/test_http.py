@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import anyio
 import pytest
 
+from doc_processing_std_tools.launcher.calls.pin_gate import PinGate
 from doc_processing_std_tools.launcher.cli.main import main
 from helpers import launch
 from helpers.launch import Launched, launcher_command, text_of
@@ -386,6 +387,7 @@ def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
 
     composition = SimpleNamespace(
         mounts=[mount("a", "up", False), mount("b", "up", True)],
+        pins=PinGate(),  # (nothing drifted)
         skipped=[("c", "needs the popoto extra")],
         loaded=SimpleNamespace(
             config=SimpleNamespace(servers={"c": SimpleNamespace(required=False, external=False)})

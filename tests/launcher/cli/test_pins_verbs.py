@@ -1,0 +1,86 @@
+"""``dpt-launch pin`` and ``dpt-launch pins diff|approve`` (launcher/cli/pins_verbs.py), run
+in-process on memory-tools (no child process)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from doc_processing_std_tools.launcher.calls.pins import LockFile
+from helpers.config_entries import memory
+from helpers.launch import run_main
+
+
+@pytest.fixture
+def config(write_config, tmp_path: Path) -> Path:
+    return write_config("servers:\n" + memory(tmp_path / "m"))
+
+
+def test_pin_diff_and_approve(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    lock = config.parent / "tools.lock"
+    status, _out, err = run_main(["pins", "diff", "--config", str(config)], capsys)
+    assert status == 2 and "no lock file; write one with dpt-launch pin" in err
+
+    status, out, _err = run_main(["pin", "--config", str(config)], capsys)
+    assert status == 0 and "11 tool(s)" in out
+    data = json.loads(lock.read_text())
+    entry = data["servers"]["memory-tools"]["tools"]["read_memory"]
+    assert len(entry["sha256"]) == 64 and entry["definition"]["name"] == "read_memory"
+    assert run_main(["pins", "diff", "--config", str(config)], capsys)[0] == 0
+
+    pins = LockFile.read(lock)
+    pins.servers["memory-tools"]["tools"]["read_memory"]["description"] = "Approved text."
+    del pins.servers["memory-tools"]["tools"]["write_memory"]
+    pins.write(lock)
+    status, out, _err = run_main(["pins", "diff", "--config", str(config)], capsys)
+    assert status == 1
+    assert "tool memory-tools.read_memory changed" in out
+    assert '-  "description": "Approved text.",' in out
+    assert "tool memory-tools.write_memory not pinned" in out
+    assert "2 definition(s) drifted" in out
+
+    status, _out, err = run_main(
+        ["pins", "approve", "--config", str(config), "memory-tools.nope"], capsys
+    )
+    assert status == 2 and "names no mounted server nor a definition" in err
+    status, out, _err = run_main(
+        ["pins", "approve", "--config", str(config), "memory-tools.write_memory"], capsys
+    )
+    assert status == 0 and out.splitlines()[0] == "approved memory-tools.write_memory"
+    status, out, _err = run_main(["pins", "diff", "--config", str(config)], capsys)
+    assert status == 1 and "1 definition(s) drifted" in out
+    assert run_main(["pins", "approve", "--config", str(config)], capsys)[0] == 0
+    assert run_main(["pins", "diff", "--config", str(config)], capsys)[0] == 0
+
+
+def test_pin_writes_over_an_unreadable_lock_file(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock = config.parent / "tools.lock"
+    lock.write_text("{not json", encoding="utf-8")
+    status, _out, err = run_main(["--config", str(config), "--check"], capsys)
+    assert status == 2 and "cannot be read as a lock file" in err
+    assert run_main(["pins", "approve", "--config", str(config)], capsys)[0] == 2
+    assert run_main(["pin", "--config", str(config)], capsys)[0] == 0
+    assert LockFile.read(lock).servers["memory-tools"]["tools"]
+
+
+def test_check_says_what_drifted(config: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_main(["pin", "--config", str(config)], capsys)[0] == 0
+    lock = config.parent / "tools.lock"
+    pins = LockFile.read(lock)
+    pins.servers["memory-tools"]["tools"]["read_memory"]["description"] = "Approved text."
+    pins.write(lock)
+    status, out, _err = run_main(["--config", str(config), "--check"], capsys)
+    assert status == 0
+    assert "WARN tool memory-tools.read_memory changed: not served" in out
+    assert "1 definition(s) drifted from tools.lock" in out
+    assert "10 tools from 1 server" in out
+
+
+def test_the_pins_config_is_checked(write_config, capsys: pytest.CaptureFixture[str]) -> None:
+    config = write_config("pins: {policy: maybe}\nservers: {memory-tools: {}}\n")
+    status, _out, err = run_main(["--config", str(config), "--check"], capsys)
+    assert status == 2 and "pins.policy" in err and "block" in err
