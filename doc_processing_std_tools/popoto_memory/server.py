@@ -51,7 +51,7 @@ def _tool_class() -> type:
         @property
         def plain_call(self) -> Any:
             """:meth:`answer` for the launcher's stdio fast path, which calls it with no request
-            (``launcher/external/targets.py`` ``PLAIN_CALL``); None when the scope follows the
+            (``launcher/external/relay_targets.py`` ``PLAIN_CALL``); None when the scope follows the
             client's roots: those calls need their session, so they take the SDK path."""
             runtime = self._runtime
             return None if runtime is None or runtime.resolved.agent_follows_roots else self.answer

@@ -18,7 +18,7 @@ from typing import Any
 
 from ...seams.server_sessions import session_connection
 from ...shared.workspace import RootsWatch
-from ..external.front import Fronts
+from ..external.client_requests import Fronts
 
 log = logging.getLogger("dpt-launch")
 

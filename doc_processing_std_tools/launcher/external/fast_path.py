@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .child_pipe import ChildPipe
-    from .targets import RelayTarget
+    from .relay_targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 

@@ -19,7 +19,7 @@ import anyio
 from ...locking import CALL_ARRIVAL
 from ...seams.fastmcp_server import behaves_as_default
 from ..calls.policed_tools import PolicedTool
-from .targets import PLAIN_CALL, RelayTarget
+from .relay_targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
