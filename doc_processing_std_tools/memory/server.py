@@ -22,7 +22,7 @@ from .stores import MemoryStore, SessionStores
 def instructions(settings: Settings) -> str:
     """The server instructions, ending with where the memory lives."""
     if settings.on_redis:
-        from .redis_store import redact
+        from .redis_urls import redact
 
         store = redact(settings.url) if settings.url else "the embedded redis-server"
         where = f"The memory is kept in Redis ({store}), namespace {settings.namespace}."

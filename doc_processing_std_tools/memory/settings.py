@@ -126,7 +126,7 @@ class Settings(ReplyLimits):
     def _check_url(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from .redis_store import split_store_url
+        from .redis_urls import split_store_url
 
         value = value.strip()
         split_store_url(value)  # refuses other schemes
@@ -137,7 +137,7 @@ class Settings(ReplyLimits):
     @field_validator("namespace", mode="after")
     @classmethod
     def _check_namespace(cls, value: str) -> str:
-        from .redis_store import namespace_problem
+        from .redis_urls import namespace_problem
 
         problem = namespace_problem(value)
         if problem:
@@ -194,7 +194,7 @@ class Settings(ReplyLimits):
 def describe(settings: Settings) -> list[tuple[str, str]]:
     """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
     if settings.on_redis:
-        from .redis_store import redact
+        from .redis_urls import redact
 
         where = redact(settings.url) if settings.url else "the embedded redis-server (per user)"
         rows = [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
@@ -255,7 +255,7 @@ def _redis_check(settings: Settings) -> list[tuple[str, str]]:
                 )
             ]
         return []
-    from .redis_store import RedisMemory
+    from .redis_connection import RedisMemory
 
     problem = RedisMemory(settings.url, settings.namespace, cluster=settings.cluster).ping()
     if problem is None:

@@ -27,7 +27,8 @@ def open_store(settings: Settings) -> Any:
     bounds = settings.reply_bounds
     if not settings.on_redis:
         return MemoryStore(settings.memory_dir, bounds)
-    from .redis_store import RedisMemory, RedisMemoryStore
+    from .redis_connection import RedisMemory
+    from .redis_store import RedisMemoryStore
 
     if settings.backend == "embedded":
         db = RedisMemory(None, settings.namespace, connect_url=_embedded_url)

@@ -5,17 +5,30 @@ of the server's cached tools whose calls say so. Another user's session never se
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from fastmcp import Client
 from fastmcp.exceptions import ToolError
 
+from ..config.schema import ServerEntry
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .session_transports import is_connection_loss
+from .tokens import TokenStore
 
-if TYPE_CHECKING:
-    from .supervisor import Supervisor
+
+class ServerOfUsers(Protocol):
+    """What the users' sessions need of their server's :class:`.Supervisor`."""
+
+    name: str
+    entry: ServerEntry
+
+    @property
+    def store(self) -> TokenStore: ...
+
+    def transport(self, auth: Any = None) -> Any: ...
+
+    def describe(self, exc: BaseException) -> str: ...
 
 
 class UserSession:
@@ -35,7 +48,7 @@ class UserSession:
 class UserSessions:
     """The users' sessions of one :class:`.Supervisor`'s server, in the task group of its run."""
 
-    def __init__(self, supervisor: Supervisor) -> None:
+    def __init__(self, supervisor: ServerOfUsers) -> None:
         self._supervisor = supervisor
         self._users: dict[str, UserSession] = {}
         self.tasks: Any = None  # the task group the sessions live in (Supervisor.run())
