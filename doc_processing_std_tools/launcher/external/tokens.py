@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...shared.workspace import user_data_dir
+
 SERVICE = "dpt-launch"  # the keyring's service name
 
 
@@ -40,6 +42,7 @@ def _keyring() -> Any | None:
     if choice == "file":
         return None
     try:
+        # (here, not at the top: the oauth extra, optional, and 0.11 s to import)
         import keyring
     except ImportError:
         if choice == "keyring":
@@ -54,8 +57,6 @@ def _keyring() -> Any | None:
 
 
 def default_folder() -> Path:
-    from ...shared.workspace import user_data_dir
-
     return user_data_dir() / "oauth"
 
 
