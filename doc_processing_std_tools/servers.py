@@ -33,6 +33,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .exceptions import DptError
+
 if TYPE_CHECKING:
     from fastmcp import FastMCP
     from pydantic import BaseModel
@@ -49,7 +51,7 @@ UNAVAILABLE = "UNAVAILABLE"  # this machine lacks something (a binary, an extra,
 WARN = "WARN"  # it serves, but probably not as meant
 
 
-class ServerLoadError(Exception):
+class ServerLoadError(DptError):
     """A server could not be found, imported or built; the message says how to fix it.
 
     ``extra`` names the pip extra to install when the cause is a missing optional

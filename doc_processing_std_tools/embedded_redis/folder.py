@@ -18,6 +18,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+try:
+    from ..exceptions import DptError
+except ImportError:  # run as a script (no package): its errors reach no caller of the package
+
+    class DptError(Exception):  # type: ignore[no-redef]
+        """Stands in for the package's root when this file runs as a script."""
+
+
 DB_INDEX = 1  # popoto refuses database 0
 PASSWORD_FILE = "password"
 CONFIG_FILE = "redis.conf"
@@ -30,7 +38,7 @@ SUPERVISOR_POLL = 0.2  # seconds between the supervisor's checks of the lease
 SERVER_NAMES = ("redis-server", "valkey-server")
 
 
-class EmbeddedRedisError(RuntimeError):
+class EmbeddedRedisError(DptError, RuntimeError):
     """The embedded redis-server could not be started or reached; the message says why."""
 
 

@@ -6,6 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
+from ..exceptions import DptError
 from ..shared.client_text import QUOTE_LIMIT, quote
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ MAX_LISTED_OCCURRENCES = 20  # lines named when memory_str_replace finds old_str
 HEAD_BYTES = 4096  # read of an entry's start that names its key (keys are <= 200 bytes)
 
 
-class MemoryStoreError(Exception):
+class MemoryStoreError(DptError):
     """A refused or failed operation; the message is meant for the user."""
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from .. import APP_NAME
+from ..exceptions import DptError
 from ..seams.server_sessions import session_connection
 
 if TYPE_CHECKING:
@@ -195,7 +196,7 @@ def user_data_dir() -> Path:
 # -- the client's roots -------------------------------------------------------------
 
 
-class ClientRootsError(Exception):
+class ClientRootsError(DptError):
     """The client declared roots but they could not be read."""
 
 

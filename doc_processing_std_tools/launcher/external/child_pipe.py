@@ -23,6 +23,7 @@ import anyio
 from mcp.shared.message import SessionMessage
 from mcp_types import jsonrpc_message_adapter
 
+from ...exceptions import DptError
 from ...seams.stdio_children import asyncio_pipes
 from ..lines import LineBuffer
 
@@ -51,7 +52,7 @@ REPLY_ID = re.compile(
 JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
 
 
-class ConnectionLost(anyio.BrokenResourceError):
+class ConnectionLost(DptError, anyio.BrokenResourceError):
     """The child's stdout ended while a call waited for its reply."""
 
 

@@ -37,6 +37,7 @@ from mcp.shared.auth import (
 )
 from mcp.types import ToolAnnotations
 
+from ...exceptions import DptError
 from ...seams.oauth_client import oauth_client_provider
 from .tokens import TokenStore
 
@@ -64,7 +65,7 @@ def refresh_margin(lifetime: float) -> float:
     return min(60.0, lifetime / 5)
 
 
-class NeedsLogin(Exception):
+class NeedsLogin(DptError):
     """No usable login: none stored, for another URL, or its refresh was refused."""
 
 

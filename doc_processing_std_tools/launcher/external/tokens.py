@@ -23,12 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...exceptions import DptError
 from ...shared.workspace import user_data_dir
 
 SERVICE = "dpt-launch"  # the keyring's service name
 
 
-class TokenStoreError(Exception):
+class TokenStoreError(DptError):
     """The store cannot be read or written; the message says which and why (never a token)."""
 
 
