@@ -8,6 +8,7 @@ its child and stops it once no launcher holds a lease (see the package docstring
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -80,8 +81,6 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exe
     """preexec_fn: ask Linux to SIGTERM the redis-server when the supervisor dies."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1

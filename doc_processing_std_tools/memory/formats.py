@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import DptError
@@ -200,8 +201,6 @@ def _encode_json(obj: Any) -> bytes:
 def _encode_entry(key: str, value: str) -> bytes:
     """``_encode_json({"key": key, "value": value})``, byte for byte, in one pass over the
     value (json.dumps with an indent takes its slower pure-Python path)."""
-    from json.encoder import encode_basestring, encode_basestring_ascii
-
     try:
         text = (
             f'{{\n  "key": {encode_basestring(key)},\n  "value": {encode_basestring(value)}\n}}\n'

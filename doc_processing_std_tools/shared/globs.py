@@ -232,6 +232,7 @@ def _anywhere(regex: str) -> str:
 
 @lru_cache(maxsize=64)
 def _compiled(patterns: tuple[str, ...], anywhere: bool) -> Any:
+    # (here, not at the top: only a call with a glob needs RE2, 4 ms; tests/filesystem checks)
     import re2
 
     parts = []

@@ -36,6 +36,7 @@ from mcp.shared.auth import (
     OAuthToken,
 )
 from mcp.types import ToolAnnotations
+from pydantic import PrivateAttr
 
 from ...exceptions import DptError
 from ...seams.oauth_client import oauth_client_provider
@@ -356,29 +357,32 @@ async def login(
     return listed
 
 
+class CachedTool(Tool):
+    """A tool of a server that needs a login, listed from the cache: every call answers the
+    line that says so."""
+
+    _line: str = PrivateAttr(default="")
+
+    async def run(self, arguments: dict[str, Any]) -> Any:
+        raise ToolError(self._line)
+
+
 def cached_listing(name: str, tools: list[dict[str, Any]], line: str) -> Any:
     """A FastMCP server listing *tools* (MCP JSON) whose every call answers *line*: what a
     server that needs a login lists meanwhile."""
-
-    class _Listed(Tool):
-        async def run(self, arguments: dict[str, Any]) -> Any:
-            raise ToolError(line)
-
     server = FastMCP(name)
     for tool in tools:
         try:
             annotations = tool.get("annotations")
-            server.add_tool(
-                _Listed(
-                    name=tool["name"],
-                    description=tool.get("description"),
-                    parameters=tool.get("inputSchema") or {"type": "object"},
-                    output_schema=tool.get("outputSchema"),
-                    annotations=ToolAnnotations.model_validate(annotations)
-                    if annotations
-                    else None,
-                )
+            listed = CachedTool(
+                name=tool["name"],
+                description=tool.get("description"),
+                parameters=tool.get("inputSchema") or {"type": "object"},
+                output_schema=tool.get("outputSchema"),
+                annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
             )
+            listed._line = line
+            server.add_tool(listed)
         except Exception:  # a damaged entry is left out, not fatal
             continue
     return server
