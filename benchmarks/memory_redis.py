@@ -52,7 +52,7 @@ def fill_namespace(url: str, namespace: str, folder: Path) -> None:
     """The folder's entries, byte for byte, into the namespace (the write path is not measured)."""
     import redis
 
-    from doc_processing_std_tools.memory.redis_store import RedisMemory
+    from doc_processing_std_tools.memory.redis_connection import RedisMemory
 
     keys = RedisMemory(url, namespace)
     client = redis.Redis.from_url(url)

@@ -23,6 +23,7 @@ Where a server comes from, in the launcher config:
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import inspect
 import sys
@@ -32,6 +33,11 @@ from importlib.metadata import PackageNotFoundError, distribution, entry_points
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ConfigDict, create_model
+
+from .exceptions import DptError
+from .settings import ServerSettings
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -49,7 +55,7 @@ UNAVAILABLE = "UNAVAILABLE"  # this machine lacks something (a binary, an extra,
 WARN = "WARN"  # it serves, but probably not as meant
 
 
-class ServerLoadError(Exception):
+class ServerLoadError(DptError):
     """A server could not be found, imported or built; the message says how to fix it.
 
     ``extra`` names the pip extra to install when the cause is a missing optional
@@ -117,6 +123,7 @@ class ServerSpec:
 
     def build(self, settings: Any) -> FastMCP:
         """A fresh server; a missing optional dependency names the extra to install."""
+        # (here, not at the top: resolving a server must not load fastmcp, 0.25 s)
         from fastmcp import FastMCP
 
         try:
@@ -161,12 +168,18 @@ def spec_from_module(module: ModuleType, label: str) -> ServerSpec:
     )
 
 
+class _OpenSettings(ServerSettings):
+    """A factory's settings when it takes ``**kwargs``: keys beyond its parameters pass through."""
+
+    model_config = ConfigDict(**{**ServerSettings.model_config, "extra": "allow"})
+
+
+class NoSettings(ServerSettings):
+    """A ready-made server takes no settings: any key is refused."""
+
+
 def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
     """A spec whose settings are *factory*'s keyword parameters, validated by pydantic."""
-    from pydantic import ConfigDict, create_model
-
-    from .settings import ServerSettings
-
     try:
         hints = inspect.get_annotations(factory, eval_str=True)
     except Exception:  # unresolvable annotations: validate names only
@@ -179,12 +192,8 @@ def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
         elif param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (hints.get(param.name, Any), default)
-    base: type[ServerSettings] = ServerSettings
-    if takes_more:  # **kwargs: keys beyond the named parameters pass through
-
-        class base(ServerSettings):  # type: ignore[no-redef]
-            model_config = ConfigDict(**{**ServerSettings.model_config, "extra": "allow"})
-
+    # **kwargs: keys beyond the named parameters pass through
+    base = _OpenSettings if takes_more else ServerSettings
     model = create_model(
         f"{getattr(factory, '__name__', 'factory')}_settings", __base__=base, **fields
     )
@@ -200,6 +209,7 @@ def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
 
 def spec_from_object(target: Any, label: str) -> ServerSpec:
     """The spec for what ``module: pkg.mod:attr`` names."""
+    # (here, not at the top: resolving a server must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
 
     if isinstance(target, ServerSpec):
@@ -207,11 +217,6 @@ def spec_from_object(target: Any, label: str) -> ServerSpec:
     if isinstance(target, ModuleType):
         return spec_from_module(target, label)
     if isinstance(target, FastMCP):
-        from .settings import ServerSettings
-
-        class NoSettings(ServerSettings):
-            """A ready-made server takes no settings: any key is refused."""
-
         return ServerSpec(name=label, create=lambda _settings: target, settings=NoSettings)
     if callable(target):
         return spec_from_factory(target, label)
@@ -257,8 +262,6 @@ def resolve_registered(name: str) -> ServerSpec:
             break
     if value is not None:
         return resolve_module(value, label=name)
-    import difflib
-
     names = registered_names()
     close = difflib.get_close_matches(name, names, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""

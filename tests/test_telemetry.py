@@ -1,4 +1,4 @@
-"""Metrics and spans (doc_processing_std_tools/telemetry.py): ``GET /metrics`` scraped over real
+"""Metrics and spans (doc_processing_std_tools/telemetry/): ``GET /metrics`` scraped over real
 HTTP from a launched daemon, spans exported over OTLP/HTTP to a fake collector, and, in-process
 with the SDK's in-memory exporter, exactly one span per call on every path."""
 

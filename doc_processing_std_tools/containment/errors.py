@@ -7,11 +7,12 @@ import errno
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..exceptions import DptError
 from ..shared.client_text import quote
 from .conventions import RESERVED_PREFIX
 
 
-class ContainmentError(PermissionError):
+class ContainmentError(DptError, PermissionError):
     """A path that leads, or would lead, outside every root."""
 
     def __init__(self, path: str, roots: Sequence[Path], *, via_symlink: bool = False) -> None:
@@ -29,7 +30,7 @@ class ContainmentError(PermissionError):
         return str(self.strerror)
 
 
-class ReservedName(PermissionError):
+class ReservedName(DptError, PermissionError):
     """A path (or a symlink on it) naming a ``.dpt*`` file: the servers' locks and temp files."""
 
     def __init__(self, path: str, part: str) -> None:
@@ -44,7 +45,7 @@ class ReservedName(PermissionError):
         return str(self.strerror)
 
 
-class RootChangeRefused(PermissionError):
+class RootChangeRefused(DptError, PermissionError):
     """Deleting or moving a root folder, or a folder that holds one, is never allowed."""
 
     def __init__(self, action: str, path: Path) -> None:
@@ -53,7 +54,7 @@ class RootChangeRefused(PermissionError):
         )
 
 
-class FileTooLarge(OSError):
+class FileTooLarge(DptError, OSError):
     """A file over the configured read limit."""
 
     def __init__(self, path: str, size: int, limit: int) -> None:

@@ -8,6 +8,7 @@ its child and stops it once no launcher holds a lease (see the package docstring
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import json
 import os
@@ -17,6 +18,14 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+try:
+    from ..exceptions import DptError
+except ImportError:  # run as a script (no package): its errors reach no caller of the package
+
+    class DptError(Exception):  # type: ignore[no-redef]
+        """Stands in for the package's root when this file runs as a script."""
+
 
 DB_INDEX = 1  # popoto refuses database 0
 PASSWORD_FILE = "password"
@@ -30,7 +39,7 @@ SUPERVISOR_POLL = 0.2  # seconds between the supervisor's checks of the lease
 SERVER_NAMES = ("redis-server", "valkey-server")
 
 
-class EmbeddedRedisError(RuntimeError):
+class EmbeddedRedisError(DptError, RuntimeError):
     """The embedded redis-server could not be started or reached; the message says why."""
 
 
@@ -72,8 +81,6 @@ def _set_pdeathsig() -> None:  # pragma: no cover - runs in the child before exe
     """preexec_fn: ask Linux to SIGTERM the redis-server when the supervisor dies."""
     if not sys.platform.startswith("linux"):
         return
-    import ctypes
-
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         pr_set_pdeathsig = 1

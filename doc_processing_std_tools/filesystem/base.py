@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .. import locking
 from ..containment import ContainmentError, FileTooLarge, Jail, ReservedName
+from ..exceptions import DptError
 from ..shared.client_text import quote
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ _MEDIA_TYPES = {
 }
 
 
-class FileSystemError(Exception):
+class FileSystemError(DptError):
     """A tool failed; the message is meant for the user (the model)."""
 
 

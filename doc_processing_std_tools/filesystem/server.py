@@ -60,10 +60,11 @@ OffsetArg = Annotated[
 
 def create_server(settings: Settings) -> FastMCP:
     """Build the ``filesystem`` server on *settings* (roots must exist)."""
+    # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
-    from ..shared.argument_errors import check_arguments
+    from ..shared.checked_tools import check_arguments
 
     fs: Any = SessionFileSystems(settings)
     mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))

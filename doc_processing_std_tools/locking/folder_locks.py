@@ -11,6 +11,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+import platformdirs
+
 from .. import APP_NAME
 from .process_lock import _acquire_for_call, _held_by_caller, _release_for_call
 
@@ -81,8 +83,6 @@ def registry() -> Path:
             continue
         if stat.S_ISDIR(info.st_mode) and info.st_uid == uid:
             return Path(base) / APP_NAME / "locked-folders"
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir(APP_NAME)) / "locked-folders"
 
 

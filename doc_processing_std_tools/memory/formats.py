@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import encode_basestring, encode_basestring_ascii
 from typing import TYPE_CHECKING, Any
 
+from ..exceptions import DptError
 from ..shared.client_text import QUOTE_LIMIT, quote
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ MAX_LISTED_OCCURRENCES = 20  # lines named when memory_str_replace finds old_str
 HEAD_BYTES = 4096  # read of an entry's start that names its key (keys are <= 200 bytes)
 
 
-class MemoryStoreError(Exception):
+class MemoryStoreError(DptError):
     """A refused or failed operation; the message is meant for the user."""
 
 
@@ -199,8 +201,6 @@ def _encode_json(obj: Any) -> bytes:
 def _encode_entry(key: str, value: str) -> bytes:
     """``_encode_json({"key": key, "value": value})``, byte for byte, in one pass over the
     value (json.dumps with an indent takes its slower pure-Python path)."""
-    from json.encoder import encode_basestring, encode_basestring_ascii
-
     try:
         text = (
             f'{{\n  "key": {encode_basestring(key)},\n  "value": {encode_basestring(value)}\n}}\n'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import hashlib
 import os
 import stat
 import threading
@@ -12,10 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import platformdirs
+
 from .. import APP_NAME
 from ..containment import TEMP_PREFIX, Jail, remove_if_stale
 from .formats import HEAD_BYTES, _decode_entry, _key_in_head
 from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
+from .index_file import decode_index, encode_index
 
 MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
 
@@ -52,8 +56,6 @@ def _entry(
 
 def _index_dir() -> Path:
     """Where saved indexes live: the per-user cache folder (never the memory folder)."""
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir(APP_NAME)) / "memory-index"
 
 
@@ -241,16 +243,12 @@ class EntryIndex:
     # -- the saved copy -------------------------------------------------------------
 
     def _path(self) -> Path:
-        import hashlib
-
         real = os.path.realpath(self.folder)
         return _index_dir() / f"{hashlib.sha256(os.fsencode(real)).hexdigest()[:32]}.idx"
 
     def _load(self, fd: int) -> dict[str, IndexedEntry]:
         """The saved index of this folder (empty when missing, foreign or damaged)."""
         try:
-            from .index_file import decode_index
-
             data = self._path().read_bytes()
             info = os.fstat(fd)
             entries, listing = decode_index(data, (info.st_dev, info.st_ino))
@@ -301,8 +299,6 @@ class EntryIndex:
             _UNSAVED.discard(self)
             entries = list((self._by_name or {}).values())
             listing = self._listing
-        from .index_file import encode_index
-
         try:
             info = os.stat(self.folder)
             data = encode_index(entries, (info.st_dev, info.st_ino), listing)

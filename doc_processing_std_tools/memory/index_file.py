@@ -6,6 +6,7 @@ still checks each one with a stat); any damage or foreign data reads as no index
 
 from __future__ import annotations
 
+from array import array
 from itertools import repeat
 
 from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
@@ -28,8 +29,6 @@ def encode_index(
     NUL (which no file name or key holds; entries whose value holds one are left out).
     Native byte order: a per-user cache, read back by the same machine.
     """
-    from array import array
-
     saved = [
         e
         for e in entries
@@ -58,8 +57,6 @@ def decode_index(
 ) -> tuple[list[IndexedEntry], Listing | None]:
     """The entries and listing of :func:`encode_index`'s bytes; ValueError when foreign or
     damaged."""
-    from array import array
-
     if not data.startswith(INDEX_MAGIC):
         raise ValueError("not an index")
     pos = len(INDEX_MAGIC)

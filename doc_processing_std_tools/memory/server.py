@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import inspect
-import threading
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 from ..shared.server_module import tool_annotations, tool_errors
+from .redis_urls import redact
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 from .formats import MemoryStoreError
 from .settings import MEMORY_FOLDER_NAME, SERVER_NAME, Settings
-from .stores import MemoryStore, SessionStores
+from .stores import SessionStores
 
 
 def instructions(settings: Settings) -> str:
     """The server instructions, ending with where the memory lives."""
     if settings.on_redis:
-        from .redis_store import redact
-
         store = redact(settings.url) if settings.url else "the embedded redis-server"
         where = f"The memory is kept in Redis ({store}), namespace {settings.namespace}."
     elif settings.follows_client_roots:
@@ -74,47 +71,13 @@ MemPath = Annotated[
 ]
 
 
-_PRELOAD_CLASS: type | None = None
-
-
-def _preload_class() -> type:
-    """A fastmcp Provider with no components whose lifespan starts reading the saved index
-    in the background, so the first search only checks it (built once).
-
-    A provider rather than a server lifespan: the launcher then still grafts memory-tools'
-    providers onto its root (one dispatch layer fewer), and runs their lifespans, as
-    fastmcp runs them when the server is served alone.
-    """
-    global _PRELOAD_CLASS
-    if _PRELOAD_CLASS is not None:
-        return _PRELOAD_CLASS
-
-    from fastmcp.server.providers import Provider
-
-    class IndexPreload(Provider):
-        def __init__(self, store: MemoryStore) -> None:
-            super().__init__()
-            self.store = store
-            self.thread: threading.Thread | None = None  # the warm-up, once started
-
-        @asynccontextmanager
-        async def lifespan(self) -> AsyncIterator[None]:
-            if self.thread is None:
-                self.thread = threading.Thread(
-                    target=self.store.warm_index, name="dpt-memory-index", daemon=True
-                )
-                self.thread.start()
-            yield
-
-    _PRELOAD_CLASS = IndexPreload
-    return IndexPreload
-
-
 def create_server(settings: Settings | None = None) -> FastMCP:
     """Build a fresh ``memory-tools`` server on ``settings.memory_dir``."""
+    # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
 
-    from ..shared.argument_errors import check_arguments
+    from ..shared.checked_tools import check_arguments
+    from .index_preload import IndexPreload
 
     settings = settings if settings is not None else Settings()
     store: Any = SessionStores(settings)
@@ -122,7 +85,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     server = FastMCP(
         SERVER_NAME,
         instructions=instructions(settings),
-        providers=[_preload_class()(store.default)],
+        providers=[IndexPreload(store.default)],
     )
 
     READ = tool_annotations(read_only=True)

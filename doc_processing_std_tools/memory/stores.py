@@ -6,6 +6,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..embedded_redis import EmbeddedRedis
+from ..popoto_memory.settings import default_data_dir
 from ..shared import workspace
 
 if TYPE_CHECKING:
@@ -27,7 +29,9 @@ def open_store(settings: Settings) -> Any:
     bounds = settings.reply_bounds
     if not settings.on_redis:
         return MemoryStore(settings.memory_dir, bounds)
-    from .redis_store import RedisMemory, RedisMemoryStore
+    # (here, not at the top: it imports redis, the redis extra, optional, 0.11 s)
+    from .redis_connection import RedisMemory
+    from .redis_store import RedisMemoryStore
 
     if settings.backend == "embedded":
         db = RedisMemory(None, settings.namespace, connect_url=_embedded_url)
@@ -43,9 +47,6 @@ _EMBEDDED_LOCK = threading.Lock()
 def _embedded_url() -> str:
     """The url of the per-user redis-server popoto-memory shares, started (or restarted) here."""
     global _EMBEDDED
-    from ..embedded_redis import EmbeddedRedis
-    from ..popoto_memory.settings import default_data_dir
-
     with _EMBEDDED_LOCK:
         if _EMBEDDED is None:
             _EMBEDDED = EmbeddedRedis(default_data_dir())

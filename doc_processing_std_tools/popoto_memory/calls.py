@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from .. import locking
 from ..shared import workspace
 from ..shared.client_text import QUOTE_LIMIT, bounded, quote
@@ -54,6 +56,7 @@ def dispatch(
     backend is down; only those pay for a ping, successful calls do not. A search's answer
     is cut to *bounds* (:func:`bounded_search`).
     """
+    # (popoto: optional, 0.55 s; imported by then, see runtime.import_popoto)
     from popoto.integrations.mcp_server import dispatch as popoto_dispatch
 
     raw = popoto_dispatch(name, arguments, service)
@@ -111,6 +114,7 @@ async def session_scope(runtime: Runtime) -> Scope | CallResult:
     but did not list them: guessing would file memories under another project."""
     if not runtime.resolved.agent_follows_roots:
         return runtime.default_scope
+    # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp.server.dependencies import get_context
 
     try:
@@ -149,8 +153,6 @@ async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallRe
     if isinstance(scope, CallResult):
         return scope
     if not (runtime.local and runtime.ready) or name in THREAD_TOOLS:
-        import anyio
-
         return await anyio.to_thread.run_sync(call_in_thread, runtime, name, arguments, scope)
     answer, service = prepare(runtime, name, arguments, scope)
     if answer is not None:
@@ -162,8 +164,6 @@ async def call(runtime: Runtime, name: str, arguments: dict[str, Any]) -> CallRe
         result, suspect = dispatch(name, arguments, service, runtime.resolved.reply_bounds)
     if not suspect:
         return result
-    import anyio
-
     return await anyio.to_thread.run_sync(
         lambda: follow_up(runtime, name, arguments, scope, service, result, retry=True)
     )
@@ -313,6 +313,7 @@ def privacy_refusal(service: Any, content: Any) -> str | None:
         return None
     reason = "unknown"
     try:
+        # (popoto: optional, 0.55 s; imported by then, see runtime.import_popoto)
         from popoto.privacy.never_record import scan_never_record
     except ImportError:  # a popoto without the module: the reason stays unknown
         pass

@@ -8,11 +8,14 @@ serving never waits for it; the first call does (:meth:`Runtime.wait_ready`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from ..embedded_redis import EmbeddedRedis, EmbeddedRedisError, redact
 from ..servers import ServerLoadError
@@ -32,6 +35,7 @@ class PopotoUnavailable(ServerLoadError):
 
 def import_popoto() -> None:
     """Import what calls use (about 0.3 s: popoto, redis), so that no call pays for it."""
+    # (popoto: the popoto extra, optional, and 0.55 s to import: never on the package's import)
     import popoto.integrations.config
     import popoto.integrations.mcp_server
     import popoto.integrations.service  # noqa: F401
@@ -157,8 +161,7 @@ class Runtime:
 
     def _configure(self) -> None:
         """Build popoto's MemoryConfig and point popoto's global connection at it."""
-        import dataclasses
-
+        # (popoto: optional, 0.55 s; imported by then, see import_popoto)
         from popoto.integrations.config import MemoryConfig
 
         r = self.resolved
@@ -182,6 +185,7 @@ class Runtime:
             log.warning("popoto-memory: %s: %s", type(exc).__name__, exc)
 
     def _select_backend(self) -> None:
+        # (popoto: optional, 0.55 s; imported by then, see import_popoto)
         from popoto.backends import set_backend
 
         r = self.resolved
@@ -194,8 +198,6 @@ class Runtime:
             set_backend("redis")
 
     async def stop(self) -> None:
-        import anyio
-
         global _ACTIVE
         try:
             with anyio.CancelScope(shield=True):
@@ -238,14 +240,13 @@ class Runtime:
         the backend down skips every later operation. Scopes share the one connection: only
         the agent_id differs.
         """
+        # (popoto: optional, 0.55 s; imported by then, see import_popoto)
         from popoto.integrations.service import MemoryService
 
         config = self.config
         if scope is not None and scope.agent_id != config.agent_id:
             scoped = self._scoped.get(scope.agent_id)
             if scoped is None or scoped.url != config.url:
-                import dataclasses
-
                 scoped = self._scoped[scope.agent_id] = dataclasses.replace(
                     config, agent_id=scope.agent_id
                 )

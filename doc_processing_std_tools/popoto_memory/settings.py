@@ -9,6 +9,7 @@ its scheme (``postgres…`` → postgres, else redis); otherwise
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
+import platformdirs
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .. import APP_NAME
@@ -43,8 +45,6 @@ def default_data_dir() -> Path:
     ``platformdirs.user_data_dir`` honours ``XDG_DATA_HOME`` (Linux), and is
     ``~/Library/Application Support`` on macOS. Projects stay apart by ``agent_id``.
     """
-    import platformdirs
-
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DATA_SUBDIR
 
 
@@ -282,8 +282,6 @@ def is_local(url: str | None) -> bool:
     """Whether *url* names a server on this machine (loopback), where a call takes milliseconds."""
     if not url:
         return False
-    import ipaddress
-
     try:
         host = urlsplit(url).hostname or ""
         return host == "localhost" or ipaddress.ip_address(host).is_loopback

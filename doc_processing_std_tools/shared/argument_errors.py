@@ -20,13 +20,11 @@ from __future__ import annotations
 
 import logging
 import reprlib
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .client_text import quote
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
     from fastmcp.exceptions import ToolError
     from pydantic import ValidationError
 
@@ -154,44 +152,7 @@ def refused(message: str) -> ToolError:
     """The error for a call refused because of its input: the client sees *message*
     (``isError``); the log has at most one DEBUG line (fastmcp logs a ``ToolError``
     at its ``log_level``)."""
+    # (here, not at the top: the servers import this module, and must not load fastmcp, 0.25 s)
     from fastmcp.exceptions import ToolError
 
     return ToolError(message, log_level=logging.DEBUG)
-
-
-@cache
-def _checked_tool_class() -> type:
-    from fastmcp.exceptions import ValidationError
-    from fastmcp.tools.function_tool import FunctionTool
-    from pydantic import ValidationError as PydanticValidationError
-
-    class ArgumentCheckedTool(FunctionTool):
-        """A function tool whose argument errors are one readable sentence."""
-
-        async def run(self, arguments: dict[str, Any]) -> Any:
-            try:
-                return await super().run(arguments)
-            except ValidationError as exc:
-                cause = exc.__cause__
-                if not isinstance(cause, PydanticValidationError):
-                    raise refused(quote(str(exc))) from None
-                message = describe_invalid_arguments(self.name, cause, self.parameters)
-                raise refused(message) from None
-
-    return ArgumentCheckedTool
-
-
-def check_arguments(server: FastMCP) -> None:
-    """Give every function tool registered on *server* readable argument errors.
-
-    Call it after the tools are registered. The tools keep their schemas and
-    behaviour; only the text of an argument-validation error changes.
-    """
-    from fastmcp.tools.function_tool import FunctionTool
-
-    from ..seams.fastmcp_tools import local_tools, retype_tool
-
-    checked = _checked_tool_class()
-    for tool in local_tools(server):
-        if type(tool) is FunctionTool:
-            retype_tool(tool, checked)

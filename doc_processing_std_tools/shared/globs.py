@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from ..exceptions import DptError
 from .client_text import quote
 
 MAX_PATTERN_CHARS = 4096  # one glob; longer than any path it could usefully match
@@ -29,7 +30,7 @@ _SPECIAL = set("\\.+*?()|[]{}^$")
 _ANY_PART = "(?:[^/]*/)*"  # "**/": zero or more whole parts, each with its slash
 
 
-class GlobError(ValueError):
+class GlobError(DptError, ValueError):
     """A glob pattern (or list of them) over the documented limits or unusable."""
 
 
@@ -231,6 +232,7 @@ def _anywhere(regex: str) -> str:
 
 @lru_cache(maxsize=64)
 def _compiled(patterns: tuple[str, ...], anywhere: bool) -> Any:
+    # (here, not at the top: only a call with a glob needs RE2, 4 ms; tests/filesystem checks)
     import re2
 
     parts = []

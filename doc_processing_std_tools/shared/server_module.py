@@ -22,6 +22,9 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from pydantic import ValidationError
+
+from ..servers import spec_from_module
 from ..telemetry import note_store_fault
 from .argument_errors import refused
 from .client_text import bounded, sendable
@@ -41,6 +44,7 @@ def tool_annotations(
     *, read_only: bool, destructive: bool = False, idempotent: bool = False
 ) -> ToolAnnotations:
     """Tool annotations; a read-only tool is idempotent and not destructive by definition."""
+    # (here, not at the top: the servers import this module; mcp's types take 0.55 s)
     from mcp.types import ToolAnnotations
 
     if read_only:
@@ -101,8 +105,6 @@ def main(name: str, build: Callable[[], FastMCP], argv: Sequence[str] | None = N
     A settings error is one line on stderr and exit 2; logs go to stderr (stdout is
     the protocol).
     """
-    from pydantic import ValidationError
-
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] in ("-h", "--help"):
         print(f"usage: serves the {name} MCP server over stdio (settings from the environment)")
@@ -118,8 +120,6 @@ def main(name: str, build: Callable[[], FastMCP], argv: Sequence[str] | None = N
 
 
 def _first_line(exc: Exception) -> str:
-    from pydantic import ValidationError
-
     if isinstance(exc, ValidationError):
         error = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in error["loc"])
@@ -146,8 +146,6 @@ class ServerModule:
         follow_client_roots: bool = True,
         settings_from_args: Callable[[list[str]], Any] | None = None,
     ) -> None:
-        from ..servers import spec_from_module
-
         self.spec: ServerSpec = spec_from_module(sys.modules[module_name], name)
         self.follow_client_roots = follow_client_roots
         self.settings_from_args = settings_from_args
@@ -164,7 +162,8 @@ class ServerModule:
             settings = self.spec.settings()
         server = self.spec.create(settings)
         if self.follow_client_roots:
-            from .workspace import watch_client_roots
+            # (here, not at the top: importing a server package must not load fastmcp, 0.25 s)
+            from .roots_watch import watch_client_roots
 
             server = watch_client_roots(server)
         return server

@@ -24,11 +24,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+import platformdirs
+
 from .. import APP_NAME
+from ..exceptions import DptError
 from ..seams.server_sessions import session_connection
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    pass
 
 __all__ = [
     "APP_NAME",
@@ -39,7 +42,6 @@ __all__ = [
     "paths_from_uris",
     "unsuitable_reason",
     "user_data_dir",
-    "watch_client_roots",
     "writable_reason",
 ]
 
@@ -105,12 +107,7 @@ def _cache_folders() -> set[Path]:
     folders = {Path.home() / ".cache"}
     if os.environ.get("XDG_CACHE_HOME"):
         folders.add(Path(os.environ["XDG_CACHE_HOME"]))
-    try:
-        import platformdirs
-
-        folders.add(Path(platformdirs.user_cache_dir()))
-    except ImportError:  # pragma: no cover - a declared dependency
-        pass
+    folders.add(Path(platformdirs.user_cache_dir()))
     return {form for folder in folders for form in _forms(folder)}
 
 
@@ -187,15 +184,13 @@ def writable_reason(folder: str | os.PathLike[str]) -> str | None:
 
 def user_data_dir() -> Path:
     """The per-user data folder (``$XDG_DATA_HOME/doc-processing-std-tools`` on Linux)."""
-    import platformdirs
-
     return Path(platformdirs.user_data_dir(APP_NAME))
 
 
 # -- the client's roots -------------------------------------------------------------
 
 
-class ClientRootsError(Exception):
+class ClientRootsError(DptError):
     """The client declared roots but they could not be read."""
 
 
@@ -229,6 +224,7 @@ def _client_declares_roots(session: Any) -> bool:
 
 
 async def _fetch(session: Any, request_id: Any) -> list[Path]:
+    # (here, not at the top: the servers import this module; mcp's types take 0.55 s)
     import mcp_types as types
     from mcp.shared.exceptions import NoBackChannelError
     from mcp.shared.message import ServerMessageMetadata
@@ -279,6 +275,7 @@ async def client_roots(context: Any) -> list[Path] | None:
 
 def current_client_roots() -> list[Path] | None:
     """:func:`client_roots` for the tool call running in this worker thread (None outside one)."""
+    # (here, not at the top: fastmcp 0.25 s, anyio.from_thread 35 ms; the servers import this module)
     import anyio.from_thread
     from fastmcp.server.dependencies import get_context
 
@@ -299,49 +296,3 @@ def current_client_roots() -> list[Path] | None:
             log.debug("client roots unavailable outside a worker thread: %s", exc)
             return None
         raise
-
-
-def _make_roots_watch() -> Any:
-    from fastmcp.server.middleware import Middleware
-
-    class RootsWatch(Middleware):
-        """Marks sessions whose notifications this server sees, and forgets their
-        cached roots on ``notifications/roots/list_changed``.
-
-        Only the server that is actually being served receives notifications, so a
-        copy on a mounted server never marks anything (and changes nothing).
-        """
-
-        async def on_notification(self, context: Any, call_next: Any) -> Any:
-            method = getattr(context, "method", None)
-            fastmcp_context = getattr(context, "fastmcp_context", None)
-            try:
-                session = fastmcp_context.session if fastmcp_context else None
-            except RuntimeError:
-                session = None
-            state = _connection_state(session)
-            if state is not None:
-                if method == "notifications/initialized":
-                    state[_WATCHED] = True
-                elif method == _LIST_CHANGED:
-                    state.pop(_CACHE, None)
-                    state[_GENERATION] = state.get(_GENERATION, 0) + 1
-            return await call_next(context)
-
-    return RootsWatch
-
-
-def __getattr__(name: str) -> Any:
-    if name == "RootsWatch":  # built lazily: importing fastmcp is not cheap
-        cls = _make_roots_watch()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def watch_client_roots(server: FastMCP) -> FastMCP:
-    """Add a :class:`RootsWatch` to the server that will be served (once); returns it."""
-    watch = globals().get("RootsWatch") or __getattr__("RootsWatch")
-    if not any(isinstance(m, watch) for m in server.middleware):
-        server.add_middleware(watch())
-    return server

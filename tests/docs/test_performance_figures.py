@@ -38,7 +38,7 @@ ALLOWED = {
     # the retry rule's threshold in memory-tools (a constant in the code)
     ("guarantees.md", "under 2 ms of CPU"),
     ("servers/memory-tools.md", "under 2 ms of CPU"),
-    # the histograms' bucket bounds (constants in telemetry.py)
+    # the histograms' bucket bounds (constants in telemetry/metrics.py)
     ("scaling.md", "buckets 0.5 ms to 60 s"),
     ("scaling.md", "buckets 0.1 ms to 60 s"),
     # Claude Code's documented threshold, and the profile setting derived from it

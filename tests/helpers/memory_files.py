@@ -114,7 +114,7 @@ class RedisFiles(FolderFiles):
     def __init__(self, url: str, namespace: str) -> None:
         import redis
 
-        from doc_processing_std_tools.memory.redis_store import RedisMemory
+        from doc_processing_std_tools.memory.redis_connection import RedisMemory
 
         self.url, self.namespace = url, namespace
         self.memory = RedisMemory(url, namespace)

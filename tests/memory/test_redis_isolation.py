@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from doc_processing_std_tools.memory import MemoryStoreError, redis_store
-from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
+from doc_processing_std_tools.memory import MemoryStoreError, redis_connection
+from doc_processing_std_tools.memory.redis_connection import RedisMemory
+from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 from helpers.redis_server import REDIS_SERVER, SKIP_REASON, start_redis
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -107,7 +108,7 @@ def test_a_timed_out_reply_fails_only_its_own_call(
     """The first call's reply times out (2 s) while the second, sent a second later, still has
     time: the pause ends as soon as the first call has failed."""
     url, admin = own_redis
-    monkeypatch.setattr(redis_store, "SOCKET_TIMEOUT", 2.0)
+    monkeypatch.setattr(redis_connection, "SOCKET_TIMEOUT", 2.0)
     store = RedisMemoryStore(RedisMemory(url, f"timeout-{round_}"))
     warm(store)
     admin.client_pause(int(DEADLINE * 1000), all=False)

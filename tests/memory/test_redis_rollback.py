@@ -20,7 +20,8 @@ import pytest
 import redis
 
 from doc_processing_std_tools.embedded_redis import free_port
-from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
+from doc_processing_std_tools.memory.redis_connection import RedisMemory
+from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 from helpers.launch import launched, text_of
 from helpers.redis_server import REDIS_SERVER, SKIP_REASON, start_redis
 

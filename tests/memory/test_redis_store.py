@@ -20,7 +20,7 @@ from fastmcp import Client
 
 from doc_processing_std_tools.embedded_redis import free_port
 from doc_processing_std_tools.memory import Settings, create_server
-from doc_processing_std_tools.memory.redis_store import RedisMemory
+from doc_processing_std_tools.memory.redis_connection import RedisMemory
 from helpers.redis_server import REDIS_SERVER, SKIP_REASON
 
 pytestmark = pytest.mark.skipif(REDIS_SERVER is None, reason=SKIP_REASON)
@@ -204,7 +204,8 @@ WRITER = textwrap.dedent(
     """
     import sys, threading
     from doc_processing_std_tools.memory import MemoryStoreError
-    from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
+    from doc_processing_std_tools.memory.redis_connection import RedisMemory
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 
     url, ns, me, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     store = RedisMemoryStore(RedisMemory(url, ns))
@@ -270,7 +271,8 @@ def test_three_processes_storm_loses_nothing(redis_url: str):
 MOVER = textwrap.dedent(
     """
     import sys
-    from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
+    from doc_processing_std_tools.memory.redis_connection import RedisMemory
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 
     store = RedisMemoryStore(RedisMemory(sys.argv[1], sys.argv[2]))
     print("ready", flush=True)
@@ -432,14 +434,15 @@ def test_the_index_sees_every_change_made_by_other_stores(redis_url: str):
 def test_values_over_the_memory_budget_are_read_when_searched(
     redis_url: str, monkeypatch: pytest.MonkeyPatch
 ):
-    from doc_processing_std_tools.memory import redis_store
+    from doc_processing_std_tools.memory import redis_index
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 
-    monkeypatch.setattr(redis_store, "INDEX_BUDGET_CHARS", 60)
-    store = redis_store.RedisMemoryStore(RedisMemory(redis_url, f"budget-{os.getpid()}"))
+    monkeypatch.setattr(redis_index, "INDEX_BUDGET_CHARS", 60)
+    store = RedisMemoryStore(RedisMemory(redis_url, f"budget-{os.getpid()}"))
     for i in range(10):
         store.write(f"k{i}", f"value number {i}")
     assert search(store, "NUMBER 7") == {"k7": "value number 7"}
-    kept = [e for e in store._entries.values() if e.value is not None]
+    kept = [e for e in store.index._entries.values() if e.value is not None]
     assert 1 <= len(kept) < 10
     assert len(search(store, "number")) == 10
 
@@ -474,18 +477,18 @@ def test_a_new_store_starts_from_the_saved_index_and_fetches_only_what_changed(
     for i in range(20):
         first.write(f"k{i}", f"value {i}")
     assert len(search(first, "value")) == 20
-    first.save_index()  # as at exit
+    first.index.save()  # as at exit
     first.write("k3", "changed")
     fetched: list[str] = []
 
     def counting(store: RedisMemoryStore) -> RedisMemoryStore:
-        real = store._fetch
+        real = store.index._fetch
 
         def spy(names: list[str]):
             fetched.extend(names)
             return real(names)
 
-        store._fetch = spy  # type: ignore[method-assign]
+        store.index._fetch = spy  # type: ignore[method-assign]
         return store
 
     second = counting(RedisMemoryStore(RedisMemory(redis_url, namespace)))

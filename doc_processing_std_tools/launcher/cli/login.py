@@ -114,7 +114,7 @@ def _list(loaded: LoadedConfig, store: Any, user: str | None) -> int:
 
 async def _login(args: argparse.Namespace, entry: ServerEntry, store: Any) -> int:
     from ..external.oauth import NeedsLogin, login
-    from ..external.supervisor import shown_url
+    from ..external.session_transports import shown_url
     from ..reasons import error_reason
 
     async def show_url(url: str) -> None:

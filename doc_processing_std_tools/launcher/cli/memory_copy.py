@@ -124,7 +124,8 @@ class RedisSide:
     """One namespace of a Redis, through the store's own scripts."""
 
     def __init__(self, url: str) -> None:
-        from ...memory.redis_store import RedisMemory, namespace_problem, split_store_url
+        from ...memory.redis_connection import RedisMemory
+        from ...memory.redis_urls import namespace_problem, split_store_url
 
         try:
             connect, namespace = split_store_url(url)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from fastmcp.tools import Tool
 
     from ...telemetry import Telemetry
-    from ..external.front import Fronts
+    from ..external.client_requests import Fronts
     from ..external.supervisor import Supervisor
 
 log = logging.getLogger("dpt-launch")
@@ -102,7 +102,7 @@ class Mount:
         if self.spec is not None:
             return self.spec.name
         if self.entry.url:
-            from ..external.supervisor import shown_url
+            from ..external.session_transports import shown_url
 
             return shown_url(self.entry.url)
         return self.entry.command or self.name
@@ -202,7 +202,7 @@ class Composition:
     async def _list_when_up(self, name: str, supervisor: Supervisor, event: Any) -> None:
         """A server still starting when serving began: its lists are applied (and every client
         told) once it is up, or one warning says why it never came up."""
-        from ..external.supervisor import ExternalStartError
+        from ..external.session_transports import ExternalStartError
 
         try:
             await supervisor.wait_started()
@@ -739,7 +739,8 @@ async def build_servers(
     """
     import anyio
 
-    from ..external.supervisor import ExternalStartError, Supervisor
+    from ..external.session_transports import ExternalStartError
+    from ..external.supervisor import Supervisor
 
     found, skipped = resolve_sources(loaded)
     if only is not None:

@@ -4,7 +4,7 @@ fastmcp sends ``list_changed`` notifications only from inside a request. The one
 middleware on the composed root remembers every session that completes its
 handshake (at most ``MAX_REMEMBERED``; one that fails to take a notification is
 forgotten) and, being the served server,
-also keeps the per-session cache of the client's MCP roots (``workspace.RootsWatch``).
+also keeps the per-session cache of the client's MCP roots (``roots_watch.RootsWatch``).
 One middleware rather than two: each one costs every call a little.
 """
 
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...seams.server_sessions import session_connection
-from ...shared.workspace import RootsWatch
-from ..external.front import Fronts
+from ...shared.roots_watch import RootsWatch
+from ..external.client_requests import Fronts
 
 log = logging.getLogger("dpt-launch")
 

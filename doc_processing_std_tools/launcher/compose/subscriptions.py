@@ -4,7 +4,7 @@ owns the resource, whose ``notifications/resources/updated`` then reach the subs
 fastmcp serves no subscriptions; the composed server answers these two methods itself
 (so it declares ``resources.subscribe``). The URI a client names is the one the launcher
 exposes (namespaced); the server is asked under its own URI
-(:meth:`.external.front.FrontLink.subscribe`). A resource of an in-process server, or an
+(:meth:`.external.client_requests.FrontLink.subscribe`). A resource of an in-process server, or an
 unknown URI, is refused with -32602 naming why.
 """
 

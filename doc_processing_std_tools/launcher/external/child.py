@@ -22,6 +22,7 @@ go to init, or to a subreaper above the launcher).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -44,8 +45,6 @@ def wrapped_command(command: str, args: list[str]) -> tuple[str, list[str]]:
 
 
 def main(argv: list[str]) -> None:
-    import ctypes
-
     parent, command, *args = argv
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)

@@ -3,8 +3,8 @@
 :class:`ChildPipe` picks replies to our own requests (ids ``"dpt~N"``) and progress for
 them off the child's stdout before any validation; every other line goes to the SDK
 ``ClientSession`` unchanged, which keeps serving listing, prompts, resources, pings and
-the child's own messages. :func:`child_transport` makes it a fastmcp transport; the fast
-path that uses it is :mod:`.fast_path`.
+the child's own messages. :func:`.child_process.child_transport` makes it a fastmcp
+transport; the fast path that uses it is :mod:`.fast_path`.
 """
 
 from __future__ import annotations
@@ -12,28 +12,29 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
-import signal
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import anyio
+from mcp.shared.message import SessionMessage
+from mcp_types import jsonrpc_message_adapter
+
+from ...exceptions import DptError
+from ...seams.stdio_children import asyncio_pipes
+from ..lines import LineBuffer
 
 if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-    from mcp.shared.message import SessionMessage
 
 
 log = logging.getLogger("dpt-launch")
 
 READ_CHUNK = 1 << 16  # bytes per read of the child's stdout
 CANCEL_SEND_TIMEOUT = 1.0  # seconds to tell the child a call was cancelled
-EXIT_POLL = 0.5  # seconds between looks at whether the command exited
-LEFTOVER_GRACE = 1.0  # seconds what the command left in its group has after SIGTERM
 ID_PREFIX = "dpt~"  # our request ids; the SDK session's are integers, so they never clash
 SDK_REPLY_HEAD = b'{"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()  # how SDK servers write replies
 SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate: check it
@@ -51,7 +52,7 @@ REPLY_ID = re.compile(
 JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
 
 
-class ConnectionLost(anyio.BrokenResourceError):
+class ConnectionLost(DptError, anyio.BrokenResourceError):
     """The child's stdout ended while a call waited for its reply."""
 
 
@@ -91,8 +92,6 @@ class ChildPipe:
     """An external command's stdin/stdout, shared by the SDK session and raw relayed calls."""
 
     def __init__(self, process: Any, max_line: int | None = None, name: str = "") -> None:
-        from ...seams.stdio_children import asyncio_pipes
-
         self.process = process
         self.max_line = max_line
         self.name = name
@@ -186,8 +185,6 @@ class ChildPipe:
 
     async def read(self, deliver: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
         """Route each line of the child's stdout until it ends; then fail what still waits."""
-        from ..lines import LineBuffer
-
         answers: list[bytes] = []  # error replies for overlong lines (not when routed: above)
         buffer = LineBuffer(
             None if self._routed else self.max_line,
@@ -279,8 +276,6 @@ class _RoutingProtocol(asyncio.Protocol):
     every other line goes on below, unchanged, to :meth:`ChildPipe.read`."""
 
     def __init__(self, pipe: ChildPipe, below: Any) -> None:
-        from ..lines import LineBuffer
-
         self._pipe, self._below = pipe, below
         self._answers: list[bytes] = []  # error replies for overlong lines
         self._buffer = LineBuffer(
@@ -327,122 +322,12 @@ class _RoutingProtocol(asyncio.Protocol):
 
 
 def _parse_line(line: bytes) -> Any:
-    from mcp.shared.message import SessionMessage
-    from mcp_types import jsonrpc_message_adapter
-
     try:
         return SessionMessage(jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:
         shown = line[:200].decode("utf-8", "replace").rstrip()
         log.warning("an external server wrote a line that is not JSON-RPC (ignored): %r", shown)
         return exc
-
-
-@asynccontextmanager
-async def open_child(
-    command: str,
-    args: list[str],
-    env: dict[str, str],
-    cwd: str | None,
-    errlog: TextIO,
-    max_line: int | None = None,
-    name: str = "",
-) -> AsyncIterator[tuple[ChildPipe, Any, Any]]:
-    """Start *command* as the SDK's stdio client would; yields (pipe, read, write) for a session.
-
-    Leaving stops it as the SDK does: stdin closed, then its process group
-    terminated, then killed.
-    """
-    from mcp.client.stdio import get_default_environment
-    from mcp.shared.message import SessionMessage
-
-    from ...seams.stdio_children import spawn_stdio_child, stop_stdio_child
-
-    process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
-    pipe = ChildPipe(process, max_line, name)
-    read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
-    write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    async with anyio.create_task_group() as group:
-        group.start_soon(pipe.read, read_send)
-        group.start_soon(pipe.write_session_messages, write_receive)
-        group.start_soon(_close_when_exited, process)
-        try:
-            yield pipe, read_receive, write_send
-        finally:
-            with anyio.CancelScope(shield=True):
-                write_send.close()
-                read_receive.close()
-                await stop_stdio_child(process)
-                await _end_leftovers(process.pid)
-            group.cancel_scope.cancel()
-
-
-async def _close_when_exited(process: Any) -> None:
-    """End the session when the command exits, even if something it started keeps its stdout
-    open (a helper in the background): otherwise only a ping timing out would tell."""
-    while process.returncode is None:
-        await anyio.sleep(EXIT_POLL)
-    await anyio.sleep(EXIT_POLL)  # its last lines are read first
-    with suppress(Exception):
-        await process.stdout.aclose()
-
-
-async def _end_leftovers(group_id: int) -> None:
-    """What the command left in its process group (the SDK ends the group only when the command
-    itself outlives its grace): SIGTERM, then SIGKILL."""
-    if not hasattr(os, "killpg"):
-        return
-    for signum, wait in ((signal.SIGTERM, LEFTOVER_GRACE), (signal.SIGKILL, 0.0)):
-        try:
-            os.killpg(group_id, signum)
-        except OSError:
-            return  # no process left in the group
-        deadline = anyio.current_time() + wait
-        while anyio.current_time() < deadline:
-            await anyio.sleep(0.05)
-            try:
-                os.killpg(group_id, 0)
-            except OSError:
-                return
-
-
-def child_transport(
-    command: str,
-    args: list[str],
-    env: dict[str, str],
-    cwd: str | None,
-    errlog: TextIO,
-    max_line: int | None = None,
-    name: str = "",
-) -> Any:
-    """A fastmcp client transport running *command* over a :class:`ChildPipe` (``.pipe`` while up)."""
-    from fastmcp.client.transports.base import ClientTransport, TransportOptions
-
-    class ChildTransport(ClientTransport):
-        legacy_only = True
-
-        def __init__(self) -> None:
-            self.pipe: ChildPipe | None = None
-
-        @asynccontextmanager
-        async def connect_session(
-            self, *, transport_options: TransportOptions | None = None, **session_kwargs: Any
-        ) -> AsyncIterator[Any]:
-            options = transport_options or TransportOptions()
-            async with (
-                open_child(command, args, env, cwd, errlog, max_line, name) as (pipe, read, write),
-                options.session_class(read, write, **session_kwargs) as session,
-            ):
-                self.pipe = pipe
-                try:
-                    yield session
-                finally:
-                    self.pipe = None
-
-        def __repr__(self) -> str:
-            return f"<ChildTransport {command!r}>"
-
-    return ChildTransport()
 
 
 def cancelled_note(key: str) -> bytes:

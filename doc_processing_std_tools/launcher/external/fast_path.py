@@ -37,6 +37,8 @@ from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+from fastmcp.exceptions import ToolError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .child_pipe import (
     CONNECTION_META_PREFIX,
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from .child_pipe import ChildPipe
-    from .targets import RelayTarget
+    from .relay_targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 
@@ -75,8 +77,6 @@ class FastPath:
     """
 
     def __init__(self, relay: TargetTable) -> None:
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         self._relay = relay
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.initialize_id: Any = None  # the client's initialize request (set by the reader)
@@ -261,8 +261,6 @@ class FastPath:
         self, target: RelayTarget, request_id: int | str, params: dict[str, Any]
     ) -> bytes:
         """Send the call to the child; its reply, as the line for the client."""
-        from fastmcp.exceptions import ToolError
-
         supervisor = target.supervisor
         assert supervisor is not None  # (a relayed tool)
         pipe: ChildPipe | None = getattr(supervisor, "pipe", None)

@@ -31,7 +31,7 @@ from ...telemetry import Outcome, result_outcome, traced_params
 from ..calls.policy import Admission
 from .child_pipe import ChildPipe, ConnectionLost, PendingCall, cancelled_note
 from .relay_lines import child_request, client_reply, error_result
-from .targets import RelayTarget
+from .relay_targets import RelayTarget
 
 log = logging.getLogger("dpt-launch")
 

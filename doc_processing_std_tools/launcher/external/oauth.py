@@ -20,9 +20,26 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NoReturn
+from urllib.parse import urlsplit
 
 import anyio
+from fastmcp import Client, FastMCP
+from fastmcp.client.oauth_callback import OAuthCallbackResult, create_oauth_callback_server
+from fastmcp.client.transports import SSETransport, StreamableHttpTransport
+from fastmcp.exceptions import ToolError
+from fastmcp.tools import Tool
+from fastmcp.utilities.http import find_available_port
+from mcp.shared.auth import (
+    AuthorizationCodeResult,
+    OAuthClientInformationFull,
+    OAuthClientMetadata,
+    OAuthToken,
+)
+from mcp.types import ToolAnnotations
+from pydantic import PrivateAttr
 
+from ...exceptions import DptError
+from ...seams.oauth_client import oauth_client_provider
 from .tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -49,7 +66,7 @@ def refresh_margin(lifetime: float) -> float:
     return min(60.0, lifetime / 5)
 
 
-class NeedsLogin(Exception):
+class NeedsLogin(DptError):
     """No usable login: none stored, for another URL, or its refresh was refused."""
 
 
@@ -138,8 +155,6 @@ class StoredLogin:
             self.on_saved(stamp)
 
     async def get_tokens(self) -> Any:
-        from mcp.shared.auth import OAuthToken
-
         record = await self.record()
         if not record.get("tokens"):
             return None
@@ -162,8 +177,6 @@ class StoredLogin:
     async def get_client_info(self) -> Any:
         if self.static_client is not None:
             return self.static_client
-        from mcp.shared.auth import OAuthClientInformationFull
-
         record = await self.record()
         if not record.get("client"):
             return None
@@ -196,8 +209,6 @@ class StoredLogin:
 
 
 def client_metadata(settings: OAuthSettings, redirect_uri: str) -> Any:
-    from mcp.shared.auth import OAuthClientMetadata
-
     secret = settings.client_secret is not None
     return OAuthClientMetadata.model_validate(
         {
@@ -215,8 +226,6 @@ def static_client(settings: OAuthSettings, redirect_uri: str) -> Any:
     """The configured client (``client_id``), or None: then the flow registers one."""
     if settings.client_id is None:
         return None
-    from mcp.shared.auth import OAuthClientInformationFull
-
     metadata = client_metadata(settings, redirect_uri).model_dump(exclude_none=True)
     secret = settings.client_secret.get_secret_value() if settings.client_secret else None
     return OAuthClientInformationFull(
@@ -235,8 +244,6 @@ def serving_auth(
     """The ``httpx2.Auth`` a session to *entry*'s server uses for *user* (None: the launcher's
     own login): stored tokens, refreshed in time; :class:`NeedsLogin` when none will do.
     *on_saved* is told the store's stamp after each refresh it keeps (see :class:`StoredLogin`)."""
-    from ...seams.oauth_client import oauth_client_provider
-
     assert entry.url
     _quiet_sdk_log()
     settings = _oauth(entry)
@@ -287,16 +294,6 @@ async def login(
     """Log in to *entry*'s server for *user*: the browser flow, then one session that lists the
     tools (kept for when the login is missing later). *show_url* opens or prints the
     authorization URL. Returns the tools as MCP JSON."""
-    from urllib.parse import urlsplit
-
-    from fastmcp import Client
-    from fastmcp.client.oauth_callback import OAuthCallbackResult, create_oauth_callback_server
-    from fastmcp.client.transports import SSETransport, StreamableHttpTransport
-    from fastmcp.utilities.http import find_available_port
-    from mcp.shared.auth import AuthorizationCodeResult
-
-    from ...seams.oauth_client import oauth_client_provider
-
     assert entry.url
     settings = _oauth(entry)
     port = settings.callback_port or find_available_port(host=CALLBACK_HOST)
@@ -360,33 +357,32 @@ async def login(
     return listed
 
 
+class CachedTool(Tool):
+    """A tool of a server that needs a login, listed from the cache: every call answers the
+    line that says so."""
+
+    _line: str = PrivateAttr(default="")
+
+    async def run(self, arguments: dict[str, Any]) -> Any:
+        raise ToolError(self._line)
+
+
 def cached_listing(name: str, tools: list[dict[str, Any]], line: str) -> Any:
     """A FastMCP server listing *tools* (MCP JSON) whose every call answers *line*: what a
     server that needs a login lists meanwhile."""
-    from fastmcp import FastMCP
-    from fastmcp.exceptions import ToolError
-    from fastmcp.tools import Tool
-    from mcp.types import ToolAnnotations
-
-    class _Listed(Tool):
-        async def run(self, arguments: dict[str, Any]) -> Any:
-            raise ToolError(line)
-
     server = FastMCP(name)
     for tool in tools:
         try:
             annotations = tool.get("annotations")
-            server.add_tool(
-                _Listed(
-                    name=tool["name"],
-                    description=tool.get("description"),
-                    parameters=tool.get("inputSchema") or {"type": "object"},
-                    output_schema=tool.get("outputSchema"),
-                    annotations=ToolAnnotations.model_validate(annotations)
-                    if annotations
-                    else None,
-                )
+            listed = CachedTool(
+                name=tool["name"],
+                description=tool.get("description"),
+                parameters=tool.get("inputSchema") or {"type": "object"},
+                output_schema=tool.get("outputSchema"),
+                annotations=ToolAnnotations.model_validate(annotations) if annotations else None,
             )
+            listed._line = line
+            server.add_tool(listed)
         except Exception:  # a damaged entry is left out, not fatal
             continue
     return server

@@ -15,16 +15,25 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
+import mcp_types
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
+from mcp.shared.exceptions import MCPError
+from mcp_types.methods import validate_client_request
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
 
 from ...locking import CALL_ARRIVAL
-from ...seams.fastmcp_server import behaves_as_default
+from ...seams.client_sessions import send_raw_request
+from ...seams.fastmcp_server import behaves_as_default, low_level_server
+from ...seams.server_sessions import initialize_accepted
 from ..calls.policed_tools import PolicedTool
-from .targets import PLAIN_CALL, RelayTarget
+from .fast_path import FastPath
+from .relay_targets import PLAIN_CALL, RelayTarget
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
-    from .fast_path import FastPath
     from .supervisor import Supervisor
 
 RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
@@ -71,10 +80,6 @@ class ToolRelay:
     ) -> None:
         """*inert_middleware*: root middleware types that need not see calls (beside fastmcp's
         default), so the relay may serve them plainly."""
-        import mcp_types
-        from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
-        from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-
         self._root = root
         self._composition = composition
         self._seen: Sequence[RelayedMount] | None = None
@@ -94,8 +99,6 @@ class ToolRelay:
             }
         )
         self._dropped_meta = self._connection_keys | {"progressToken"}
-        from .fast_path import FastPath
-
         self.fast = FastPath(self)  # stdio connections: relayed calls skip the SDK entirely
 
     def serves_plainly(self) -> bool:
@@ -155,12 +158,6 @@ class ToolRelay:
         """Whether the SDK itself would hand this call to a handler: the connection is
         initialized and the params pass its validation. Otherwise the call goes on down the
         chain, and the SDK answers it as it would alone (-32602)."""
-        from mcp_types.methods import validate_client_request
-        from pydantic import ValidationError
-
-        from ...seams.fastmcp_server import low_level_server
-        from ...seams.server_sessions import initialize_accepted
-
         if not initialize_accepted(ctx.session):
             return False
         handler = low_level_server(self._root).get_request_handler(ctx.method)
@@ -253,11 +250,6 @@ class ToolRelay:
         caller: Any,
         request_id: Any,
     ) -> dict[str, Any]:
-        from fastmcp.exceptions import ToolError
-        from mcp.shared.exceptions import MCPError
-
-        from ...seams.client_sessions import send_raw_request
-
         assert target.supervisor is not None
         front = target.supervisor.front
         client = await target.supervisor.client()
@@ -291,8 +283,6 @@ def _forget_abandoned(request: asyncio.Future[Any]) -> None:
 
 def fast_path_of(server: FastMCP) -> FastPath | None:
     """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
-    from ...seams.fastmcp_server import low_level_server
-
     for middleware in getattr(low_level_server(server), "middleware", ()):
         if isinstance(middleware, ToolRelay):
             return middleware.fast

@@ -9,6 +9,8 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 from json.scanner import make_scanner
 from typing import Any
 
+from fastmcp.exceptions import ToolError
+
 from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, JSON_SPACE, SURROGATE_ESCAPE
 
 
@@ -71,8 +73,6 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
         return (
             b'{"jsonrpc":"2.0","id":' + client_id.encode() + b',"result":{' + line[len(head) :]
         ) + b"\n"
-    from fastmcp.exceptions import ToolError
-
     try:
         message = parsed if parsed is not None else json.loads(line)
     except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON

@@ -23,10 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...exceptions import DptError
+from ...shared.workspace import user_data_dir
+
 SERVICE = "dpt-launch"  # the keyring's service name
 
 
-class TokenStoreError(Exception):
+class TokenStoreError(DptError):
     """The store cannot be read or written; the message says which and why (never a token)."""
 
 
@@ -40,6 +43,7 @@ def _keyring() -> Any | None:
     if choice == "file":
         return None
     try:
+        # (here, not at the top: the oauth extra, optional, and 0.11 s to import)
         import keyring
     except ImportError:
         if choice == "keyring":
@@ -54,8 +58,6 @@ def _keyring() -> Any | None:
 
 
 def default_folder() -> Path:
-    from ...shared.workspace import user_data_dir
-
     return user_data_dir() / "oauth"
 
 

@@ -1,7 +1,7 @@
 """An in-process server for tests/launcher/calls/test_call_policy_paths.py (``helpers.servers.policy_plain_server:create``).
 
-Its tools offer a plain call as popoto-memory's do (``PopotoTool.plain_call``;
-``launcher/external/targets.py`` ``PLAIN_CALL``), and the server behaves as a default FastMCP:
+Its tools offer a plain call as popoto-memory's do (``popoto_memory/tools.py`` ``PopotoTool.plain_call``;
+``launcher/external/relay_targets.py`` ``PLAIN_CALL``), and the server behaves as a default FastMCP:
 over stdio the launcher's fast path calls them directly; over HTTP they go through fastmcp.
 
 Tools: ``slow`` (writes *started*, then waits a minute), ``change`` (changes state: the launcher

@@ -81,7 +81,8 @@ def test_an_empty_source_unless_allowed(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_redis_namespace_that_does_not_exist_or_is_empty(
     redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ):
-    from doc_processing_std_tools.memory.redis_store import RedisMemory, RedisMemoryStore
+    from doc_processing_std_tools.memory.redis_connection import RedisMemory
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 
     team = f"team-{os.getpid()}"
     RedisMemoryStore(RedisMemory(redis_url, team)).write("k", "v")

@@ -351,17 +351,17 @@ async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_sessi
         assert await call_as("alice") == ("hello", False, tokens["alice"])
         assert await call_as("bob") == ("hello", False, tokens["bob"])
         assert await call_as("alice") == ("hello", False, tokens["alice"])
-        first = await supervisor._user_client("alice")
-        assert first is not await supervisor._user_client("bob")  # one session per user
+        first = await supervisor._users.client("alice")
+        assert first is not await supervisor._users.client("bob")  # one session per user
         _post(server, "/admin/expire")  # alice's next call refreshes her token on her session
         text, is_error, refreshed = await call_as("alice")
         assert (text, is_error) == ("hello", False) and refreshed != tokens["alice"]
         assert store.get("linear", "alice")["tokens"]["access_token"] == refreshed  # type: ignore[index]
-        assert await supervisor._user_client("alice") is first  # her own refresh: kept open
+        assert await supervisor._users.client("alice") is first  # her own refresh: kept open
         await login_in_process(config, "linear", env, user="alice")  # a new login: reopened
         again = store.get("linear", "alice")["tokens"]["access_token"]  # type: ignore[index]
         assert await call_as("alice") == ("hello", False, again)
-        assert await supervisor._user_client("alice") is not first
+        assert await supervisor._users.client("alice") is not first
         carol = await call_as("carol")
         assert carol[:2] == (
             "server 'linear' needs a login for user 'carol': run dpt-launch login linear "

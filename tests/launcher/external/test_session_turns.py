@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import anyio
 
-from doc_processing_std_tools.launcher.external.front import SessionTurns
+from doc_processing_std_tools.launcher.external.client_requests import SessionTurns
 
 
 class Session:

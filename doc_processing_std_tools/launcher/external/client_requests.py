@@ -31,10 +31,17 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    import mcp_types
+import anyio
+import mcp_types
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
+
+from ...seams.client_sessions import send_raw_request
+from ...seams.fastmcp_server import client_log_level
+from ...seams.server_sessions import session_connection
 
 log = logging.getLogger("dpt-launch")
 
@@ -93,8 +100,6 @@ class SessionTurns:
 
     @contextlib.asynccontextmanager
     async def turn(self, session: Any) -> AsyncIterator[None]:
-        from ...seams.server_sessions import session_connection
-
         await self._enter(id(session_connection(session)))
         try:
             yield
@@ -104,8 +109,6 @@ class SessionTurns:
                 self._pass_on()
 
     async def _enter(self, key: int) -> None:
-        import anyio
-
         if self.owner is None and not self.waiting:
             self.owner = key
         elif self.owner != key or self.waiting:
@@ -165,11 +168,6 @@ class FrontLink:
 
     def _front(self, what: str) -> tuple[Any, Any]:
         """The session (and its request id, or None) that *what* is for, or an MCPError why none."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import INVALID_REQUEST
-
-        from ...seams.server_sessions import session_connection
-
         calls = list(self._calls.values())
         if calls:
             connections = {id(session_connection(session)) for session, _ in calls}
@@ -201,10 +199,6 @@ class FrontLink:
         """Send *request* to the front client and return its answer (its error is raised).
         A client that did not declare *capability* gets nothing: the server gets *undeclared*
         when given, else the error *unsupported*."""
-        from mcp.shared.exceptions import MCPError
-        from mcp.shared.message import ServerMessageMetadata
-        from mcp_types import INVALID_REQUEST
-
         session, request_id = self._front(what)
         if not _declares(session, capability):
             if undeclared is not None:
@@ -216,9 +210,6 @@ class FrontLink:
         return await session.send_request(request, result_type, metadata=metadata)
 
     async def sampling(self, context: Any, params: mcp_types.CreateMessageRequestParams) -> Any:
-        import mcp_types
-        from mcp.shared.exceptions import MCPError
-
         with_tools = params.tools is not None or params.tool_choice is not None
         if with_tools and not self._declares_sampling_tools():
             # what the server's own SDK raises, alone, before asking such a client
@@ -238,8 +229,6 @@ class FrontLink:
 
     def _declares_sampling_tools(self) -> bool:
         """Whether the client this server's sampling goes to declared ``sampling.tools``."""
-        from mcp.shared.exceptions import MCPError
-
         try:
             session, _ = self._front("sampling/createMessage")
         except MCPError:
@@ -249,8 +238,6 @@ class FrontLink:
         return getattr(sampling, "tools", None) is not None
 
     async def elicitation(self, context: Any, params: mcp_types.ElicitRequestParams) -> Any:
-        import mcp_types
-
         return await self._ask(
             "elicitation/create",
             "elicitation",
@@ -260,9 +247,6 @@ class FrontLink:
         )
 
     async def roots(self, context: Any) -> Any:
-        import mcp_types
-        from mcp.shared.exceptions import MCPError
-
         try:
             # A client without roots shares no folder: alone, the server would not have
             # asked, and would serve as with no roots (an error here would fail its tools).
@@ -282,11 +266,6 @@ class FrontLink:
     async def log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """Pass the server's log message on, under its mount name, when the client's level
         admits it; dropped when no one client can be told (see the module)."""
-        import mcp_types
-        from mcp.shared.exceptions import MCPError
-
-        from ...seams.fastmcp_server import client_log_level
-
         try:
             session, request_id = self._front("notifications/message")
         except MCPError as exc:
@@ -309,9 +288,6 @@ class FrontLink:
     async def subscribe(self, session: Any, exposed: str, own: str) -> None:
         """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):
         the server is asked once, for its first subscriber; its error reaches the client."""
-        from ...seams.client_sessions import send_raw_request
-        from ...seams.server_sessions import session_connection
-
         subscribers = self._subscribers.get(own)
         if not subscribers:
             await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
@@ -319,25 +295,18 @@ class FrontLink:
 
     async def unsubscribe(self, session: Any, own: str) -> None:
         """Client *session* unsubscribes; the server is told when no client is left."""
-        from ...seams.server_sessions import session_connection
-
         subscribers = self._subscribers.get(own, {})
         subscribers.pop(id(session_connection(session)), None)
         if not subscribers:
             await self._drop(own)
 
     async def _drop(self, own: str) -> None:
-        from ...seams.client_sessions import send_raw_request
-
         self._subscribers.pop(own, None)
         if self.client is not None:
             with contextlib.suppress(Exception):  # (it is going down: it forgets anyway)
                 await send_raw_request(self.client, "resources/unsubscribe", {"uri": own})
 
     def _live(self) -> Any:
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import INTERNAL_ERROR
-
         if self.client is None:
             raise MCPError(INTERNAL_ERROR, f"server {self.name!r} is not connected")
         return self.client
@@ -358,8 +327,6 @@ class FrontLink:
     async def resubscribe(self) -> None:
         """A new session to the server (a restart): it is asked again for every resource a
         client subscribed to."""
-        from ...seams.client_sessions import send_raw_request
-
         for own in list(self._subscribers):
             try:
                 await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
@@ -378,15 +345,11 @@ class FrontLink:
 
 
 def _roots_list_changed() -> Any:
-    import mcp_types
-
     return mcp_types.RootsListChangedNotification()
 
 
 def _declares(session: Any, capability: str) -> bool:
     """Whether the client of *session* declared *capability* (sampling, elicitation, roots)."""
-    import mcp_types
-
     declared = getattr(session, "client_capabilities", None)
     return isinstance(declared, mcp_types.ClientCapabilities) and (
         getattr(declared, capability, None) is not None
