@@ -477,8 +477,7 @@ async def test_every_path_makes_exactly_one_span_per_call(
     write_config: Any, tmp_path: Path
 ) -> None:
     """In-process (memory-tools, through fastmcp), relayed to a command: server through the SDK,
-    and the stdio fast path's relayed calls, from callbacks (InlineCalls) and from a task (a
-    progress token): one span each, its parent the call's ``_meta`` traceparent."""
+    and the stdio fast path's relayed calls, with and without a progress token: one span each, its parent the call's ``_meta`` traceparent."""
     from fastmcp import Client
 
     from doc_processing_std_tools.launcher.compose import compose
@@ -507,8 +506,8 @@ servers:
             replies = await on_the_fast_path(
                 composition.root,
                 [
-                    ("bump", {}, meta),  # relayed from callbacks (InlineCalls)
-                    ("nap", {"seconds": 0}, {**meta, "progressToken": "p1"}),  # from a task
+                    ("bump", {}, meta),
+                    ("nap", {"seconds": 0}, {**meta, "progressToken": "p1"}),
                     ("traceparent_seen", {}, meta),
                     ("traceparent_seen", {}, {**meta, "progressToken": "p2"}),
                 ],

@@ -10,10 +10,11 @@ Beyond its tool's own rules, a call answers to its composition's :class:`~.guard
 (when the config asks for an audit log or rate limits): a call over a limit is refused before
 anything else, and every call's audit line is written at its end, before its answer is sent.
 
-Two ways through, one set of rules: :meth:`CallPolicy.run` awaits the call (every path that
-runs in a task), and :meth:`CallPolicy.admit_now` / :meth:`CallPolicy.end_now` serve a call
-from event-loop callbacks when nothing in it has to wait (the stdio fast path's inline calls,
-``launcher/external/inline_call.py``).
+Every path awaits the call through :meth:`CallPolicy.run` (or :meth:`CallPolicy.around_fastmcp`
+for a tool fastmcp calls). A second way, serving a relayed call from event-loop callbacks when
+nothing in it had to wait, was measured and removed: it saved 0.02 ms of the launcher's CPU per
+call (0.14 against 0.16 ms) and no calls/s (140 against 141 calls/s, ``benchmarks/external.py
+--compare``), against the 10% a second copy of the rules would have to buy.
 """
 
 from __future__ import annotations
@@ -32,10 +33,8 @@ from ...locking import (
     CALL_ARRIVAL,
     CALL_DEADLINE,
     CURRENT_FENCE,
-    PROCESS_LOCK,
     LockWaitTimeout,
     admit_self_locking,
-    fleet_lock_in_use,
     hold_async,
 )
 from ...locking.fleet_lock import FENCE_META_KEY, FleetLockLost, FleetLockUnavailable
@@ -76,15 +75,6 @@ class ToolRules:
     # the audit line's pin status: "pinned", or what the lock file found ("changed", "not
     # pinned", "hidden text": served under pins.policy: warn); None without a lock file
     pin: str | None = None
-
-
-@dataclass(slots=True)
-class Admission:
-    """A call let in by :meth:`CallPolicy.admit_now`; :meth:`CallPolicy.end_now` ends it once."""
-
-    locked: bool
-    record: CallRecord | None
-    note: CallNote | None = None  # what its audit line needs (None: written, or no audit log)
 
 
 class CallPolicy:
@@ -281,53 +271,3 @@ class CallPolicy:
             raise CallFailed(self.timeout_text(waited_for_lock=waited), outcome) from None
         finally:
             CALL_DEADLINE.reset(deadline)
-
-    # -- a call served from callbacks --------------------------------------------------------
-
-    def admit_now(self, meta: Mapping[str, Any] | None, arguments: Any = None) -> Admission | None:
-        """Let a call in at once, on the event loop, when nothing would make it wait: its server
-        up, no lock needed or the process lock free with no fleet lock in use, and a token in
-        its buckets (kept in memory). None (and nothing done) otherwise: the call then goes
-        through :meth:`run`, which waits, or refuses."""
-        if self.refusal() is not None:
-            return None
-        lock = self.rules.lock
-        if lock is LockMode.ADMITTED:
-            return None
-        if lock is LockMode.HELD and (
-            fleet_lock_in_use() is not None or not PROCESS_LOCK.try_acquire()
-        ):
-            return None
-        note = None
-        guards = self._guards
-        if guards is not None:
-            caller = guards.caller(None, None)
-            limits = guards.limits
-            if limits is not None and not limits.take_now(caller.user or "", self.rules.tool):
-                if lock is LockMode.HELD:
-                    PROCESS_LOCK.release()
-                return None
-            note = guards.begin(caller, arguments, meta, None)
-        record = None
-        telemetry = self._telemetry
-        if telemetry is not None and telemetry.on:
-            record = telemetry.begin(self.rules.server, self.rules.tool, meta)
-            if lock is LockMode.HELD:
-                record.lock_waited(0.0)
-        return Admission(lock is LockMode.HELD, record, note)
-
-    def answered_now(self, admission: Admission, outcome: Outcome) -> None:
-        """A call let in by :meth:`admit_now` is about to be answered: its audit line first."""
-        note, admission.note = admission.note, None
-        if note is not None:
-            self._audit(note, outcome, admission.record)
-
-    def end_now(self, admission: Admission, outcome: Outcome) -> None:
-        """A call let in by :meth:`admit_now` is over: give the lock back, report *outcome*."""
-        if admission.locked:
-            admission.locked = False
-            PROCESS_LOCK.release()
-        self.answered_now(admission, outcome)
-        record, admission.record = admission.record, None
-        if record is not None:
-            record.end(outcome)

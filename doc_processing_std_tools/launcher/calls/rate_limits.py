@@ -235,16 +235,6 @@ class RateLimits:
             self._buckets[(user, tool)] = found
         return found
 
-    def take_now(self, user: str, tool: str) -> bool | None:
-        """From event-loop callbacks: True when admitted (a token taken), False when over a
-        limit (nothing taken), None when only :meth:`take` can tell (the fleet's Redis)."""
-        buckets = self.buckets(user, tool)
-        if not buckets:
-            return True
-        if self.fleet is not None:
-            return None
-        return self.local.take(buckets) is None
-
     async def take(self, user: str, tool: str) -> None:
         """Take a token for a call of *tool* by *user*; :class:`RateLimited` when over a limit."""
         buckets = self.buckets(user, tool)

@@ -4,7 +4,7 @@
 - ``child`` (a stdlib-only shim) and ``child_pipe``: a command's process and its stdin/stdout.
 - ``relay``: ``tools/call`` relayed on a server's session, skipping fastmcp's dispatch;
   ``targets``: the table of tools that may be relayed or called directly.
-- ``fast_path``, ``inline_call``, ``relay_lines``: the stdio fast path (raw lines in and out).
+- ``fast_path``, ``relay_lines``: the stdio fast path (raw lines in and out).
 
 May import ``config`` and the launcher's leaves; never ``compose``, ``transports`` or ``cli``.
 """

@@ -47,7 +47,6 @@ from .child_pipe import (
     ConnectionLost,
     tell_cancelled,
 )
-from .inline_call import InlineCalls
 from .relay_lines import child_request, client_reply, encode_line, error_result
 
 if TYPE_CHECKING:
@@ -89,7 +88,6 @@ class FastPath:
         self._put: Callable[[bytes], None] = lambda line: None
         self._expect: Callable[[Any], None] = lambda request_id: None
         self._answered: Callable[[Any], None] = lambda request_id: None
-        self._inline: InlineCalls  # (made by bind: nothing is taken before it)
 
     def bind(
         self,
@@ -102,7 +100,6 @@ class FastPath:
         self._loop = asyncio.get_running_loop()
         self._group = group
         self._put, self._expect, self._answered = put, expect, answered
-        self._inline = InlineCalls(put, self._taken, answered, self._loop)
         group.start_soon(self._cancel_calls_at_exit)
 
     async def _cancel_calls_at_exit(self) -> None:
@@ -110,7 +107,6 @@ class FastPath:
         try:
             await anyio.sleep_forever()
         finally:
-            self._inline.cancel_all()
             for task in list(self._tasks):
                 task.cancel()
 
@@ -179,9 +175,8 @@ class FastPath:
             except RuntimeError:  # the loop is gone
                 self._over(request_id)
             return True
-        try:  # (what _begin does, one call less)
-            if target.plain_call is not None or not self._inline.start(target, request_id, params):
-                self._start(target, request_id, params)
+        try:
+            self._start(target, request_id, params)
         except Exception:
             log.exception("fast path: could not start a call; the SDK path answers it")
             self._over(request_id)
@@ -206,14 +201,10 @@ class FastPath:
     # -- event loop ------------------------------------------------------------------------
 
     def _begin(self, target: RelayTarget, request_id: int | str, params: dict[str, Any]) -> None:
-        """A relayed call that need not wait runs from callbacks (:mod:`.inline_call`); the rest
-        in a task."""
-        if target.plain_call is not None or not self._inline.start(target, request_id, params):
-            self._start(target, request_id, params)
+        self._start(target, request_id, params)
 
     def _over(self, request_id: int | str) -> None:
-        """A call taken here is over (answered, cancelled or left to the SDK). (InlineCalls._end
-        does the same two steps itself, once per relayed call.)"""
+        """A call taken here is over (answered, cancelled or left to the SDK)."""
         self._taken.discard(request_id)
         self._answered(request_id)
 
@@ -225,8 +216,6 @@ class FastPath:
         self._tasks.add(self._loop.create_task(self._serve(target, request_id, params, scope)))
 
     def _cancel(self, request_id: int | str) -> None:
-        if self._inline.cancel(request_id):
-            return
         scope = self._scopes.get(request_id)
         if scope is not None:
             scope.cancel()

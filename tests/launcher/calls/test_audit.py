@@ -27,7 +27,6 @@ from doc_processing_std_tools.launcher.calls.failures import CallFailed
 from doc_processing_std_tools.launcher.calls.guards import CallGuards
 from doc_processing_std_tools.launcher.calls.policy import CallPolicy, LockMode, ToolRules
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig, LoadedConfig
-from doc_processing_std_tools.telemetry import Outcome
 
 SECRET = "s3cr3t-planted-in-env-0123"
 TOKEN = "bearer-token-never-logged-456"
@@ -207,21 +206,6 @@ async def test_failed_and_cancelled_calls_have_their_line() -> None:
     outcomes = [json.loads(data)["outcome"] for data in sink.data]
     assert outcomes == ["tool_error", "cancelled"]
     assert "arguments" not in json.loads(sink.data[0])  # (arguments: false)
-
-
-def test_inline_calls_write_their_line_once_before_the_answer() -> None:
-    sink = ListSink()
-    policy = policy_with(sink)
-    admission = policy.admit_now(None, {"k": 1})
-    assert admission is not None and sink.data == []
-    policy.answered_now(admission, Outcome.OK)
-    assert len(sink.data) == 1
-    policy.end_now(admission, Outcome.OK)
-    assert len(sink.data) == 1
-    cancelled = policy.admit_now(None)
-    assert cancelled is not None
-    policy.end_now(cancelled, Outcome.CANCELLED)  # (no answer: written at its end)
-    assert [json.loads(d)["outcome"] for d in sink.data] == ["ok", "cancelled"]
 
 
 async def test_a_failing_sink_does_not_fail_the_call(tmp_path: Path) -> None:

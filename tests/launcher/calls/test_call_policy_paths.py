@@ -17,8 +17,8 @@ The ways a call goes (``docs/architecture.md``, "One tool call"):
 
 - ``inprocess``: an in-process tool over HTTP: the SDK server, fastmcp, ``PolicedTool``.
 - ``plain``: an in-process tool's plain call on the stdio fast path (popoto-memory's way).
-- ``stdio-inline``: a ``command:`` server's call on the stdio fast path, from callbacks.
-- ``stdio-task``: the same in a task (a progress token sends it there).
+- ``stdio-task``: a ``command:`` server's call on the stdio fast path (in a task; with a
+  progress token, so its progress is relayed too).
 - ``stdio-sdk``: over stdio, the SDK path's relay (``ToolRelay._relay``), taken while the
   server is down.
 - ``http-sdk``: a ``command:`` server's call relayed over HTTP (``ToolRelay._relay``).
@@ -123,7 +123,6 @@ WAYS = {
         # (the stdio ways first, then the HTTP ones: cells that share a launcher stay together
         # when xdist splits the module between workers)
         Way("plain", "stdio", ("plainshort", "plainlong")),
-        Way("stdio-inline", "stdio", ("cmdshort", "cmdlong")),
         Way("stdio-task", "stdio", ("cmdshort", "cmdlong"), progress=True),
         Way("stdio-sdk", "stdio", ("cmdshort", "cmdlong")),
         Way("inprocess", "http", ("inpshort", "inplong")),
@@ -146,14 +145,6 @@ NOT_APPLICABLE = {
     ("inprocess", "crash"): NO_CHILD,
     ("plain", "refusal"): IN_PROCESS,
     ("plain", "crash"): NO_CHILD,
-    ("stdio-inline", "lock_timeout"): (
-        "a call that must wait for the lock is never served inline: InlineCalls leaves it to a "
-        "task (the stdio-task cell)"
-    ),
-    ("stdio-inline", "refusal"): (
-        "the fast path never takes a call to a server that is down: the SDK path answers it "
-        "(the stdio-sdk cell)"
-    ),
     ("stdio-task", "refusal"): (
         "the fast path never takes a call to a server that is down: the SDK path answers it "
         "(the stdio-sdk cell)"
@@ -165,7 +156,7 @@ NOT_APPLICABLE = {
 # The README's test command runs every failure on two paths, one in-process (over HTTP) and one
 # relayed on the stdio fast path; the slow lane runs every path (each starts launchers of its
 # own, and a url: server's crash waits for its restart).
-DEFAULT_LANE_WAYS = {"inprocess", "stdio-inline"}
+DEFAULT_LANE_WAYS = {"inprocess", "stdio-task"}
 
 
 def cells() -> Iterator[Any]:
@@ -582,7 +573,7 @@ def stdio_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioLa
     try:
         launcher = StdioLauncher(config)
         for server in ("cmdshort", "cmdlong"):
-            launcher.wait_up(WAYS["stdio-inline"], server)
+            launcher.wait_up(WAYS["stdio-task"], server)
         yield launcher
         launcher.check_nothing_more(CHECKED_TOOLS)
     finally:
