@@ -224,7 +224,7 @@ def _main(argv: list[str]) -> int:
 
 async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
     """Compose, then report (``--check``) or serve, all in one event loop."""
-    from ..compose.composition import CompositionError, ServerStartError, compose
+    from ..compose import CompositionError, ServerStartError, compose
 
     if not args.check:
         from ..compose.reload import defer_sighup

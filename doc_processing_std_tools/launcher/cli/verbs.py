@@ -31,7 +31,7 @@ CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a J
 async def _composed(config: str | LoadedConfig, only: set[str] | None = None) -> Any:
     """The composition of *config* (of the servers in *only*), or the exit status after printing
     why there is none."""
-    from ..compose.composition import CompositionError, ServerStartError, compose
+    from ..compose import CompositionError, ServerStartError, compose
     from ..compose.profiles import plain_problems
 
     try:

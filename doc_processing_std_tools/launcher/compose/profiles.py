@@ -534,7 +534,7 @@ def plain_names(names: Iterable[str]) -> NameMap | None:
 def plain_problems(mounts: Sequence[Any], fresh: set[str] | None = None) -> list[str]:
     """Each pair of tools the plain rule would show under one name, with the fix (with
     *fresh*, a reload's new servers, only pairs involving one of them)."""
-    from .composition import own_name_of, suggested_namespace
+    from .exposure import own_name_of, suggested_namespace
 
     names = plain_names(t.name for m in mounts for t in m.tools)
     if names is None:

@@ -17,17 +17,12 @@ from pathlib import Path
 import anyio
 
 from ..config.schema import ConfigError, load_config
-from .composition import (
-    Composition,
-    CompositionError,
-    Mount,
-    ServerStartError,
-    build_servers,
-    listed_live,
-    merge_instructions,
-    mount_into,
-    refuse_bad_names,
-)
+from .building import ServerStartError, build_servers
+from .composition import Composition
+from .exposure import CompositionError, refuse_bad_names
+from .instructions import merge_instructions
+from .mount import Mount
+from .mounting import listed_live, mount_into
 from .profiles import PLAIN, follow_names, gate_of, plain_problems
 
 log = logging.getLogger("dpt-launch")
@@ -95,7 +90,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         log.debug("reload failed", exc_info=True)
         raise ReloadError(f"a server failed to start: {type(exc).__name__}: {exc}"[:1000]) from None
 
-    ordered = composition.exposure.settle(ordered)  # (before a client can list the new ones)
+    ordered = composition.exposure.assign_owners(ordered)  # (before a client can list the new ones)
     root = composition.root
     for name in removed:
         mount = old[name]

@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Any
 
-from doc_processing_std_tools.launcher.compose.composition import TOOL_NAME
+from doc_processing_std_tools.launcher.compose.exposure import TOOL_NAME
 from doc_processing_std_tools.launcher.compose.profiles import (
     BUILTIN,
     CLIENT_NAME,
