@@ -43,13 +43,13 @@ def listed(composition: Any) -> list[tuple[str, dict[str, Any]]]:
 def budget(composition: Any, profile_name: str | None) -> dict[str, Any]:
     """Per server and tool the estimated tokens; the totals; the profile's limits and what it
     does. Without *profile_name*, the whole list as a client without a profile gets it."""
-    from ..compose.profiles import (
+    from ..compose.profile_names import (
         NameMap,
         call_tool_definition,
-        resolve,
         search_tool_definition,
         shown_tool,
     )
+    from ..compose.profiles import resolve
 
     catalog = listed(composition)
     profile = resolve(composition.loaded.config, profile_name) if profile_name else None

@@ -272,7 +272,7 @@ async def _report_or_serve(
 
         # A server that was skipped (a missing extra) will not serve either.
         findings += [(name, "FAIL", why) for name, why in composition.skipped]
-        from ..compose.profiles import plain_problems, profile_problems
+        from ..compose.profile_names import plain_problems, profile_problems
 
         wanted = [*loaded.config.profiles, *([args.profile] if args.profile else [])]
         findings += [
@@ -295,7 +295,8 @@ async def _report_or_serve(
             return _fail(f"{loaded.path}: servers.{name}: {text}", EXIT_USAGE)
         log.warning("servers.%s: %s", name, text)
 
-    from ..compose.profiles import ProfileError, install_profiles, known_profiles
+    from ..compose.profile_gate import install_profiles
+    from ..compose.profiles import ProfileError, known_profiles
 
     served = known_profiles(loaded.config) if transport.type == "http" else []
     try:

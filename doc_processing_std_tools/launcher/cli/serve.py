@@ -97,7 +97,7 @@ async def serve(
 
 def _profiles(composition: Composition) -> list[str]:
     """The profiles served at ``<path>/NAME`` (``compose/profiles.py``)."""
-    from ..compose.profiles import gate_of
+    from ..compose.profile_gate import gate_of
 
     gate = gate_of(composition.root)
     return gate.served() if gate is not None else []

@@ -32,7 +32,7 @@ async def _composed(config: str | LoadedConfig, only: set[str] | None = None) ->
     """The composition of *config* (of the servers in *only*), or the exit status after printing
     why there is none."""
     from ..compose import CompositionError, ServerStartError, compose
-    from ..compose.profiles import plain_problems
+    from ..compose.profile_names import plain_problems
 
     try:
         loaded = config if isinstance(config, LoadedConfig) else load_config(config)
@@ -91,8 +91,8 @@ async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
 
 
 def shown_names(composition: Any) -> dict[str, str]:
-    """Each exposed tool's name as a client naming no profile sees it (compose/profiles.py)."""
-    from ..compose.profiles import plain_names
+    """Each exposed tool's name as a client naming no profile sees it (compose/profile_names.py)."""
+    from ..compose.profile_names import plain_names
 
     names = [t.name for m in composition.mounts for t in m.tools]
     plain = plain_names(names)

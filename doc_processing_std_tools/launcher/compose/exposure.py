@@ -12,7 +12,7 @@ from .lock_policy import locked_names
 from .mount import Mount
 
 log = logging.getLogger("dpt-launch")
-# The MCP spec's tool-name rule (2025-11-25): what clients see is narrower (compose/profiles.py).
+# The MCP spec's tool-name rule (2025-11-25); what clients see is narrower (profile_names.py).
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 TOOL_NAME_RULE = "letters, digits, '_', '-' and '.', at most 128 characters (the MCP spec)"
 
@@ -144,7 +144,7 @@ def suggested_namespace(mount_name: str) -> str:
 
 def refuse_bad_names(mounts: list[Mount], fresh: set[str] | None = None) -> None:
     """Two servers exposing one name would leave the second unreachable; the MCP spec refuses odd
-    names (what clients take is decided later, compose/profiles.py).
+    names (what clients take is decided later, compose/profile_names.py).
 
     fastmcp 4 logs a warning and lets the first provider win; here it is an error. With
     *fresh* (a reload: the servers it starts), only a clash involving one of those counts:

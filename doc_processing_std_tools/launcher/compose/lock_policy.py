@@ -1,4 +1,4 @@
-"""Who takes the process lock for a mounted tool's call, and the fleet lock (``lock:``) behind it."""
+"""Who takes the process lock for a mounted tool's call, and the fleet lock (``lock:``) too."""
 
 from __future__ import annotations
 

@@ -23,7 +23,9 @@ from .exposure import CompositionError, refuse_bad_names
 from .instructions import merge_instructions
 from .mount import Mount
 from .mounting import listed_live, mount_into
-from .profiles import PLAIN, follow_names, gate_of, plain_problems
+from .profile_gate import follow_names, gate_of
+from .profile_names import plain_problems
+from .profiles import PLAIN
 
 log = logging.getLogger("dpt-launch")
 

@@ -404,7 +404,7 @@ def event_store(transport: TransportConfig) -> Any:
     )
 
 
-PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profiles.py's ProfileGate
+PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profile_gate.py's ProfileGate
 
 
 class ProfileTag:

@@ -13,14 +13,16 @@ import sys
 from typing import Any
 
 from doc_processing_std_tools.launcher.compose.exposure import TOOL_NAME
+from doc_processing_std_tools.launcher.compose.profile_names import (
+    NameMap,
+    exposed_name,
+    plain_names,
+)
 from doc_processing_std_tools.launcher.compose.profiles import (
     BUILTIN,
     CLIENT_NAME,
     PLAIN_RULE,
-    NameMap,
     Profile,
-    exposed_name,
-    plain_names,
     resolve,
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
@@ -213,7 +215,7 @@ async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> N
 async def test_nothing_is_installed_when_every_name_is_fine(write_config) -> None:
     """Today's configs: no gate, no name table, the call path exactly as before."""
     from doc_processing_std_tools.launcher.compose.composition import compose
-    from doc_processing_std_tools.launcher.compose.profiles import gate_of, install_profiles
+    from doc_processing_std_tools.launcher.compose.profile_gate import gate_of, install_profiles
     from doc_processing_std_tools.launcher.config.schema import load_config
 
     config = write_config(
