@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER as VERSION_HEADER
 
 from ..reasons import error_reason
 
 if TYPE_CHECKING:
-    import httpx2
     from anyio.abc import TaskGroup
 
 log = logging.getLogger("dpt-launch")
@@ -78,9 +80,6 @@ class Upstream:
         )
 
     def _headers(self, message: Message) -> dict[str, str]:
-        from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS
-        from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER as VERSION_HEADER
-
         headers = {"accept": "application/json, text/event-stream"}
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
@@ -108,8 +107,6 @@ class Upstream:
         Raises :class:`SessionLost` on 404 for our session, :class:`DaemonUnreachable`
         when the connection fails.
         """
-        import httpx2
-
         deliver = deliver or self.emit
         request_id = message.get("id") if "method" in message else None
         generation, sent, answered = self.generation, False, False
@@ -237,8 +234,6 @@ class Upstream:
 
     async def _listen(self, scope: anyio.CancelScope, generation: int) -> None:
         """Server-initiated messages (list changes, roots requests) on the GET stream."""
-        import httpx2
-
         headers = {**self._headers({}), "accept": "text/event-stream"}
         with scope:
             try:

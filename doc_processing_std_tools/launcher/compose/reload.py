@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 
+from ...seams.fastmcp_server import remove_provider
 from ..config.schema import ConfigError, load_config
 from .building import ServerStartError, build_servers
 from .composition import Composition
@@ -26,6 +27,7 @@ from .mounting import listed_live, mount_into
 from .profile_gate import follow_names, gate_of
 from .profile_names import plain_problems
 from .profiles import PLAIN
+from .sessions import registry_of
 
 log = logging.getLogger("dpt-launch")
 
@@ -38,9 +40,6 @@ class ReloadError(Exception):
 
 async def apply(composition: Composition, path: Path | None = None) -> str:
     """Re-read the config and swap in what changed; returns a one-line summary."""
-    from ...seams.fastmcp_server import remove_provider
-    from .sessions import registry_of
-
     path = path or composition.loaded.path
     try:
         loaded = load_config(path)

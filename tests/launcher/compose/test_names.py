@@ -201,7 +201,7 @@ def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_confi
 
 
 async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> None:
-    from doc_processing_std_tools.launcher.cli import verbs
+    from doc_processing_std_tools.launcher.cli import tool_verbs as verbs
 
     config = str(write_config(CONFIG.format(collide="")))
     assert await verbs.tools(verbs.parse("tools", ["--config", config, "--json"], "x")) == 0

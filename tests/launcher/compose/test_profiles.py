@@ -266,10 +266,12 @@ def _run(*args: str, cwd: Path) -> Any:
 async def _verb(capsys: Any, verb: str, *argv: str) -> tuple[int, str]:
     """``dpt-launch VERB ARGV`` run in this process (no launcher to start): status, stdout
     (stderr is kept in ``_verb.err``)."""
-    from doc_processing_std_tools.launcher.cli import verbs
+    from doc_processing_std_tools.launcher.cli import client_config, tool_verbs
 
-    args = verbs.parse(verb, list(argv), "tools.yaml")
-    status = verbs.client_config(args) if verb == "client-config" else await verbs.tools(args)
+    if verb == "client-config":
+        status = client_config.client_config(client_config.parse(list(argv), "tools.yaml"))
+    else:
+        status = await tool_verbs.tools(tool_verbs.parse(verb, list(argv), "tools.yaml"))
     captured = capsys.readouterr()
     _verb.err = captured.err  # type: ignore[attr-defined]
     return status, captured.out
