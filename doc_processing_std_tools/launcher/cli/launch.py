@@ -18,7 +18,8 @@ from ..compose.profile_gate import install_profiles
 from ..compose.profile_names import plain_problems, profile_problems
 from ..compose.profiles import ProfileError, known_profiles
 from ..compose.reload import defer_sighup
-from ..config.schema import ConfigError, LoadedConfig, TransportConfig
+from ..config.schema import ConfigError, LoadedConfig
+from ..config.transport import TransportConfig
 from .report import print_check
 from .serve import bind, serve
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE

@@ -19,7 +19,8 @@ from pydantic import ValidationError
 
 from ... import __version__
 from ...shared.tool_call_logs import quiet_tool_call_logs
-from ..config.schema import ConfigError, TransportConfig, load_config
+from ..config.schema import ConfigError, load_config
+from ..config.transport import TransportConfig
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 

@@ -9,7 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..compose.composition import Composition
-from ..config.schema import LoadedConfig, TransportConfig
+from ..config.schema import LoadedConfig
+from ..config.transport import TransportConfig
 
 
 def _hints(tool: object) -> str:

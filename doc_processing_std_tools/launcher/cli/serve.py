@@ -29,7 +29,7 @@ from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
 from ..compose.profile_gate import gate_of
 from ..compose.reload import watch
-from ..config.schema import TransportConfig
+from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
 from ..transports.asgi import use_json_logs
 from ..transports.http import serve_http

@@ -22,7 +22,7 @@ from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .identity import CallerIdentity
 
 if TYPE_CHECKING:
-    from ..config.schema import JwtAuthConfig, TransportConfig
+    from ..config.transport import JwtAuthConfig, TransportConfig
 
 log = logging.getLogger("dpt-launch.auth")
 

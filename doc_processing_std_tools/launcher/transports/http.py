@@ -33,7 +33,7 @@ import anyio
 
 from ...seams.fastmcp_server import additional_http_routes, lifespan_manager, low_level_server
 from ...seams.http_sessions import open_http_sessions, session_manager
-from ..config.schema import TransportConfig
+from ..config.transport import TransportConfig
 from .asgi import (
     AccessLog,
     ASGIApp,
