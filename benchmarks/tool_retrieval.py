@@ -90,12 +90,12 @@ CHARS_PER_TOKEN = 4
 
 
 def search_mode_tools() -> list[dict[str, Any]]:
-    """The two tools search mode lists, as the launcher defines them (compose/profiles.py)."""
-    from doc_processing_std_tools.launcher.compose.profiles import (
-        Profile,
+    """The two tools search mode lists, as the launcher defines them (compose/profile_names.py)."""
+    from doc_processing_std_tools.launcher.compose.profile_names import (
         call_tool_definition,
         search_tool_definition,
     )
+    from doc_processing_std_tools.launcher.compose.profiles import Profile
 
     listed = [search_tool_definition(Profile(name="bench")), call_tool_definition()]
     return [{"outputSchema": None, **tool} for tool in listed]

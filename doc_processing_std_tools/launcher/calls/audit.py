@@ -43,7 +43,8 @@ from typing import Any, Protocol
 
 import rfc8785
 
-from ..config.schema import AUDIT_STDOUT, AuditConfig, LoadedConfig
+from ..config.audit import AUDIT_STDOUT, AuditConfig
+from ..config.schema import LoadedConfig
 
 log = logging.getLogger("dpt-launch")
 

@@ -33,7 +33,8 @@ from fnmatch import fnmatchcase
 
 from ...exceptions import DptError
 from ...locking.fleet_lock import client_url, redacted
-from ..config.schema import LockConfig, RateLimitRule
+from ..config.rate_limits import RateLimitRule
+from ..config.schema import LockConfig
 
 try:
     import redis

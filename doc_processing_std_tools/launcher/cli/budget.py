@@ -16,6 +16,18 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..compose.profile_names import (
+    NameMap,
+    call_tool_definition,
+    search_tool_definition,
+    shown_tool,
+)
+from ..compose.profiles import resolve
+
 CHARS_PER_TOKEN = 4
 
 
@@ -43,14 +55,6 @@ def listed(composition: Any) -> list[tuple[str, dict[str, Any]]]:
 def budget(composition: Any, profile_name: str | None) -> dict[str, Any]:
     """Per server and tool the estimated tokens; the totals; the profile's limits and what it
     does. Without *profile_name*, the whole list as a client without a profile gets it."""
-    from ..compose.profiles import (
-        NameMap,
-        call_tool_definition,
-        resolve,
-        search_tool_definition,
-        shown_tool,
-    )
-
     catalog = listed(composition)
     profile = resolve(composition.loaded.config, profile_name) if profile_name else None
     names = NameMap.build(profile, [t["name"] for _, t in catalog]) if profile else None
@@ -139,10 +143,6 @@ def budget(composition: Any, profile_name: str | None) -> dict[str, Any]:
 
 def print_budget(report: dict[str, Any]) -> None:
     """The report for a person: one table per server's tools, then the totals and the profile."""
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
-
     console = Console(highlight=False, width=max(110, Console().width))
     profiled = "profile" in report
     table = Table(title="Tool definitions (estimated tokens)", title_justify="left")

@@ -30,12 +30,20 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterable
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import AsyncIterable, AsyncIterator
+from contextlib import suppress
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
+import httpx2
+from anyio.streams.memory import MemoryObjectSendStream
 
+from ..lines import read_lines
+from .client_config import TOKEN_PLACEHOLDER
 from .status import EXIT_OK, EXIT_USAGE, fail
 from .upstream import (
     CONNECT_TIMEOUT,
@@ -46,12 +54,8 @@ from .upstream import (
     error_reply,
 )
 
-if TYPE_CHECKING:
-    import httpx2
-
 log = logging.getLogger("dpt-launch")
 
-TOKEN_PLACEHOLDER = "PASTE-THE-DAEMON-TOKEN-HERE"  # client-config's stand-in, in the env block
 REPROBE_INTERVAL = 2.0  # while the daemon is down, try to reopen the session this often
 LIST_CHANGED = {
     "tools": "notifications/tools/list_changed",
@@ -255,10 +259,6 @@ def connect(args: argparse.Namespace) -> int:
 
 
 async def _serve(url: str, headers: dict[str, str]) -> None:
-    import httpx2
-
-    from .serve import StdinLines
-
     timeout = httpx2.Timeout(30.0, connect=CONNECT_TIMEOUT, read=None)
     async with (
         httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
@@ -268,6 +268,36 @@ async def _serve(url: str, headers: dict[str, str]) -> None:
         log.info("connect: relaying stdio to %s", url)
         await Bridge(url, http).run(StdinLines(sys.stdin.fileno()))
         group.cancel_scope.cancel()
+
+
+class StdinLines:
+    """Lines of a file descriptor, read by a daemon thread and handed to the event loop.
+
+    A blocked read in a daemon thread neither delays cancellation nor keeps the
+    process alive at exit. Reads use ``os.read`` on the raw descriptor: a daemon
+    thread blocked inside a buffered file object would abort interpreter shutdown.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        send, receive = anyio.create_memory_object_stream[str](16)
+        token = anyio.lowlevel.current_token()
+        threading.Thread(
+            target=self._pump, args=(send, token), name="dpt-launch stdin", daemon=True
+        ).start()
+        return receive.__aiter__()
+
+    def _pump(self, send: MemoryObjectSendStream[str], token: object) -> None:
+        try:
+            for line in read_lines(self._fd):
+                anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)  # type: ignore[arg-type]
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
+            return  # the server stopped reading, the event loop is gone, or stdin broke
+        finally:
+            with suppress(RuntimeError):
+                anyio.from_thread.run_sync(send.close, token=token)  # type: ignore[arg-type]
 
 
 async def _stop_on_signal(scope: anyio.CancelScope) -> None:

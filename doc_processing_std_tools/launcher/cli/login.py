@@ -13,7 +13,14 @@ import time
 import webbrowser
 from typing import Any
 
+import anyio
+
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
+from ..external.oauth import NeedsLogin, login_state
+from ..external.oauth import login as oauth_login
+from ..external.session_transports import shown_url
+from ..external.tokens import TokenStore, TokenStoreError
+from ..reasons import error_reason
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -77,8 +84,6 @@ def _load(config: str) -> LoadedConfig | int:
 
 
 def login(args: argparse.Namespace) -> int:
-    from ..external.tokens import TokenStore, TokenStoreError
-
     loaded = _load(args.config)
     if isinstance(loaded, int):
         return loaded
@@ -89,16 +94,12 @@ def login(args: argparse.Namespace) -> int:
         entry = _oauth_entry(loaded, args.name)
         if isinstance(entry, str):
             return _fail(entry, EXIT_USAGE)
-        import anyio
-
         return anyio.run(_login, args, entry, store)
     except TokenStoreError as exc:
         return _fail(str(exc), EXIT_FAILURE)
 
 
 def _list(loaded: LoadedConfig, store: Any, user: str | None) -> int:
-    from ..external.oauth import login_state
-
     rows = [(n, e) for n, e in loaded.config.servers.items() if e.auth is not None and e.url]
     if not rows:
         print(f"no server in {loaded.path} uses OAuth (auth: oauth)")
@@ -113,10 +114,6 @@ def _list(loaded: LoadedConfig, store: Any, user: str | None) -> int:
 
 
 async def _login(args: argparse.Namespace, entry: ServerEntry, store: Any) -> int:
-    from ..external.oauth import NeedsLogin, login
-    from ..external.session_transports import shown_url
-    from ..reasons import error_reason
-
     async def show_url(url: str) -> None:
         if args.no_browser:
             print(f"Open this URL in a browser to log in to {args.name!r}:", file=sys.stderr)
@@ -128,7 +125,7 @@ async def _login(args: argparse.Namespace, entry: ServerEntry, store: Any) -> in
 
     where = shown_url(entry.url or "")
     try:
-        tools = await login(
+        tools = await oauth_login(
             args.name, entry, store, args.user, show_url=show_url, timeout=args.timeout
         )
     except NeedsLogin as exc:
@@ -147,8 +144,6 @@ async def _login(args: argparse.Namespace, entry: ServerEntry, store: Any) -> in
             f"servers.{args.name}: login to {where} failed: {type(exc).__name__}: {reason[:300]}",
             EXIT_FAILURE,
         )
-    from ..external.oauth import login_state
-
     state = login_state(store.get(args.name, args.user), entry.url or "")
     whose = f" as user {args.user!r}" if args.user else ""
     print(
@@ -160,8 +155,6 @@ async def _login(args: argparse.Namespace, entry: ServerEntry, store: Any) -> in
 
 
 def logout(args: argparse.Namespace) -> int:
-    from ..external.tokens import TokenStore, TokenStoreError
-
     loaded = _load(args.config)
     if isinstance(loaded, int):
         return loaded

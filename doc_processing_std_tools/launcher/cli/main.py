@@ -8,19 +8,20 @@ message goes to stderr (``--check`` prints its table to stdout: it serves nothin
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import logging
 import os
 import sys
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from ... import __version__
 from ...shared.tool_call_logs import quiet_tool_call_logs
 from ..calls.audit import stdout_taken
-from ..config.schema import ConfigError, LoadedConfig, TransportConfig, load_config
+from ..config.schema import ConfigError, load_config
+from ..config.transport import TransportConfig
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -133,9 +134,13 @@ VERBS = (
 
 
 def run_verb(verb: str, argv: list[str]) -> int:
-    """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form)."""
-    from . import verbs
+    """``dpt-launch tools|call|client-config|init ...`` (serving stays the plain form).
 
+    Each verb's module is imported for that verb only: ``init``, ``client-config`` and
+    ``connect`` (started per client session) skip compose and fastmcp, ~0.8 s of
+    ``python -X importtime``.
+    """
+    default_config = os.environ.get("DPTTOOLS_CONFIG", "tools.yaml")
     if verb == "memory":
         from . import memory_copy
 
@@ -155,19 +160,27 @@ def run_verb(verb: str, argv: list[str]) -> int:
     if verb in ("login", "logout"):
         from . import login
 
-        args = login.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
+        args = login.parse(verb, argv, default_config)
         _setup_logging("WARNING")
         return login.login(args) if verb == "login" else login.logout(args)
-    args = verbs.parse(verb, argv, os.environ.get("DPTTOOLS_CONFIG", "tools.yaml"))
-    _setup_logging("WARNING")
     try:
         if verb == "client-config":
-            return verbs.client_config(args)
-        if verb == "init":
-            return verbs.init(args)
-        import anyio
+            from . import client_config
 
-        status = anyio.run(verbs.tools if verb == "tools" else verbs.call, args)
+            args = client_config.parse(argv, default_config)
+            _setup_logging("WARNING")
+            return client_config.client_config(args)
+        if verb == "init":
+            from . import starter_config
+
+            args = starter_config.parse(argv)
+            _setup_logging("WARNING")
+            return starter_config.init(args)
+        from . import tool_verbs
+
+        args = tool_verbs.parse(verb, argv, default_config)
+        _setup_logging("WARNING")
+        status = anyio.run(tool_verbs.tools if verb == "tools" else tool_verbs.call, args)
         sys.stdout.flush()
         return status
     except BrokenPipeError:  # (`dpt-launch tools --json | head`): the reader has what it wanted
@@ -189,7 +202,7 @@ def event_loop_options() -> dict[str, Any]:
     if choice == "asyncio" or sys.platform == "win32":
         return {}
     try:
-        import uvloop  # noqa: F401
+        import uvloop  # noqa: F401  (whether it is installed)
     except ImportError:
         return {}
     return {"use_uvloop": True}
@@ -232,10 +245,12 @@ def _main(argv: list[str]) -> int:
     level = args.log_level or loaded.config.log_level
     _setup_logging(level)
 
-    import anyio
+    # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which
+    # --version, --help and a bad config's message need none of.
+    from .launch import run
 
     try:
-        return anyio.run(_run, args, loaded, transport, backend_options=event_loop_options())
+        return anyio.run(run, args, loaded, transport, backend_options=event_loop_options())
     except KeyboardInterrupt:
         return EXIT_OK
     except Exception as exc:  # a server failed to start, e.g. its lifespan raised
@@ -244,114 +259,6 @@ def _main(argv: list[str]) -> int:
         return _fail(
             f"{loaded.path}: a server failed: {type(cause).__name__}: {cause}", EXIT_FAILURE
         )
-
-
-async def _run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
-    """Compose, then report (``--check``) or serve, all in one event loop."""
-    from ..compose.composition import CompositionError, ServerStartError, compose
-
-    if not args.check:
-        from ..compose.reload import defer_sighup
-
-        defer_sighup()  # (a client's SIGHUP while external servers start must not end us)
-    try:
-        # stdout belongs to the protocol: a server that prints while it is imported or
-        # built writes to stderr instead.
-        with contextlib.redirect_stdout(sys.stderr), _progress(loaded):
-            grace = None if args.check else loaded.config.start_grace
-            composition = await compose(loaded, strict=args.strict, grace=grace)
-    except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    except CompositionError as exc:
-        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
-    except ServerStartError as exc:
-        return _fail(f"{loaded.path}: {exc}", EXIT_FAILURE)
-    gc.freeze()
-    gc.enable()
-    composition.watch, composition.strict = args.watch, args.strict
-    try:
-        return await _report_or_serve(args, loaded, transport, composition)
-    finally:
-        await composition.aclose()
-
-
-def _lock_findings() -> list[tuple[str, str, str]]:
-    """``--check``'s line for the fleet lock (``lock:``): FAIL when its Redis cannot be used."""
-    from ... import locking
-
-    fleet = locking.fleet_lock_in_use()
-    problem = fleet.problem() if fleet is not None else None
-    return [("lock", "FAIL", problem)] if problem else []
-
-
-async def _report_or_serve(
-    args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig, composition: Any
-) -> int:
-    for name, why in composition.skipped:
-        log.warning("servers.%s not mounted: %s", name, why)
-    findings = composition.findings()
-
-    if args.check:
-        from .report import print_check
-
-        # A server that was skipped (a missing extra) will not serve either.
-        findings += [(name, "FAIL", why) for name, why in composition.skipped]
-        from ..compose.profiles import plain_problems, profile_problems
-
-        wanted = [*loaded.config.profiles, *([args.profile] if args.profile else [])]
-        findings += [
-            (f"profiles.{name}", "FAIL", why)
-            for name, why in profile_problems(composition, list(dict.fromkeys(wanted)))
-        ]
-        findings += [  # (a server that needs a login serves its cached list; calls say so)
-            (m.name, "WARN", m.supervisor.unavailable() or "")
-            for m in composition.mounts
-            if m.state == "needs-login" and m.supervisor is not None
-        ]
-        findings += _lock_findings()
-        from ..compose.pinning import check_findings
-
-        findings += check_findings(composition)  # (definitions not as approved: pins)
-        if not args.profile:
-            findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
-        print_check(loaded, composition, transport, findings)
-        return EXIT_FAILURE if any(level == "FAIL" for _, level, _ in findings) else EXIT_OK
-
-    for name, level, text in findings:
-        if level == "FAIL":
-            return _fail(f"{loaded.path}: servers.{name}: {text}", EXIT_USAGE)
-        log.warning("servers.%s: %s", name, text)
-
-    from ..compose.profiles import ProfileError, install_profiles, known_profiles
-
-    served = known_profiles(loaded.config) if transport.type == "http" else []
-    try:
-        install_profiles(composition, served, args.profile)
-    except ProfileError as exc:
-        return _fail(f"{loaded.path}: {exc}", EXIT_USAGE)
-
-    from .serve import bind, serve
-
-    listener = None
-    if transport.type == "http":
-        try:
-            listener = bind(transport.host, transport.port)
-        except OSError as exc:
-            where = f"{transport.host}:{transport.port}"
-            return _fail(f"cannot listen on {where}: {exc.strerror or exc}", EXIT_FAILURE)
-    await serve(composition, transport, listener)
-    return EXIT_OK
-
-
-def _progress(loaded: LoadedConfig) -> contextlib.AbstractContextManager[Any]:
-    """A spinner on a terminal's stderr while external servers start (they can take seconds)."""
-    external = [n for n, e in loaded.config.servers.items() if e.enabled and e.external]
-    if not external or not sys.stderr.isatty():
-        return contextlib.nullcontext()
-    from rich.console import Console
-
-    names = ", ".join(external)
-    return Console(stderr=True).status(f"starting external servers: {names}")
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

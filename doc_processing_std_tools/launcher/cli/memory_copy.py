@@ -25,6 +25,15 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+from rich.progress import Progress
+
+from ...locking.folder_locks import LOCK_FILE_NAME
+from ...memory import MemoryStore, MemoryStoreError, redis_scripts
+from ...memory.folder import GITIGNORE
+from ...memory.formats import HEAD_BYTES, is_entry_head
+from ...memory.redis_urls import namespace_problem, split_store_url
+from ..errors import LauncherError
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -34,7 +43,7 @@ NAMESPACES_SCANNED = 10_000  # namespaces looked at for one like a missing one
 NAMESPACES_NAMED = 10  # namespaces listed when none is like it
 
 
-class CopyError(Exception):
+class CopyError(LauncherError):
     """The copy is refused; the message says why and what to do."""
 
 
@@ -50,8 +59,6 @@ class FolderSide:
     """A memory folder, read and written through the folder store's jail and locks."""
 
     def __init__(self, path: str) -> None:
-        from ...memory import MemoryStore
-
         self.label = path
         self.store = MemoryStore(Path(path).expanduser().resolve())
 
@@ -80,10 +87,6 @@ class FolderSide:
         """Why this folder cannot be copied from, or None. A memory folder holds the
         ``.dpt.lock`` marker (made by the tools' first change), memory-tools' ``.gitignore``,
         or an entry as write_memory writes it."""
-        from ...locking.folder_locks import LOCK_FILE_NAME
-        from ...memory.folder import GITIGNORE
-        from ...memory.formats import HEAD_BYTES, is_entry_head
-
         root = self.store.memory_dir
         if not root.exists():
             return f"the source folder {root} does not exist"
@@ -124,8 +127,8 @@ class RedisSide:
     """One namespace of a Redis, through the store's own scripts."""
 
     def __init__(self, url: str) -> None:
+        # (redis-py is the [redis] extra, 0.11 s to import: only a copy from or to Redis needs it)
         from ...memory.redis_connection import RedisMemory
-        from ...memory.redis_urls import namespace_problem, split_store_url
 
         try:
             connect, namespace = split_store_url(url)
@@ -176,16 +179,12 @@ class RedisSide:
         return bytes(data)
 
     def put(self, rel: str, data: bytes) -> None:
-        from ...memory import redis_scripts
-
         with self.db.guard():
             status = self.db.run(redis_scripts.PUT, rel, data)[0]
         if status != "ok":
             raise CopyError(f"cannot write {rel} in {self.label}: a file and a folder share it")
 
     def mkdir(self, rel: str) -> None:
-        from ...memory import redis_scripts
-
         with self.db.guard():
             status = self.db.run(redis_scripts.MKDIR, rel)[0]
         if status != "ok":
@@ -208,9 +207,6 @@ def _progress(total: int) -> Generator[Any, None, None]:
     if not sys.stderr.isatty():
         while True:
             yield None
-    from rich.console import Console
-    from rich.progress import Progress
-
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("copying", total=total)
         while True:
@@ -283,8 +279,6 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str]) -> int:
-    from ...memory import MemoryStoreError
-
     args = parse(argv)
     try:
         source, target = open_side(args.source), open_side(args.target)

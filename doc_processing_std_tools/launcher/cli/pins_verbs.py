@@ -31,7 +31,7 @@ from ..compose.pinning import served
 from ..config.schema import ConfigError, LoadedConfig, load_config
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
-from .verbs import _composed
+from .tool_verbs import composed
 
 WHAT = {"tools": "tool", "prompts": "prompt", "resourceTemplates": "resource template"}
 
@@ -73,7 +73,7 @@ async def run(verb: str, args: argparse.Namespace) -> int:
             if args.action == "diff" or path.exists():
                 return _fail(str(exc), EXIT_USAGE)
     # (a gate with no lock file: it records every definition, and reports hidden text only)
-    composition = await _composed(loaded, pins=PinGate(loaded.config.pins.policy))
+    composition = await composed(loaded, pins=PinGate(loaded.config.pins.policy))
     if isinstance(composition, int):
         return composition
     try:

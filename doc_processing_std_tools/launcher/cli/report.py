@@ -10,7 +10,8 @@ from rich.table import Table
 
 from ..calls.pins import shown
 from ..compose.composition import Composition
-from ..config.schema import LoadedConfig, TransportConfig
+from ..config.schema import LoadedConfig
+from ..config.transport import TransportConfig
 
 
 def _hints(tool: object) -> str:

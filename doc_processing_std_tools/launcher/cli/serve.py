@@ -12,26 +12,30 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.from_thread
-import anyio.lowlevel
+from fastmcp.server.context import reset_transport, set_transport
 
 from ...locking import fleet_lock_in_use
 from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
-from ..config.schema import TransportConfig
-from ..lines import read_lines
+from ..compose.profile_gate import gate_of
+from ..compose.reload import watch
+from ..config.transport import TransportConfig
+from ..external.relay import fast_path_of
+from ..transports.asgi import use_json_logs
+from ..transports.http import serve_http
+from ..transports.stdio import stdio_streams
 
 if TYPE_CHECKING:
-    from anyio.streams.memory import MemoryObjectSendStream
     from fastmcp import FastMCP
 
 log = logging.getLogger("dpt-launch")
@@ -48,14 +52,9 @@ async def serve(
     serving so every lifespan exits cleanly.
     """
     root = composition.root
-    from ..compose.reload import watch
-
     count = composition.tool_count
     tools = f"{count} tool" if count == 1 else f"{count} tools"
     if transport.type == "http":
-        from ..transports.asgi import use_json_logs
-        from ..transports.http import serve_http
-
         if transport.log_format == "json":
             use_json_logs()
         # Bound before serving, so the line names the real port (port 0 picks a free one).
@@ -97,9 +96,7 @@ async def serve(
 
 
 def _profiles(composition: Composition) -> list[str]:
-    """The profiles served at ``<path>/NAME`` (``compose/profiles.py``)."""
-    from ..compose.profiles import gate_of
-
+    """The profiles served at ``<path>/NAME`` (``compose/profile_gate.py``)."""
     gate = gate_of(composition.root)
     return gate.served() if gate is not None else []
 
@@ -107,8 +104,6 @@ def _profiles(composition: Composition) -> list[str]:
 def terminal_hint(composition: Composition, tools: str) -> str:
     """The line for a person who started the stdio server in a terminal (a client never sees
     it: its stdin is a pipe): what is served, and that a client should start it instead."""
-    import shlex
-
     servers = len(composition.mounts)
     config = shlex.quote(str(composition.loaded.path))
     return (
@@ -147,11 +142,6 @@ def bind(host: str, port: int) -> socket.socket:
 
 async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -> None:
     """``FastMCP.run_stdio_async`` on the launcher's own stdio transport (launcher/transports/stdio.py)."""
-    from fastmcp.server.context import reset_transport, set_transport
-
-    from ..external.relay import fast_path_of
-    from ..transports.stdio import stdio_streams
-
     token = set_transport("stdio")
     try:
         async with (
@@ -165,36 +155,6 @@ async def run_stdio(server: FastMCP, on_eof: Callable[[], None] | None = None) -
             await low_level.run(read, write, low_level.create_initialization_options())
     finally:
         reset_transport(token)
-
-
-class StdinLines:
-    """Lines of a file descriptor, read by a daemon thread and handed to the event loop.
-
-    A blocked read in a daemon thread neither delays cancellation nor keeps the
-    process alive at exit. Reads use ``os.read`` on the raw descriptor: a daemon
-    thread blocked inside a buffered file object would abort interpreter shutdown.
-    """
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def __aiter__(self) -> AsyncIterator[str]:
-        send, receive = anyio.create_memory_object_stream[str](16)
-        token = anyio.lowlevel.current_token()
-        threading.Thread(
-            target=self._pump, args=(send, token), name="dpt-launch stdin", daemon=True
-        ).start()
-        return receive.__aiter__()
-
-    def _pump(self, send: MemoryObjectSendStream[str], token: object) -> None:
-        try:
-            for line in read_lines(self._fd):
-                anyio.from_thread.run(send.send, line.decode("utf-8", "replace"), token=token)  # type: ignore[arg-type]
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError, RuntimeError, OSError):
-            return  # the server stopped reading, the event loop is gone, or stdin broke
-        finally:
-            with suppress(RuntimeError):
-                anyio.from_thread.run_sync(send.close, token=token)  # type: ignore[arg-type]
 
 
 async def _stop_on_signal(scope: anyio.CancelScope, grace: float) -> None:

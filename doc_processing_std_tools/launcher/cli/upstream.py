@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import anyio
+import httpx2
+from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER as VERSION_HEADER
 
+from ..errors import LauncherError
 from ..reasons import error_reason
 
 if TYPE_CHECKING:
-    import httpx2
     from anyio.abc import TaskGroup
 
 log = logging.getLogger("dpt-launch")
@@ -31,11 +34,11 @@ REPLAY_ID = "dpt-launch-connect-reinitialize"
 Message = dict[str, Any]
 
 
-class DaemonUnreachable(Exception):
+class DaemonUnreachable(LauncherError):
     """The daemon could not be reached or broke the connection; the text says why."""
 
 
-class SessionLost(Exception):
+class SessionLost(LauncherError):
     """The daemon answered 404 for our session id: it restarted and forgot the session."""
 
     def __init__(self, generation: int) -> None:
@@ -78,9 +81,6 @@ class Upstream:
         )
 
     def _headers(self, message: Message) -> dict[str, str]:
-        from mcp.shared.inbound import MCP_METHOD_HEADER, MCP_NAME_HEADER, NAME_BEARING_METHODS
-        from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER as VERSION_HEADER
-
         headers = {"accept": "application/json, text/event-stream"}
         if self.session_id:
             headers["mcp-session-id"] = self.session_id
@@ -108,8 +108,6 @@ class Upstream:
         Raises :class:`SessionLost` on 404 for our session, :class:`DaemonUnreachable`
         when the connection fails.
         """
-        import httpx2
-
         deliver = deliver or self.emit
         request_id = message.get("id") if "method" in message else None
         generation, sent, answered = self.generation, False, False
@@ -237,8 +235,6 @@ class Upstream:
 
     async def _listen(self, scope: anyio.CancelScope, generation: int) -> None:
         """Server-initiated messages (list changes, roots requests) on the GET stream."""
-        import httpx2
-
         headers = {**self._headers({}), "accept": "text/event-stream"}
         with scope:
             try:

@@ -1,10 +1,14 @@
 """A server as ``FastMCP.mount`` would add it, with the launcher's rules around its tools, and
-showing only the names the composition lets it own."""
+showing only the names the composition lets it own; what it lists, for the name checks."""
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import replace
+from fnmatch import fnmatchcase
+from typing import TYPE_CHECKING, Any
 
 from fastmcp import FastMCP
 from fastmcp.server.providers import Provider
@@ -13,7 +17,18 @@ from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
 from fastmcp.server.transforms import Namespace, Transform
 
 from ...seams.fastmcp_server import behaves_as_default
+from ..calls.guards import CallGuards
+from ..calls.pin_gate import PinGate
 from ..calls.policed_tools import MountRules, PolicedListing
+from ..config.schema import ServerEntry
+from .exposure import Exposure
+from .lock_policy import lock_mode, locked_names, locks_itself
+from .mount import Mount
+
+if TYPE_CHECKING:
+    from ...telemetry import Telemetry
+
+log = logging.getLogger("dpt-launch")
 
 
 def mounted_provider(server: FastMCP, rules: MountRules) -> Provider:
@@ -80,3 +95,129 @@ class ShownOnly(Transform):
 def exposed_only(provider: Provider, allows: Callable[[str, str], bool]) -> Provider:
     """*provider* showing only what *allows* lets through (:class:`ShownOnly`)."""
     return provider.wrap_transform(ShownOnly(allows))
+
+
+async def mount_into(
+    root: FastMCP,
+    mount: Mount,
+    *,
+    add: bool = True,
+    exposure: Exposure | None = None,
+    telemetry: Telemetry | None = None,
+    guards: CallGuards | None = None,
+    pins: PinGate | None = None,
+) -> Mount:
+    """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
+
+    With an *exposure*, what is mounted shows only the names the composition lets it own
+    (:class:`Exposure`); the lists returned are the server's own, for the collision check.
+    """
+
+    entry = mount.entry
+    own_names: set[str] = set()  # the server's own tool names, seen by the first listing
+    listing = True
+
+    def admits(name: str) -> bool:
+        if listing:
+            own_names.add(name)
+        return entry.tools.admits(name)
+
+    provider = mounted_provider(
+        mount.server,
+        MountRules(
+            server=mount.name,
+            namespace=entry.namespace,
+            admits=admits,
+            lock_mode=functools.partial(lock_mode, entry.lock, locks_itself(mount)),
+            timeout=entry.timeout,
+            unavailable=mount.supervisor.unavailable if mount.supervisor else None,
+            call_failed=mount.supervisor.call_failed if mount.supervisor else None,
+            lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
+            telemetry=telemetry,
+            guards=guards,
+            pins=pins,
+        ),
+    )
+    shown = (
+        exposed_only(provider, functools.partial(exposure.allows, mount.name))
+        if exposure is not None
+        else provider
+    )
+    if add:
+        root.add_provider(shown)
+    tools = tuple(await provider.list_tools())
+    if mount.state != "needs-login":  # (its cached list may be empty: never logged in)
+        warn_idle_globs(mount.name, entry, own_names)
+    listing = False  # (later listings need not record)
+    prompts, resources = await _prompts_and_resources(mount.name, provider)
+    return replace(
+        mount,
+        provider=shown,
+        listing=provider,
+        tools=tools,
+        locked=locked_names(entry, tools),
+        prompts=prompts,
+        resources=resources,
+    )
+
+
+async def listed_live(mount: Mount) -> Mount:
+    """*mount* with its tools, prompts and resources as its server lists them now (before the
+    composition's ownership filter)."""
+    assert mount.listing is not None
+    tools = tuple(await mount.listing.list_tools())
+    prompts, resources = await _prompts_and_resources(mount.name, mount.listing)
+    return replace(
+        mount,
+        tools=tools,
+        locked=locked_names(mount.entry, tools),
+        prompts=prompts,
+        resources=resources,
+        late=mount.late and mount.state == "starting",
+    )
+
+
+def exposed(mount: Mount, kind: str) -> list[Any]:
+    """What *mount* exposes of *kind* (``tools``, ``prompts``, ``resources``), to compare."""
+    if kind == "tools":
+        return [(t.name, t.to_mcp_tool().model_dump()) for t in mount.tools]
+    return list(getattr(mount, kind))
+
+
+async def _prompts_and_resources(
+    name: str, provider: Provider
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The prompt names and resource URIs (templates too) *provider* exposes, for the collision
+    check. A server that cannot list them (no such capability) has none."""
+    prompts: tuple[str, ...] = ()
+    resources: list[str] = []
+    try:
+        prompts = tuple(prompt.name for prompt in await provider.list_prompts())
+        resources += (str(resource.uri) for resource in await provider.list_resources())
+        resources += (t.uri_template for t in await provider.list_resource_templates())
+    except Exception as exc:
+        log.debug("servers.%s: could not list its prompts or resources: %s", name, exc)
+    return prompts, tuple(resources)
+
+
+def warn_idle_globs(name: str, entry: ServerEntry, own_names: set[str]) -> None:
+    """One stderr line per ``tools`` glob that matches none of the server's tools: a typo there
+    would hide a tool, or leave exposed one meant to be left out."""
+    for key, globs in (("include", entry.tools.include), ("exclude", entry.tools.exclude)):
+        for glob in globs:
+            if not any(fnmatchcase(own, glob) for own in own_names):
+                prefix = f"{entry.namespace}_" if entry.namespace else ""
+                hint = (
+                    f" (globs match its own names, without the '{prefix}' namespace)"
+                    if prefix and glob.startswith(prefix)
+                    else ""
+                )
+                shown = ", ".join(sorted(own_names)[:20]) or "none"
+                log.warning(
+                    "servers.%s.tools.%s: %r matches none of its tools%s; its tools: %s",
+                    name,
+                    key,
+                    glob,
+                    hint,
+                    shown,
+                )

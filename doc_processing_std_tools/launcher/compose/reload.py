@@ -16,35 +16,32 @@ from pathlib import Path
 
 import anyio
 
+from ...seams.fastmcp_server import remove_provider
 from ..config.schema import ConfigError, load_config
-from .composition import (
-    Composition,
-    CompositionError,
-    Mount,
-    ServerStartError,
-    build_servers,
-    listed_live,
-    merge_instructions,
-    mount_into,
-    refuse_bad_names,
-)
+from ..errors import LauncherError
+from .building import ServerStartError, build_servers
+from .composition import Composition
+from .exposure import CompositionError, refuse_bad_names
+from .instructions import merge_instructions
+from .mount import Mount
+from .mounting import listed_live, mount_into
 from .pinning import reread
-from .profiles import PLAIN, follow_names, gate_of, plain_problems
+from .profile_gate import follow_names, gate_of
+from .profile_names import plain_problems
+from .profiles import PLAIN
+from .sessions import registry_of
 
 log = logging.getLogger("dpt-launch")
 
 WATCH_INTERVAL = 1.0  # seconds between looks at the config file's mtime
 
 
-class ReloadError(Exception):
+class ReloadError(LauncherError):
     """The new config was refused; the old composition keeps serving."""
 
 
 async def apply(composition: Composition, path: Path | None = None) -> str:
     """Re-read the config and swap in what changed; returns a one-line summary."""
-    from ...seams.fastmcp_server import remove_provider
-    from .sessions import registry_of
-
     path = path or composition.loaded.path
     try:
         loaded = load_config(path)
@@ -103,7 +100,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         log.debug("reload failed", exc_info=True)
         raise ReloadError(f"a server failed to start: {type(exc).__name__}: {exc}"[:1000]) from None
 
-    ordered = composition.exposure.settle(ordered)  # (before a client can list the new ones)
+    ordered = composition.exposure.assign_owners(ordered)  # (before a client can list the new ones)
     root = composition.root
     for name in removed:
         mount = old[name]

@@ -18,6 +18,7 @@ from typing import Any
 
 from ...seams.server_sessions import session_connection
 from ...shared.roots_watch import RootsWatch
+from ...shared.workspace import client_roots
 from ..external.client_requests import Fronts
 
 log = logging.getLogger("dpt-launch")
@@ -58,8 +59,6 @@ class SessionRegistry(RootsWatch):
         SSE, which the official client caps at 1 MiB per event; with the roots already
         cached, a session's first big ``read_text_file`` goes out as one JSON body.
         """
-        from ...shared.workspace import client_roots
-
         ctx = context.fastmcp_context
         if ctx is not None:
             with contextlib.suppress(Exception):  # a client that does not answer: asked later

@@ -13,6 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import mcp_types
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from ...seams.fastmcp_server import low_level_server, own_uri
+
 
 class HasMounts(Protocol):
     """What is read of the composition (``composition.Composition``): its served root and its
@@ -31,10 +37,6 @@ class Subscriptions:
         self.composition = composition
 
     def install(self) -> None:
-        import mcp_types
-
-        from ...seams.fastmcp_server import low_level_server
-
         server = low_level_server(self.composition.root)
         server.add_request_handler(
             "resources/subscribe", mcp_types.SubscribeRequestParams, self.subscribe
@@ -57,11 +59,6 @@ class Subscriptions:
 
     async def _owner(self, uri: str) -> tuple[Any, str]:
         """The external mount that exposes *uri*, and the URI as that server names it."""
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import INVALID_PARAMS
-
-        from ...seams.fastmcp_server import own_uri
-
         mounts = self.composition.mounts
         listed = [m for m in mounts if uri in m.resources]
         for mount in listed or [m for m in mounts if m.supervisor is not None]:

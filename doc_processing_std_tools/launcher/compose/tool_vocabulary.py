@@ -20,6 +20,8 @@ import re
 import threading
 from typing import Any
 
+import snowballstemmer
+
 # Concept -> the words and phrases that name it, comma-separated. Phrases are matched on
 # consecutive words, stop words included ("who am i"); words and phrases after stemming.
 LEXICON: dict[str, str] = {
@@ -261,8 +263,6 @@ _STEMMING = threading.Lock()  # a Snowball stemmer keeps the word it works on in
 
 @functools.cache
 def _english() -> Any:
-    import snowballstemmer
-
     return snowballstemmer.stemmer("english")
 
 

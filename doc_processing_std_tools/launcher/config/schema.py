@@ -1,5 +1,8 @@
 """The launcher's YAML config: typed schema, defaults in one place, errors that name file, line and key.
 
+The ``transport:`` section's models are in ``transport``; the base every model shares in
+``model_base``.
+
 Example (``configs/tools.yaml``)::
 
     name: doc-processing-std-tools
@@ -21,22 +24,24 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
+from .audit import AuditConfig
+from .model_base import StrictModel
 from .pins import PinsConfig
+from .rate_limits import RateLimitRule
+from .transport import TransportConfig
 from .yaml_file import (
     ConfigError,
     describe_validation_error,
@@ -46,226 +51,17 @@ from .yaml_file import (
 )
 
 DEFAULT_NAME = "doc-processing-std-tools"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
-DEFAULT_HTTP_PATH = "/mcp"
-DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024  # HTTP request body cap (413 beyond)
-DEFAULT_MAX_CONNECTIONS = 1000  # open HTTP connections (503 beyond)
-DEFAULT_HEADER_TIMEOUT = 10.0  # seconds a client has to send a request's headers
-DEFAULT_PENDING_HEADER_TIMEOUT = 2.0  # the same, before a connection has shown a valid token
-DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 64  # open HTTP connections of one client address (429 beyond)
-DEFAULT_IDLE_TIMEOUT = 5.0  # seconds a keep-alive connection may sit idle
-DEFAULT_SESSION_IDLE_TIMEOUT = 3600.0  # seconds an unused MCP session lives
-DEFAULT_MAX_SESSIONS = 10_000  # open MCP sessions (~40 KB each; 503 beyond)
-DEFAULT_SHUTDOWN_GRACE = 10.0  # seconds in-flight calls get on SIGTERM/SIGINT
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
 HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110's token
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-JwtAlgorithm = Literal[
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
-]
-DEFAULT_JWKS_REFRESH_INTERVAL = 30.0  # least seconds between two JWKS fetches for unknown keys
-
-
-def _http_url(value: str, *, secure: bool) -> str:
-    """*value* as an http(s) URL with a host; with *secure*, plain http only for a loopback host."""
-    from urllib.parse import urlsplit
-
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
-    except ValueError as exc:
-        raise ValueError(f"not a usable URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError("give an http(s) URL with a host, e.g. https://idp.example.com/")
-    if secure and parts.scheme == "http" and not _loopback_literal(parts.hostname):
-        raise ValueError("use https (plain http is accepted only for a loopback host)")
-    return value
-
-
-def _loopback_literal(host: str) -> bool:
-    """True for ``localhost`` or a loopback address written out (no name lookup)."""
-    import ipaddress
-
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-class JwtAuthConfig(_Strict):
-    """Access tokens from the team's identity provider, verified with its published keys."""
-
-    jwks_uri: str
-    issuer: str
-    audience: list[str]
-    required_scopes: list[str] = Field(default_factory=list)
-    algorithm: JwtAlgorithm = "RS256"
-    # The MCP endpoint's public URL, for the protected-resource metadata (RFC 9728);
-    # unset: each request's scheme and Host header with transport.path.
-    resource: str | None = None
-    jwks_refresh_interval: float = Field(DEFAULT_JWKS_REFRESH_INTERVAL, ge=0)
-
-    @field_validator("jwks_uri")
-    @classmethod
-    def _keys_over_https(cls, value: str) -> str:
-        return _http_url(value, secure=True)
-
-    @field_validator("issuer", "resource")
-    @classmethod
-    def _an_http_url(cls, value: str | None) -> str | None:
-        return value if value is None else _http_url(value, secure=False)
-
-    @field_validator("audience", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("audience")
-    @classmethod
-    def _some_audience(cls, value: list[str]) -> list[str]:
-        if not value or not all(item.strip() for item in value):
-            raise ValueError("name the audience your identity provider puts in tokens, e.g. dpt")
-        return value
-
-
-class AuthConfig(_Strict):
-    """Who may call over HTTP: static bearer tokens, identity-provider JWTs, or both.
-
-    ``auth: none`` (stored as ``token: null``) turns authentication off explicitly.
-    """
-
-    token: list[SecretStr] | None = None
-    jwt: JwtAuthConfig | None = None
-
-    @model_validator(mode="before")
-    @classmethod
-    def _none_means_off(cls, value: Any) -> Any:
-        return {"token": None} if isinstance(value, str) and value.lower() == "none" else value
-
-    @field_validator("token", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str | SecretStr) else value
-
-    @field_validator("token")
-    @classmethod
-    def _not_empty(cls, value: list[SecretStr] | None) -> list[SecretStr] | None:
-        if value is not None and not value:
-            raise ValueError("give at least one token, or write auth: none")
-        if value and any(not token.get_secret_value().strip() for token in value):
-            raise ValueError("a token is empty; set the variable it comes from, e.g. DPT_TOKEN")
-        return value
-
-    @model_validator(mode="after")
-    def _some_way_in(self) -> AuthConfig:
-        if self.token is None and self.jwt is None and "token" not in self.model_fields_set:
-            raise ValueError("give token: or jwt: (or write auth: none)")
-        return self
-
-
-class EventStoreConfig(_Strict):
-    """Where an HTTP session's stream events are kept for replay (``Last-Event-ID``)."""
-
-    url: str = Field(pattern=r"^(redis|rediss|valkey|valkeys|unix)://")
-    ttl: int = Field(3600, ge=1)  # seconds an event is kept
-    max_events_per_stream: int = Field(100, ge=1)
-
-
-class TransportConfig(_Strict):
-    """How the composed server talks to its client. HTTP defaults: docs/launcher.md."""
-
-    type: Literal["stdio", "http"] = "stdio"
-    # Before ``host``: the host check reads it.
-    auth: AuthConfig | None = None
-    host: str = DEFAULT_HOST
-    port: int = Field(DEFAULT_PORT, ge=0, le=65535)
-    path: str = DEFAULT_HTTP_PATH
-    stateless: bool = False
-    allowed_hosts: list[str] = Field(default_factory=list)
-    allowed_origins: list[str] = Field(default_factory=list)
-    json_response: bool = False  # True: SDK JSON mode, no back-channel during calls
-    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
-    max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
-    header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)
-    # connections that have shown no valid token yet: a shorter header deadline, and a cap
-    pending_header_timeout: float = Field(DEFAULT_PENDING_HEADER_TIMEOUT, gt=0)
-    max_connections_per_client: int | None = Field(DEFAULT_MAX_CONNECTIONS_PER_CLIENT, ge=1)
-    idle_timeout: float = Field(DEFAULT_IDLE_TIMEOUT, gt=0)
-    session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
-    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
-    shutdown_grace: float = Field(DEFAULT_SHUTDOWN_GRACE, ge=0)
-    log_format: Literal["text", "json"] = "text"
-    event_store: EventStoreConfig | None = None
-
-    @field_validator("path")
-    @classmethod
-    def _path_starts_with_slash(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must start with '/', e.g. /mcp")
-        return value
-
-    @field_validator("host")
-    @classmethod
-    def _no_open_bind_without_auth(cls, value: str, info: ValidationInfo) -> str:
-        open_bind = info.data.get("type") == "http" and info.data.get("auth") is None
-        if open_bind and not is_loopback_host(value):
-            raise PydanticCustomError(
-                "insecure_bind",
-                f"serving HTTP on {value} without auth exposes every tool to the network; "
-                "set a token (transport.auth.token, e.g. from $DPT_TOKEN), or write "
-                "transport.auth: none to accept the risk",
-            )
-        return value
-
-    @property
-    def tokens(self) -> list[str]:
-        """The accepted bearer tokens; empty when auth is off."""
-        if self.auth is None or self.auth.token is None:
-            return []
-        return [token.get_secret_value() for token in self.auth.token]
-
-    @property
-    def jwt(self) -> JwtAuthConfig | None:
-        """How identity-provider tokens are verified; None when they are not accepted."""
-        return None if self.auth is None else self.auth.jwt
-
-
-def is_loopback_host(host: str) -> bool:
-    """True when *host* names only loopback addresses (unresolvable names: bind reports them)."""
-    import ipaddress
-    import socket
-
-    name = host.strip("[]")
-    if name.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(name, None)
-    except (OSError, UnicodeError):
-        return True  # cannot be bound either; the bind error names it
-    return all(ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in infos)
-
-
-class ToolFilter(_Strict):
+class ToolFilter(StrictModel):
     """Globs on the server's own tool names (before its namespace): which tools to expose."""
 
     include: list[str] = Field(default_factory=lambda: ["*"])
     exclude: list[str] = Field(default_factory=list)
 
     def admits(self, name: str) -> bool:
-        from fnmatch import fnmatchcase
-
         return any(fnmatchcase(name, p) for p in self.include) and not any(
             fnmatchcase(name, p) for p in self.exclude
         )
@@ -279,7 +75,7 @@ DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answ
 DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
 
 
-class OAuthSettings(_Strict):
+class OAuthSettings(StrictModel):
     """A ``url:`` server's OAuth login (``auth: oauth``): tokens come from ``dpt-launch login``.
 
     Without ``client_id`` the launcher registers itself with the authorization server
@@ -303,7 +99,7 @@ class OAuthSettings(_Strict):
         return self
 
 
-class UpstreamAuth(_Strict):
+class UpstreamAuth(StrictModel):
     """How the launcher signs in to a ``url:`` server: ``auth: oauth`` or ``auth: {oauth: {...}}``."""
 
     oauth: OAuthSettings
@@ -320,7 +116,7 @@ class UpstreamAuth(_Strict):
         return value
 
 
-class ServerEntry(_Strict):
+class ServerEntry(StrictModel):
     """One mounted server: in-process (``server`` / ``module``) or external (``command`` / ``url``)."""
 
     server: str | None = None
@@ -374,8 +170,6 @@ class ServerEntry(_Strict):
         """A URL that could never be connected to is a config error, not a skipped server."""
         if value is None:
             return value
-        from urllib.parse import urlsplit
-
         try:
             parts = urlsplit(value)
             parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
@@ -406,7 +200,7 @@ class ServerEntry(_Strict):
 PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"  # one URL path segment: /mcp/NAME
 
 
-class ProfileConfig(_Strict):
+class ProfileConfig(StrictModel):
     """What one client accepts, and what the launcher shows it (``profiles:``; docs/clients.md).
 
     Every field left out keeps the built-in profile's value of the same name, else no limit.
@@ -432,7 +226,7 @@ class ProfileConfig(_Strict):
         return {False: "off", True: "auto"}.get(value, value) if isinstance(value, bool) else value
 
 
-class TelemetryConfig(_Strict):
+class TelemetryConfig(StrictModel):
     """Metrics and traces (docs/launcher.md#telemetry)."""
 
     metrics: bool = True  # GET /metrics on the HTTP transport (Prometheus text format)
@@ -449,7 +243,7 @@ class TelemetryConfig(_Strict):
         return value
 
 
-class LockConfig(_Strict):
+class LockConfig(StrictModel):
     """A fleet-wide lock (``lock:``): every locked call of every launcher on this config takes it
     too, on one Redis or Valkey (docs/scaling.md#a-lock-for-the-fleet)."""
 
@@ -458,78 +252,7 @@ class LockConfig(_Strict):
     lease: float = Field(10.0, gt=0)
 
 
-AUDIT_STDOUT = "stdout"  # audit.path: the lines go to standard output (containers)
-RATE_UNITS = {"s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hour": 3600.0}
-
-
-class AuditConfig(_Strict):
-    """The audit log (``audit:``): one JSON line per tool call (docs/trust.md#audit-log)."""
-
-    path: str  # a file (relative to the config's folder), or ``stdout``
-    max_bytes: int = Field(10 * 1024 * 1024, ge=0)  # rotate before the file passes it; 0: never
-    backups: int = Field(5, ge=0)  # rotated files kept (FILE.1 ... FILE.N)
-    arguments: bool = False  # the call's arguments in each line (their size and hash always)
-    fsync: bool = False  # each line reaches the disk before its answer (survives a power loss)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {"path": value} if isinstance(value, str) else value
-
-    @field_validator("path")
-    @classmethod
-    def _not_empty(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("give a file for the audit lines, or stdout")
-        return value
-
-
-class RateLimitRule(_Strict):
-    """One rate limit (``rate_limits:``): a token bucket of *rate* and *burst* for the calls
-    whose tool and caller match (docs/trust.md#rate-limits)."""
-
-    tools: list[str] = Field(default_factory=lambda: ["*"])  # globs on the names clients see
-    users: list[str] = Field(default_factory=lambda: ["*"])  # globs on who is calling
-    rate: str  # calls per unit: "10/s", "100/min", "1000/h"
-    burst: int | None = Field(None, ge=1)  # calls at once (default: the count of rate)
-    per: Literal["user", "tool", "user_tool", "everyone"] = "user"  # who shares a bucket
-
-    @field_validator("tools", "users", mode="before")
-    @classmethod
-    def _one_glob(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
-
-    @field_validator("rate", mode="before")
-    @classmethod
-    def _rate(cls, value: Any) -> Any:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            value = f"{value:g}/s"
-        if not isinstance(value, str):
-            return value
-        count, _, unit = value.replace(" ", "").partition("/")
-        try:
-            calls = float(count)
-        except ValueError:
-            calls = -1.0
-        if calls <= 0 or unit.lower() not in RATE_UNITS:
-            raise ValueError("write the rate as calls per s, min or h, e.g. 10/s or 100/min")
-        return value
-
-    @property
-    def per_second(self) -> float:
-        """Calls per second the bucket refills."""
-        count, _, unit = self.rate.replace(" ", "").partition("/")
-        return float(count) / RATE_UNITS[unit.lower()]
-
-    @property
-    def capacity(self) -> int:
-        """Calls that may come at once."""
-        if self.burst is not None:
-            return self.burst
-        return max(1, int(float(self.rate.replace(" ", "").partition("/")[0])))
-
-
-class LauncherConfig(_Strict):
+class LauncherConfig(StrictModel):
     """The whole file."""
 
     name: str = DEFAULT_NAME

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from ..errors import LauncherError
 
-class ConfigError(Exception):
+
+class ConfigError(LauncherError):
     """A config problem, already phrased for the user as one line."""
 
 
@@ -179,9 +183,6 @@ def _allowed_keys(model: type[BaseModel], loc: tuple[str, ...]) -> list[str]:
 
 def _without_none(annotation: Any) -> Any:
     """``X`` for an optional ``X | None`` annotation; any other annotation unchanged."""
-    import types
-    import typing
-
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         kept = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
         if len(kept) == 1:

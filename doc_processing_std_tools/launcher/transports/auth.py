@@ -18,11 +18,22 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import httpx2
+from fastmcp.server.auth import AccessToken, TokenVerifier
+from fastmcp.server.auth.middleware import RequireAuthMiddleware
+from mcp.server.auth.json_response import PydanticJSONResponse
+from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
+from mcp.shared.auth import ProtectedResourceMetadata
+from pydantic import AnyHttpUrl
+from starlette.middleware import Middleware
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
 from .asgi import ASGIApp, Message, Receive, Scope, Send
 from .identity import CallerIdentity
 
 if TYPE_CHECKING:
-    from ..config.schema import JwtAuthConfig, TransportConfig
+    from ..config.transport import JwtAuthConfig, TransportConfig
 
 log = logging.getLogger("dpt-launch.auth")
 
@@ -47,16 +58,12 @@ class IncomingAuth:
 
     def middleware(self) -> list[Any]:
         """Authentication for every request (the protected routes then require it)."""
-        from starlette.middleware import Middleware
-
         if self.verifier is None:
             return []
         return [*self.verifier.get_middleware(), Middleware(CallerIdentity)]
 
     def protected(self, endpoint: ASGIApp) -> ASGIApp:
         """*endpoint* behind a 401 for callers without a valid token."""
-        from fastmcp.server.auth.middleware import RequireAuthMiddleware
-
         if self.verifier is None:
             return endpoint
         scopes = self.jwt.required_scopes if self.jwt else []
@@ -65,10 +72,6 @@ class IncomingAuth:
 
     def routes(self) -> list[Any]:
         """The protected-resource metadata (RFC 9728), at the root and path-suffixed forms."""
-        from mcp.server.auth.routes import build_resource_metadata_url, cors_middleware
-        from pydantic import AnyHttpUrl
-        from starlette.routing import Route
-
         if self.jwt is None:
             return []
         paths = {METADATA_PATH, METADATA_PATH + self.path.rstrip("/")}
@@ -89,17 +92,10 @@ class IncomingAuth:
 
     def metadata_url(self, scope: Scope) -> str | None:
         """Where the metadata for :meth:`resource_url` is published (RFC 9728 section 3.1)."""
-        from mcp.server.auth.routes import build_resource_metadata_url
-        from pydantic import AnyHttpUrl
-
         resource = self.resource_url(scope)
         return str(build_resource_metadata_url(AnyHttpUrl(resource))) if resource else None
 
     async def _metadata(self, request: Any) -> Any:
-        from mcp.server.auth.json_response import PydanticJSONResponse
-        from mcp.shared.auth import ProtectedResourceMetadata
-        from starlette.responses import PlainTextResponse
-
         assert self.jwt is not None  # the route exists only then
         resource = self.resource_url(request.scope)
         if resource is None:
@@ -172,20 +168,7 @@ def static_bearer_tokens(tokens: list[str]) -> Any:
 
     (fastmcp's ``StaticTokenVerifier`` looks tokens up in a dict: not constant-time.)
     """
-    from fastmcp.server.auth import AccessToken, TokenVerifier
-
-    expected = [token.encode() for token in tokens]
-
-    class StaticBearerTokens(TokenVerifier):
-        async def verify_token(self, token: str) -> AccessToken | None:
-            given = token.strip().encode()
-            matches = [hmac.compare_digest(given, candidate) for candidate in expected]
-            if not any(matches):
-                return None
-            # The client id names the token by position: a session stays with its token.
-            return AccessToken(token=token, client_id=f"token-{matches.index(True) + 1}", scopes=[])
-
-    return StaticBearerTokens()
+    return StaticBearerTokens(tokens)
 
 
 def jwt_verifier(config: JwtAuthConfig) -> Any:
@@ -194,7 +177,8 @@ def jwt_verifier(config: JwtAuthConfig) -> Any:
     Without ``sub`` a call could not be told apart from the daemon's own identity
     (per-user upstream tokens); without ``exp`` a leaked token would work for ever.
     """
-    from fastmcp.server.auth import AccessToken
+    # Imported here, and so the class defined here: fastmcp's JWT verifier needs the
+    # cryptography package, which only JWT auth requires (no dependency of this package).
     from fastmcp.server.auth.providers.jwt import JWTVerifier
 
     class IdentityProviderTokens(JWTVerifier):
@@ -226,35 +210,63 @@ def _key_fetcher(jwks_uri: str) -> Any:
     (The verifier only logs a failed fetch at DEBUG; then every JWT is refused with
     nothing on stderr to say why.)
     """
-    import httpx2
+    return httpx2.AsyncClient(transport=SayFailures(jwks_uri), timeout=10.0)
 
-    class SayFailures(httpx2.AsyncHTTPTransport):
-        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            try:
-                response = await super().handle_async_request(request)
-            except httpx2.HTTPError as exc:
-                reason = str(exc)[:300] or type(exc).__name__
-                log.warning("cannot fetch the signing keys from %s: %s", jwks_uri, reason)
-                raise
-            if response.status_code >= 400:
-                log.warning(
-                    "cannot fetch the signing keys from %s: HTTP %d", jwks_uri, response.status_code
-                )
-            return response
 
-    return httpx2.AsyncClient(transport=SayFailures(), timeout=10.0)
+class SayFailures(httpx2.AsyncHTTPTransport):
+    """An HTTP transport that logs a failed fetch of *jwks_uri*'s keys as a warning."""
+
+    def __init__(self, jwks_uri: str) -> None:
+        super().__init__()
+        self.jwks_uri = jwks_uri
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            response = await super().handle_async_request(request)
+        except httpx2.HTTPError as exc:
+            reason = str(exc)[:300] or type(exc).__name__
+            log.warning("cannot fetch the signing keys from %s: %s", self.jwks_uri, reason)
+            raise
+        if response.status_code >= 400:
+            log.warning(
+                "cannot fetch the signing keys from %s: HTTP %d",
+                self.jwks_uri,
+                response.status_code,
+            )
+        return response
 
 
 def caller_tokens(static: Any, by_jwt: Any) -> Any:
     """One verifier for both: a static token first (cheap, constant-time), then a JWT."""
-    from fastmcp.server.auth import AccessToken, TokenVerifier
+    return CallerTokens(static, by_jwt)
 
-    class CallerTokens(TokenVerifier):
-        async def verify_token(self, token: str) -> AccessToken | None:
-            if static is not None and (found := await static.verify_token(token)):
-                return found
-            if by_jwt is not None and token.count(".") == 2:
-                return await by_jwt.verify_token(token)
+
+class StaticBearerTokens(TokenVerifier):
+    """Fixed tokens, compared in constant time; the client id names the token by position."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        super().__init__()
+        self.expected = [token.encode() for token in tokens]
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        given = token.strip().encode()
+        matches = [hmac.compare_digest(given, candidate) for candidate in self.expected]
+        if not any(matches):
             return None
+        # The client id names the token by position: a session stays with its token.
+        return AccessToken(token=token, client_id=f"token-{matches.index(True) + 1}", scopes=[])
 
-    return CallerTokens()
+
+class CallerTokens(TokenVerifier):
+    """A static token first (cheap, constant-time), then a JWT."""
+
+    def __init__(self, static: Any, by_jwt: Any) -> None:
+        super().__init__()
+        self.static, self.by_jwt = static, by_jwt
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if self.static is not None and (found := await self.static.verify_token(token)):
+            return found
+        if self.by_jwt is not None and token.count(".") == 2:
+            return await self.by_jwt.verify_token(token)
+        return None

@@ -26,14 +26,22 @@ import contextlib
 import logging
 import signal
 import socket
+import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import uvicorn
+from fastmcp.server.http import HostOriginGuardMiddleware, StreamableHTTPASGIApp, create_base_app
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
+from ...locking.fleet_lock import client_url
 from ...seams.fastmcp_server import additional_http_routes, lifespan_manager, low_level_server
 from ...seams.http_sessions import open_http_sessions, session_manager
-from ..config.schema import TransportConfig
+from ..config.transport import TransportConfig
 from .asgi import (
     AccessLog,
     ASGIApp,
@@ -46,6 +54,10 @@ from .asgi import (
     SingleReplyAsJson,
 )
 from .auth import IncomingAuth
+from .header_guard import slow_header_guard
+
+if sys.platform != "win32":
+    import resource
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,11 +88,9 @@ async def serve_http(
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
-    Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profiles.py``).
+    Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profile_gate.py``).
     With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections).
     """
-    import uvicorn
-
     soft_limit = raise_open_file_limit()
     max_connections = transport.max_connections
     if soft_limit and max_connections > soft_limit - FD_RESERVE:
@@ -110,7 +120,7 @@ async def serve_http(
         log_config=None,  # keep dpt-launch's logging setup
         access_log=False,  # AccessLog below writes one line per request
     )
-    server = quiet_signal_server(config)
+    server = QuietSignalServer(config)
     if metrics is not None:
         metrics.gauges.connections = lambda: len(server.server_state.connections)
     async with anyio.create_task_group() as group:
@@ -120,19 +130,15 @@ async def serve_http(
         group.cancel_scope.cancel()
 
 
-def quiet_signal_server(config: Any) -> Any:
+class QuietSignalServer(uvicorn.Server):
     """uvicorn's Server without its own signal handlers: :func:`_stop_on_signal` drives shutdown.
 
     (uvicorn's handlers would re-raise the signal after shutdown: no clean exit status.)
     """
-    import uvicorn
 
-    class Server(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield
-
-    return Server(config)
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
 
 
 async def _stop_on_signal(server: Any, requests: InFlight, grace: float) -> None:
@@ -157,9 +163,7 @@ async def _stop_on_signal(server: Any, requests: InFlight, grace: float) -> None
 
 def raise_open_file_limit() -> int:
     """Raise the soft RLIMIT_NOFILE to the hard limit; return the soft limit now in force."""
-    try:
-        import resource
-    except ImportError:  # pragma: no cover - not on Windows
+    if sys.platform == "win32":  # pragma: no cover
         return 0
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
@@ -170,124 +174,6 @@ def raise_open_file_limit() -> int:
         except (ValueError, OSError):  # e.g. macOS caps below the hard limit
             log.debug("cannot raise RLIMIT_NOFILE to %s", target, exc_info=True)
     return 0 if soft == resource.RLIM_INFINITY else soft
-
-
-def slow_header_guard(
-    timeout: float,
-    *,
-    tokens: list[str] | None = None,
-    pending_timeout: float | None = None,
-    max_pending: int | None = None,
-    per_client: int | None = None,
-) -> type:
-    """uvicorn's h11 protocol, closing connections that do not send request headers in time,
-    and keeping connections that have not shown a valid token from crowding out those that have.
-
-    uvicorn's keep-alive timer only runs between requests and stops at the first
-    byte, so a client trickling its headers holds a connection (and a descriptor)
-    for ever. Here every connection gets *timeout* seconds, from connecting or from
-    its previous response, to finish the next request's headers.
-
-    A connection is *pending* until a request on it completes its headers with one of
-    *tokens* (any request, when there are none): pending ones get *pending_timeout* seconds
-    instead; at most *max_pending* stay open (a newer one closes the oldest, so a flood of
-    them cannot take uvicorn's ``limit_concurrency`` from clients that authenticate), and one
-    client address keeps at most *per_client* connections open (429 and close beyond). This is
-    done here, in the protocol, because a client that never finishes its headers never
-    reaches an ASGI middleware.
-    """
-    import hmac
-    from collections import Counter
-
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    accepted = [f"Bearer {token}".encode() for token in tokens or []]
-    short = min(timeout, pending_timeout) if pending_timeout is not None else timeout
-    pending: dict[Any, None] = {}  # oldest first
-    per_address: Counter[str] = Counter()
-
-    def shows_token(headers: list[tuple[bytes, bytes]]) -> bool:
-        if not accepted:
-            return True
-        given = next((value for name, value in headers if name == b"authorization"), b"")
-        return any(hmac.compare_digest(given, token) for token in accepted)
-
-    class SlowHeaderGuard(H11Protocol):
-        _header_timer: Any = None
-        _address: str | None = None
-        _pending = False
-
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            address = self.client[0] if self.client else ""
-            if per_client is not None and per_address[address] >= per_client:
-                log.info("refused a connection: %s has %d open", address, per_client)
-                transport.write(
-                    b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n"
-                    b"connection: close\r\n\r\n"
-                )
-                transport.close()
-                return
-            self._address = address
-            per_address[address] += 1
-            self._pending = True
-            pending[self] = None
-            if max_pending is not None:
-                while len(pending) > max_pending:
-                    next(iter(pending))._evict()
-            self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            super().data_received(data)
-            if self.conn.their_state is not h11.IDLE:  # the headers are complete
-                self._disarm()
-                if self._pending and self.headers is not None and shows_token(self.headers):
-                    self._pending = False
-                    pending.pop(self, None)
-
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
-            pending.pop(self, None)
-            if self._address is not None:
-                per_address[self._address] -= 1
-                if per_address[self._address] <= 0:
-                    del per_address[self._address]
-                self._address = None
-            super().connection_lost(exc)
-
-        def _evict(self) -> None:
-            pending.pop(self, None)
-            self._disarm()
-            log.info("closed the oldest connection that had shown no token (too many pending)")
-            self.transport.close()
-
-        def _arm(self) -> None:
-            self._disarm()
-            self._header_timer = self.loop.call_later(
-                short if self._pending else timeout, self._expire
-            )
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _expire(self) -> None:
-            self._header_timer = None
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                log.info(
-                    "closed a connection that sent no request headers within %gs",
-                    short if self._pending else timeout,
-                )
-                self.transport.close()
-
-    return SlowHeaderGuard
 
 
 # -- the app -------------------------------------------------------------------
@@ -304,15 +190,6 @@ def build_app(
     """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
     endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
     with the profile's name)."""
-    from fastmcp.server.http import (
-        HostOriginGuardMiddleware,
-        StreamableHTTPASGIApp,
-        create_base_app,
-    )
-    from mcp.server.transport_security import TransportSecuritySettings
-    from starlette.middleware import Middleware
-    from starlette.routing import Route
-
     sessions = session_manager(
         event_store=event_store(transport),
         app=low_level_server(root),
@@ -392,10 +269,10 @@ def event_store(transport: TransportConfig) -> Any:
     config = transport.event_store
     if config is None:
         return None
+    # Imported here, only when an event store is configured: these two bring the Redis
+    # key-value store, ~0.5 s (python -X importtime) on top of the rest of the transport.
     from fastmcp.server.event_store import EventStore
     from key_value.aio.stores.redis import RedisStore
-
-    from ...locking.fleet_lock import client_url
 
     return EventStore(
         storage=RedisStore(url=client_url(config.url)),
@@ -404,7 +281,7 @@ def event_store(transport: TransportConfig) -> Any:
     )
 
 
-PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profiles.py's ProfileGate
+PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profile_gate.py's ProfileGate
 
 
 class ProfileTag:
@@ -419,8 +296,6 @@ class ProfileTag:
 
 
 async def _health(_request: Any) -> Any:
-    from starlette.responses import JSONResponse
-
     return JSONResponse({"status": "ok"})
 
 
@@ -431,8 +306,6 @@ class Readiness:
         self.states = states
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from starlette.responses import JSONResponse
-
         servers = self.states()
         ready = all(s["state"] == "up" for s in servers.values() if s["required"])
         body = {"status": "ready" if ready else "not ready", "servers": servers}
@@ -446,8 +319,6 @@ class Exposition:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from starlette.responses import Response
-
         body, content_type = self.metrics.render()
         await Response(body, media_type=content_type)(scope, receive, send)
 

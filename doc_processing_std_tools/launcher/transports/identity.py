@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from contextvars import ContextVar
 from typing import Any
 
+from fastmcp.server.dependencies import get_access_token
+
 # (the ASGI shapes, as in .asgi; not imported from there, which imports this module)
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -38,8 +40,6 @@ def current_subject() -> str | None:
     request's context, so long-lived background work must not take its answer as
     the identity of later calls.
     """
-    from fastmcp.server.dependencies import get_access_token
-
     try:
         token = get_access_token()
     except RuntimeError:

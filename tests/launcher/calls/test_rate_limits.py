@@ -20,7 +20,8 @@ from doc_processing_std_tools.launcher.calls.rate_limits import (
     RateLimits,
     Rule,
 )
-from doc_processing_std_tools.launcher.config.schema import LockConfig, RateLimitRule
+from doc_processing_std_tools.launcher.config.rate_limits import RateLimitRule
+from doc_processing_std_tools.launcher.config.schema import LockConfig
 from doc_processing_std_tools.telemetry import Outcome
 
 

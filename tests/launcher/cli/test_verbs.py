@@ -339,7 +339,7 @@ def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
     a placeholder, stderr says to fill it in, and connect refuses the placeholder by name."""
     import tomllib
 
-    from doc_processing_std_tools.launcher.cli.connect import TOKEN_PLACEHOLDER
+    from doc_processing_std_tools.launcher.cli.client_config import TOKEN_PLACEHOLDER
 
     flags = ["--url", "http://127.0.0.1:8765/mcp", "--token-env", "DPT_TOKEN"]
     for client, key in [

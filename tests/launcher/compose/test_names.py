@@ -14,15 +14,17 @@ from typing import Any
 
 import pytest
 
-from doc_processing_std_tools.launcher.compose.composition import TOOL_NAME
+from doc_processing_std_tools.launcher.compose.exposure import TOOL_NAME
+from doc_processing_std_tools.launcher.compose.profile_names import (
+    NameMap,
+    exposed_name,
+    plain_names,
+)
 from doc_processing_std_tools.launcher.compose.profiles import (
     BUILTIN,
     CLIENT_NAME,
     PLAIN_RULE,
-    NameMap,
     Profile,
-    exposed_name,
-    plain_names,
     resolve,
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
@@ -205,7 +207,7 @@ def test_a_name_shared_after_mapping_refuses_the_launch_with_the_fix(write_confi
 
 
 async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> None:
-    from doc_processing_std_tools.launcher.cli import verbs
+    from doc_processing_std_tools.launcher.cli import tool_verbs as verbs
 
     config = str(write_config(CONFIG.format(collide="")))
     assert await verbs.tools(verbs.parse("tools", ["--config", config, "--json"], "x")) == 0
@@ -219,7 +221,7 @@ async def test_the_verbs_show_and_call_the_shown_name(write_config, capsys) -> N
 async def test_nothing_is_installed_when_every_name_is_fine(write_config) -> None:
     """Today's configs: no gate, no name table, the call path exactly as before."""
     from doc_processing_std_tools.launcher.compose.composition import compose
-    from doc_processing_std_tools.launcher.compose.profiles import gate_of, install_profiles
+    from doc_processing_std_tools.launcher.compose.profile_gate import gate_of, install_profiles
     from doc_processing_std_tools.launcher.config.schema import load_config
 
     config = write_config(

@@ -154,7 +154,7 @@ async def test_a_lock_file_that_cannot_be_read_refuses_the_launch(write_config) 
 async def test_search_mode_neither_finds_nor_calls_a_drifted_tool(
     write_config, tmp_path: Path
 ) -> None:
-    from doc_processing_std_tools.launcher.compose.profiles import install_profiles
+    from doc_processing_std_tools.launcher.compose.profile_gate import install_profiles
 
     config = write_config(
         "profiles: {finder: {search: always}}\nservers:\n" + memory(tmp_path / "m")

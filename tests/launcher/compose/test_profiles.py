@@ -16,15 +16,17 @@ from typing import Any
 import anyio
 import pytest
 
+from doc_processing_std_tools.launcher.compose.profile_names import (
+    NameMap,
+    exposed_name,
+    short_description,
+)
 from doc_processing_std_tools.launcher.compose.profiles import (
     CALL_TOOL,
     SEARCH_TOOL,
-    NameMap,
     Profile,
     ProfileError,
-    exposed_name,
     resolve,
-    short_description,
 )
 from doc_processing_std_tools.launcher.config.schema import LauncherConfig
 from helpers.paths import SERVERS, python_path
@@ -116,7 +118,7 @@ def test_the_list_follows_the_compositions_names_as_they_change() -> None:
     """A server's ``list_changed`` moves the composition's names; the profile follows them."""
     from types import SimpleNamespace
 
-    from doc_processing_std_tools.launcher.compose.profiles import ProfileGate
+    from doc_processing_std_tools.launcher.compose.profile_gate import ProfileGate
 
     def mounts(*names: str) -> list[Any]:
         return [SimpleNamespace(tools=[SimpleNamespace(name=n) for n in names])]
@@ -266,10 +268,12 @@ def _run(*args: str, cwd: Path) -> Any:
 async def _verb(capsys: Any, verb: str, *argv: str) -> tuple[int, str]:
     """``dpt-launch VERB ARGV`` run in this process (no launcher to start): status, stdout
     (stderr is kept in ``_verb.err``)."""
-    from doc_processing_std_tools.launcher.cli import verbs
+    from doc_processing_std_tools.launcher.cli import client_config, tool_verbs
 
-    args = verbs.parse(verb, list(argv), "tools.yaml")
-    status = verbs.client_config(args) if verb == "client-config" else await verbs.tools(args)
+    if verb == "client-config":
+        status = client_config.client_config(client_config.parse(list(argv), "tools.yaml"))
+    else:
+        status = await tool_verbs.tools(tool_verbs.parse(verb, list(argv), "tools.yaml"))
     captured = capsys.readouterr()
     _verb.err = captured.err  # type: ignore[attr-defined]
     return status, captured.out
@@ -341,7 +345,7 @@ async def test_a_call_through_call_tool_times_out_as_a_direct_call_does(write_co
     from fastmcp import Client
 
     from doc_processing_std_tools.launcher.compose.composition import compose
-    from doc_processing_std_tools.launcher.compose.profiles import install_profiles
+    from doc_processing_std_tools.launcher.compose.profile_gate import install_profiles
     from doc_processing_std_tools.launcher.config.schema import load_config
 
     config = write_config(

@@ -255,7 +255,7 @@ def test_a_rotated_key_is_accepted_without_a_restart(daemon) -> None:
 
 @pytest.mark.parametrize(("interval", "fetches"), [(60.0, 1), (0.0, 4)])
 def test_unknown_keys_refetch_at_most_once_per_interval(interval, fetches) -> None:
-    from doc_processing_std_tools.launcher.config.schema import JwtAuthConfig
+    from doc_processing_std_tools.launcher.config.transport import JwtAuthConfig
     from doc_processing_std_tools.launcher.transports.auth import jwt_verifier
 
     server = KeyServer()
@@ -284,7 +284,7 @@ def test_unknown_keys_refetch_at_most_once_per_interval(interval, fetches) -> No
 
 
 def test_keys_that_cannot_be_fetched_refuse_the_token_and_say_why(caplog) -> None:
-    from doc_processing_std_tools.launcher.config.schema import JwtAuthConfig
+    from doc_processing_std_tools.launcher.config.transport import JwtAuthConfig
     from doc_processing_std_tools.launcher.transports.auth import jwt_verifier
 
     server = KeyServer()
@@ -325,7 +325,7 @@ def test_the_protected_resource_metadata_names_the_issuer(daemon, path, host) ->
 
 
 def test_the_metadata_resource_follows_the_configured_public_url() -> None:
-    from doc_processing_std_tools.launcher.config.schema import TransportConfig
+    from doc_processing_std_tools.launcher.config.transport import TransportConfig
     from doc_processing_std_tools.launcher.transports.auth import IncomingAuth
 
     transport = TransportConfig.model_validate(

@@ -306,10 +306,10 @@ def test_reads_stay_short_for_short_messages_and_grow_for_a_long_line(
 def test_replies_keep_their_order_and_never_block_the_caller_on_a_full_pipe() -> None:
     """Short lines go out at once only when nothing is queued; a line too big for the pipe
     waits in the writer thread, and the short lines behind it wait their turn."""
-    from doc_processing_std_tools.launcher.transports.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.line_writer import LineWriter
 
     read, write = os.pipe()
-    writer = _Writer(write)
+    writer = LineWriter(write)
     try:
         writer.put(b"first\n")  # room: written by the caller
         assert os.read(read, 100) == b"first\n"
@@ -346,12 +346,12 @@ def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool
     asking for room: Linux's RWF_NOWAIT write, and poll (elsewhere, or without the flag)."""
     import fcntl
 
-    from doc_processing_std_tools.launcher.transports.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.line_writer import LineWriter
 
     if not hasattr(fcntl, "F_GETPIPE_SZ"):
         pytest.skip("the pipe's capacity cannot be read here")
     read, write = os.pipe()
-    writer = _Writer(write, nowait=nowait)
+    writer = LineWriter(write, nowait=nowait)
     if nowait and not writer._nowait:
         pytest.skip("no RWF_NOWAIT on this platform")
     try:
@@ -379,11 +379,11 @@ def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool
 def test_stdout_to_a_file_without_rwf_nowait_gets_every_reply_in_order(tmp_path: Path) -> None:
     """A descriptor that refuses RWF_NOWAIT (a regular file or a terminal: EOPNOTSUPP) is not
     taken for a broken one: the line goes out through the thread, and poll asks from then on."""
-    from doc_processing_std_tools.launcher.transports.stdio import _Writer
+    from doc_processing_std_tools.launcher.transports.line_writer import LineWriter
 
     out = tmp_path / "replies.jsonl"
     fd = os.open(out, os.O_WRONLY | os.O_CREAT)
-    writer = _Writer(fd)
+    writer = LineWriter(fd)
     try:
         lines = [b"%d\n" % i for i in range(20)]
         for line in lines:

@@ -1,0 +1,38 @@
+"""What every model of the config shares: unknown keys refused, and URL and host checks."""
+
+from __future__ import annotations
+
+import ipaddress
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict
+
+
+class StrictModel(BaseModel):
+    """A config model: a key it does not know is an error (a typo must not pass unnoticed)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def http_url(value: str, *, secure: bool) -> str:
+    """*value* as an http(s) URL with a host; with *secure*, plain http only for a loopback host."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError when out of range or not a number)
+    except ValueError as exc:
+        raise ValueError(f"not a usable URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("give an http(s) URL with a host, e.g. https://idp.example.com/")
+    if secure and parts.scheme == "http" and not loopback_literal(parts.hostname):
+        raise ValueError("use https (plain http is accepted only for a loopback host)")
+    return value
+
+
+def loopback_literal(host: str) -> bool:
+    """True for ``localhost`` or a loopback address written out (no name lookup)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,145 @@
+"""A connection-level guard for uvicorn: request headers must arrive in time, and connections
+that have shown no valid token cannot crowd out those that have.
+
+uvicorn's keep-alive timer only runs between requests and stops at the first byte, so a client
+trickling its headers holds a connection (and a descriptor) for ever. This is done in the
+protocol, because a client that never finishes its headers never reaches an ASGI middleware.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("dpt-launch")
+
+
+@dataclass
+class HeaderLimits:
+    """One server's limits, and the connections they count (shared by all its connections)."""
+
+    timeout: float  # seconds to finish a request's headers, from connecting or the last response
+    short: float  # the same for a connection that has shown no valid token yet
+    accepted: list[bytes]  # ``Bearer <token>`` values that end pending; none: any request
+    max_pending: int | None  # pending connections kept open (a newer one closes the oldest)
+    per_client: int | None  # open connections of one client address (429 beyond)
+    pending: dict[Any, None] = field(default_factory=dict)  # oldest first
+    per_address: Counter[str] = field(default_factory=Counter)
+
+    def shows_token(self, headers: list[tuple[bytes, bytes]]) -> bool:
+        if not self.accepted:
+            return True
+        given = next((value for name, value in headers if name == b"authorization"), b"")
+        return any(hmac.compare_digest(given, token) for token in self.accepted)
+
+
+class SlowHeaderGuard(H11Protocol):
+    """uvicorn's h11 protocol under :attr:`limits` (bound per server by :func:`slow_header_guard`)."""
+
+    limits: ClassVar[HeaderLimits]
+    _header_timer: Any = None
+    _address: str | None = None
+    _pending = False
+
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)
+        limits = self.limits
+        address = self.client[0] if self.client else ""
+        if limits.per_client is not None and limits.per_address[address] >= limits.per_client:
+            log.info("refused a connection: %s has %d open", address, limits.per_client)
+            transport.write(
+                b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            )
+            transport.close()
+            return
+        self._address = address
+        limits.per_address[address] += 1
+        self._pending = True
+        limits.pending[self] = None
+        if limits.max_pending is not None:
+            while len(limits.pending) > limits.max_pending:
+                next(iter(limits.pending))._evict()
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # the headers are complete
+            self._disarm()
+            if self._pending and self.headers is not None and self.limits.shows_token(self.headers):
+                self._pending = False
+                self.limits.pending.pop(self, None)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        limits = self.limits
+        limits.pending.pop(self, None)
+        if self._address is not None:
+            limits.per_address[self._address] -= 1
+            if limits.per_address[self._address] <= 0:
+                del limits.per_address[self._address]
+            self._address = None
+        super().connection_lost(exc)
+
+    def _evict(self) -> None:
+        self.limits.pending.pop(self, None)
+        self._disarm()
+        log.info("closed the oldest connection that had shown no token (too many pending)")
+        self.transport.close()
+
+    def _wait(self) -> float:
+        return self.limits.short if self._pending else self.limits.timeout
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._header_timer = self.loop.call_later(self._wait(), self._expire)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _expire(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            log.info("closed a connection that sent no request headers within %gs", self._wait())
+            self.transport.close()
+
+
+def slow_header_guard(
+    timeout: float,
+    *,
+    tokens: list[str] | None = None,
+    pending_timeout: float | None = None,
+    max_pending: int | None = None,
+    per_client: int | None = None,
+) -> type[SlowHeaderGuard]:
+    """uvicorn's h11 protocol, closing connections that do not send request headers in time,
+    and keeping connections that have not shown a valid token from crowding out those that have.
+
+    Every connection gets *timeout* seconds, from connecting or from its previous response, to
+    finish the next request's headers. A connection is *pending* until a request on it completes
+    its headers with one of *tokens* (any request, when there are none): pending ones get
+    *pending_timeout* seconds instead; at most *max_pending* stay open (a newer one closes the
+    oldest, so a flood of them cannot take uvicorn's ``limit_concurrency`` from clients that
+    authenticate), and one client address keeps at most *per_client* connections open (429 and
+    close beyond). Each call gives its server counts of its own.
+    """
+    limits = HeaderLimits(
+        timeout=timeout,
+        short=min(timeout, pending_timeout) if pending_timeout is not None else timeout,
+        accepted=[f"Bearer {token}".encode() for token in tokens or []],
+        max_pending=max_pending,
+        per_client=per_client,
+    )
+    return type("SlowHeaderGuard", (SlowHeaderGuard,), {"limits": limits})
