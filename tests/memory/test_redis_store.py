@@ -378,6 +378,7 @@ EMBEDDED_USER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_embedded_backend_uses_the_per_user_redis_server_and_keeps_the_data(tmp_path: Path):
     """Two processes in turn: the first starts the user's redis-server (popoto-memory's, under
     XDG_DATA_HOME) and writes; it stops with its last user; the second starts it again and reads."""

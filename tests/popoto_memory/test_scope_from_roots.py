@@ -79,6 +79,7 @@ async def test_two_clients_with_different_roots_get_different_scopes(tmp_path, r
         assert f"agent_id from: the client's first root, {places['proj-b']}" in text
 
 
+@pytest.mark.slow
 async def test_a_client_from_the_filesystem_root_without_roots_gets_the_per_user_scope(
     tmp_path, redis_url
 ):

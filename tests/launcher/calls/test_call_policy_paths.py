@@ -153,10 +153,10 @@ NOT_APPLICABLE = {
 }
 
 
-# The README's test command runs every failure on two paths, one in-process (over HTTP) and one
-# relayed on the stdio fast path; the slow lane runs every path (each starts launchers of its
-# own, and a url: server's crash waits for its restart).
-DEFAULT_LANE_WAYS = {"inprocess", "stdio-task"}
+# The README's test command runs every failure on the in-process path (one launcher, over HTTP);
+# the slow lane runs every path (each starts launchers of its own, and a url: server's crash
+# waits for its restart).
+DEFAULT_LANE_WAYS = {"inprocess"}
 
 
 def cells() -> Iterator[Any]:

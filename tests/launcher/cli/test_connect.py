@@ -350,6 +350,7 @@ class HeaderCatcher:
                 )
 
 
+@pytest.mark.slow
 async def test_the_token_is_sent_as_a_bearer_header_and_never_logged() -> None:
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client

@@ -406,6 +406,7 @@ def test_a_port_in_use_is_reported(write_config, capsys) -> None:
     assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in err
 
 
+@pytest.mark.slow
 def test_a_server_printing_while_built_does_not_corrupt_stdout(write_config) -> None:
     path = write_config(
         "servers:\n  noisy:\n    module: helpers.servers.sample_servers:make_noisy\n"

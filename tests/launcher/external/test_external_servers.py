@@ -256,6 +256,7 @@ async def test_a_killed_child_is_restarted_and_the_rest_keeps_working(
         assert int(text_of(result)) != pid
 
 
+@pytest.mark.slow
 async def test_prompts_and_resources_are_mounted_namespaced(write_config, tmp_path: Path) -> None:
     config = write_config(
         "servers:\n" + external_entry("ext", tmp_path / "c", "    namespace: ext\n")

@@ -186,6 +186,7 @@ async def test_a_child_that_asked_for_roots_before_any_client_asks_again_when_on
     assert seen[0].startswith("error ")  # asked at the launcher's start: no client to ask yet
 
 
+@pytest.mark.slow
 async def test_the_clients_roots_list_changed_reaches_the_child(write_config: Any) -> None:
     current = ["file:///work/one"]
 

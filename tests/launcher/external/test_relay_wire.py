@@ -167,6 +167,7 @@ def _raw_call(request_id: int, tool: str) -> bytes:
     ).encode()
 
 
+@pytest.mark.slow
 def test_a_childs_reply_reaches_the_client_only_as_one_valid_message(tmp_path: Path) -> None:
     launcher = _launcher(tmp_path, RAW_CHILD)
     try:

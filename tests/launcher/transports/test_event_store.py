@@ -51,6 +51,7 @@ def _events(response: http.client.HTTPResponse) -> Iterator[dict]:
             event[name] = value.lstrip(" ")
 
 
+@pytest.mark.slow
 def test_a_client_that_lost_its_stream_gets_the_missed_reply_with_last_event_id(
     resumable: Launched,
 ) -> None:

@@ -186,8 +186,8 @@ def test_a_large_request_over_several_reads_arrives_whole(wire: Wire) -> None:
     assert reply["result"]["content"][0]["text"] == value
 
 
-# (both endings share the drain; SIGTERM's run waits out the grace in the slow lane)
-@pytest.mark.parametrize("ending", [pytest.param("sigterm", marks=pytest.mark.slow), "eof"])
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["sigterm", "eof"])
 def test_the_launcher_stops_within_its_grace_while_a_sync_call_runs(
     wire: Wire, ending: str
 ) -> None:
