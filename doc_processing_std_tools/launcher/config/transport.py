@@ -43,6 +43,9 @@ class JwtAuthConfig(StrictModel):
     # unset: each request's scheme and Host header with transport.path.
     resource: str | None = None
     jwks_refresh_interval: float = Field(DEFAULT_JWKS_REFRESH_INTERVAL, ge=0)
+    # the longest a token may live (exp - iat, or exp - now without iat), in seconds; unset:
+    # any lifetime the provider signs
+    max_token_lifetime: float | None = Field(None, gt=0)
 
     @field_validator("jwks_uri")
     @classmethod

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import logging
 import re
+import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -171,8 +172,36 @@ def static_bearer_tokens(tokens: list[str]) -> Any:
     return StaticBearerTokens(tokens)
 
 
+# Clock skew allowed between this machine and the identity provider for ``iat`` (seconds).
+JWT_CLOCK_LEEWAY = 60.0
+# The last second of year 9999: an ``exp`` beyond it is a provider's bug, not a lifetime.
+LATEST_EXPIRY = 253402300799
+
+
+def lifetime_problem(
+    claims: dict[str, Any], max_lifetime: float | None, now: float | None = None
+) -> str | None:
+    """Why a verified token's times are refused (``iat`` in the future beyond the clock
+    leeway, an absurd ``exp``, a lifetime over *max_lifetime*), or None."""
+    now = time.time() if now is None else now
+    exp, iat = claims.get("exp"), claims.get("iat")
+    if not isinstance(exp, int | float) or exp > LATEST_EXPIRY:
+        return "its exp is not a time before the year 10000"
+    if iat is not None:
+        if not isinstance(iat, int | float):
+            return "its iat is not a time"
+        if iat > now + JWT_CLOCK_LEEWAY:
+            return f"it was issued {iat - now:.0f} s in the future (iat)"
+    if max_lifetime is not None:
+        lifetime = exp - (iat if isinstance(iat, int | float) else now)
+        if lifetime > max_lifetime:
+            return f"it lives {lifetime:.0f} s, more than max_token_lifetime ({max_lifetime:g} s)"
+    return None
+
+
 def jwt_verifier(config: JwtAuthConfig) -> Any:
-    """fastmcp's ``JWTVerifier`` for *config*, refusing tokens that name no subject or expiry.
+    """fastmcp's ``JWTVerifier`` for *config*, refusing tokens that name no subject or expiry,
+    that were issued in the future, or that live longer than ``max_token_lifetime``.
 
     Without ``sub`` a call could not be told apart from the daemon's own identity
     (per-user upstream tokens); without ``exp`` a leaked token would work for ever.
@@ -190,6 +219,10 @@ def jwt_verifier(config: JwtAuthConfig) -> Any:
                 log.debug(
                     "refused a token of client %s: it has no exp or no sub", verified.client_id
                 )
+                return None
+            problem = lifetime_problem(verified.claims, config.max_token_lifetime)
+            if problem is not None:
+                log.info("refused a token of %s: %s", verified.subject, problem)
                 return None
             return verified
 

@@ -22,6 +22,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.launcher.cli.main import main
+from doc_processing_std_tools.launcher.transports.auth import lifetime_problem
 from helpers.idp import AUDIENCE, SCOPE, KeyServer, bearer, rsa_key, signed
 from helpers.launch import Launched, http_launcher, text_of
 from helpers.rpc import initialize_params, open_session, request, rpc
@@ -47,6 +48,7 @@ CONFIG = """\
           audience: [other-audience, {audience}]
           required_scopes: [{scope}]
           jwks_refresh_interval: 0
+          max_token_lifetime: 86400
     servers:
       who:
         module: helpers.servers.identity_server:whoami_server
@@ -196,6 +198,11 @@ REFUSALS = {
     "wrong issuer": lambda: sign(keys.first, iss="http://127.0.0.1:1/"),
     "expired": lambda: sign(keys.first, exp=int(time.time()) - 120, iat=int(time.time()) - 720),
     "no expiry": lambda: sign(keys.first, exp=None),
+    "issued an hour from now": lambda: sign(keys.first, iat=int(time.time()) + 3600),
+    "expiring after the year 9999": lambda: sign(keys.first, exp=1e300),
+    "living longer than max_token_lifetime": lambda: sign(
+        keys.first, iat=int(time.time()), exp=int(time.time()) + 2 * 86400
+    ),
     "no subject": lambda: sign(keys.first, sub=None),
     "missing scope": lambda: sign(keys.first, scope="openid"),
     "signed by another key (same kid)": lambda: sign(keys.stranger),
@@ -438,3 +445,13 @@ def test_the_caller_is_named_on_one_printable_line_and_the_token_never() -> None
     with acting_as("bob"):
         assert current_subject() == "bob"
     assert current_subject() is None
+
+
+def test_token_times_are_judged_with_a_minute_of_clock_leeway() -> None:
+    now = 1_000_000.0
+    ok = {"iat": now + 30, "exp": now + 600}  # (a provider's clock 30 s ahead)
+    assert lifetime_problem(ok, None, now) is None
+    assert "future" in (lifetime_problem({"iat": now + 3600, "exp": now + 7200}, None, now) or "")
+    assert "year 10000" in (lifetime_problem({"exp": 1e300}, None, now) or "")
+    assert lifetime_problem({"iat": now, "exp": now + 600}, 600, now) is None
+    assert "max_token_lifetime" in (lifetime_problem({"exp": now + 601}, 600, now) or "")
