@@ -24,6 +24,8 @@ from ..config.schema import ServerEntry
 from .exposure import Exposure
 from .lock_policy import lock_mode, locked_names, locks_itself
 from .mount import Mount
+from .profile_names import exposed_name
+from .profiles import PLAIN_RULE
 
 if TYPE_CHECKING:
     from ...telemetry import Telemetry
@@ -120,7 +122,7 @@ async def mount_into(
     def admits(name: str) -> bool:
         if listing:
             own_names.add(name)
-        return entry.tools.admits(name)
+        return entry.tools.admits(*glob_names(name, entry.namespace))
 
     provider = mounted_provider(
         mount.server,
@@ -146,12 +148,14 @@ async def mount_into(
     if add:
         root.add_provider(shown)
     tools = tuple(await provider.list_tools())
+    problems = mount.problems
     if mount.state != "needs-login":  # (its cached list may be empty: never logged in)
-        warn_idle_globs(mount.name, entry, own_names)
+        problems += tuple(("WARN", text) for text in idle_globs(entry, own_names))
     listing = False  # (later listings need not record)
     prompts, resources = await _prompts_and_resources(mount.name, provider)
     return replace(
         mount,
+        problems=problems,
         provider=shown,
         listing=provider,
         tools=tools,
@@ -200,24 +204,22 @@ async def _prompts_and_resources(
     return prompts, tuple(resources)
 
 
-def warn_idle_globs(name: str, entry: ServerEntry, own_names: set[str]) -> None:
-    """One stderr line per ``tools`` glob that matches none of the server's tools: a typo there
-    would hide a tool, or leave exposed one meant to be left out."""
+def glob_names(own: str, namespace: str | None) -> tuple[str, ...]:
+    """The names a ``tools:`` glob is matched against: the server's own name, with its
+    namespace, and each as clients see it (``drop.table`` is ``ext_drop_table`` to them)."""
+    full = f"{namespace}_{own}" if namespace else own
+    forms = (own, full, exposed_name(own, PLAIN_RULE), exposed_name(full, PLAIN_RULE))
+    return tuple(dict.fromkeys(forms))
+
+
+def idle_globs(entry: ServerEntry, own_names: set[str]) -> list[str]:
+    """``--check``'s WARN line for each ``tools`` glob that matches none of the server's tools:
+    a typo there would hide a tool, or leave exposed one meant to be left out."""
+    found = []
+    names = [n for own in sorted(own_names) for n in glob_names(own, entry.namespace)]
     for key, globs in (("include", entry.tools.include), ("exclude", entry.tools.exclude)):
         for glob in globs:
-            if not any(fnmatchcase(own, glob) for own in own_names):
-                prefix = f"{entry.namespace}_" if entry.namespace else ""
-                hint = (
-                    f" (globs match its own names, without the '{prefix}' namespace)"
-                    if prefix and glob.startswith(prefix)
-                    else ""
-                )
+            if not any(fnmatchcase(name, glob) for name in names):
                 shown = ", ".join(sorted(own_names)[:20]) or "none"
-                log.warning(
-                    "servers.%s.tools.%s: %r matches none of its tools%s; its tools: %s",
-                    name,
-                    key,
-                    glob,
-                    hint,
-                    shown,
-                )
+                found.append(f"tools.{key}: {glob!r} matches none of its tools; its tools: {shown}")
+    return found

@@ -61,9 +61,11 @@ class ToolFilter(StrictModel):
     include: list[str] = Field(default_factory=lambda: ["*"])
     exclude: list[str] = Field(default_factory=list)
 
-    def admits(self, name: str) -> bool:
-        return any(fnmatchcase(name, p) for p in self.include) and not any(
-            fnmatchcase(name, p) for p in self.exclude
+    def admits(self, *names: str) -> bool:
+        """Whether a tool known by *names* (its own, and as clients see it) passes: one of them
+        matches an ``include`` glob and none matches an ``exclude`` one."""
+        return any(fnmatchcase(n, p) for p in self.include for n in names) and not any(
+            fnmatchcase(n, p) for p in self.exclude for n in names
         )
 
 

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.embedded_redis import free_port
-from helpers.launch import launched, launcher_command, text_of
+from helpers.launch import launched, launcher_command, text_of, tool_names
 from helpers.paths import SERVERS
 from helpers.processes import alive, child_pids, cmdline, pids_with
 from helpers.waiting import until
@@ -584,10 +584,25 @@ def test_a_tools_glob_that_matches_nothing_is_warned(write_config, tmp_path: Pat
         )
     )
     proc = run_check(config)
-    assert proc.returncode == 0, proc.stderr
-    assert "servers.ext.tools.exclude: 'whoamii' matches none of its tools" in proc.stderr
-    assert "'ext_bump' matches none of its tools (globs match its own names" in proc.stderr
-    assert "servers.ext.tools.include" not in proc.stderr  # '*' matched
+    assert proc.returncode == 0, proc.stderr  # (a warning, not a failure)
+    out = " ".join(proc.stdout.split())
+    assert "WARN servers.ext: tools.exclude: 'whoamii' matches none of its tools" in out, out
+    assert "'ext_bump' matches none" not in out  # (globs match the namespaced name too)
+    assert "ext_bump" not in out.split("matches none")[0]  # (and it is left out)
+    assert "tools.include" not in out  # '*' matched
+
+
+async def test_a_tools_glob_matches_the_name_clients_see(write_config, tmp_path: Path) -> None:
+    """``get.issue`` is ``odd_get_issue`` to clients: excluding that name leaves it out."""
+    config = write_config(
+        "servers:\n  odd:\n"
+        f"    command: {sys.executable}\n    args: [{SERVERS / 'odd_names_server.py'}]\n"
+        "    namespace: odd\n    tools: {exclude: [odd_get_issue]}\n"
+    )
+    async with launched(config) as client:
+        names = await tool_names(client)
+    assert "odd_list_issues" in names
+    assert not any("get" in name for name in names), names
 
 
 def wrapper_with_a_helper(tmp_path: Path, marker: str) -> Path:
