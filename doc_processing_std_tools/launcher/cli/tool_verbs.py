@@ -64,9 +64,12 @@ def could_expose(entry: ServerEntry, name: str) -> bool:
     return entry.tools.admits(own)
 
 
-async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
-    """A composition holding *tool*'s server, started as little as possible, and every tool
-    name seen on the way (for a typo's suggestion).
+async def _owner_composition(
+    config: str, tool: str
+) -> tuple[Any, set[str], list[tuple[str, str]]]:
+    """A composition holding *tool*'s server, started as little as possible, every tool name
+    seen on the way (for a typo's suggestion), and the servers on the way that serve nothing
+    (with why: the tool may be theirs).
 
     In-process servers are built first: that is cheap and starts nothing. Only when none of
     them has the tool are external servers started, and only those whose namespace and
@@ -75,23 +78,25 @@ async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str]]:
     try:
         loaded = load_config(config)
     except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE), set()
+        return _fail(str(exc), EXIT_USAGE), set(), []
     enabled = {name: e for name, e in loaded.config.servers.items() if e.enabled}
     in_process = {name for name, e in enabled.items() if not e.external}
     candidates = {name for name, e in enabled.items() if e.external and could_expose(e, tool)}
     seen: set[str] = set()
+    down: list[tuple[str, str]] = []
     for only in (in_process, candidates):
         if not only:
             continue
         composition = await composed(loaded, only)
         if isinstance(composition, int):
-            return composition, seen
+            return composition, seen, down
         names = {row["name"] for row in _tool_rows(composition)}
         if tool in names:
-            return composition, seen
+            return composition, seen, down
         seen |= names
+        down += composition.not_serving()
         await composition.aclose()
-    return None, seen
+    return None, seen, down
 
 
 def shown_names(composition: Any) -> dict[str, str]:
@@ -134,10 +139,19 @@ def own_name(entry: ServerEntry, name: str) -> str:
     return name.removeprefix(f"{entry.namespace}_") if entry.namespace else name
 
 
-def _no_such_tool(name: str, known: set[str]) -> int:
+def _no_such_tool(name: str, known: set[str], down: list[tuple[str, str]]) -> int:
+    if down:  # (the tool may be one of theirs: say why they serve nothing)
+        why = "; ".join(f"servers.{server} serves nothing: {reason}" for server, reason in down)
+        return _fail(f"no tool {name!r} is served now: {why}", EXIT_FAILURE)
     close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.8)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
     return _fail(f"no tool {name!r}{hint} (see: dpt-launch tools)", EXIT_USAGE)
+
+
+def _say_not_serving(composition: Any) -> None:
+    """One stderr line per server that serves nothing now, with why (as ``--check`` says)."""
+    for server, why in composition.not_serving():
+        print(f"dpt-launch: servers.{server} serves nothing: {why}", file=sys.stderr)
 
 
 async def tools(args: argparse.Namespace) -> int:
@@ -145,15 +159,17 @@ async def tools(args: argparse.Namespace) -> int:
     if args.budget is not None:
         return await _budget(args)
     if args.name:
-        composition, known = await _owner_composition(args.config, args.name)
+        composition, known, down = await _owner_composition(args.config, args.name)
         if composition is None:
-            return _no_such_tool(args.name, known)
+            return _no_such_tool(args.name, known, down)
     else:
         composition = await composed(args.config)
     if isinstance(composition, int):
         return composition
     try:
         rows = _tool_rows(composition)
+        if not args.name:
+            _say_not_serving(composition)
         if args.name:
             row = next(row for row in rows if row["name"] == args.name)
             if args.json:
@@ -180,7 +196,8 @@ async def tools(args: argparse.Namespace) -> int:
                 escape(row["description"].split(". ")[0]),
             )
         Console(highlight=False, width=max(120, Console().width)).print(table)
-        return EXIT_OK
+        # (nothing to list because no server serves: a failure, with its reasons said above)
+        return EXIT_FAILURE if not rows and composition.not_serving() else EXIT_OK
     finally:
         await composition.aclose()
 
@@ -246,11 +263,11 @@ async def call(args: argparse.Namespace) -> int:
         return _fail(f"the arguments are not JSON: {exc.msg} at character {exc.pos}", EXIT_USAGE)
     if not isinstance(arguments, dict):
         return _fail('the arguments must be a JSON object, e.g. \'{"key": "value"}\'', EXIT_USAGE)
-    composition, known = await _owner_composition(args.config, args.tool)
+    composition, known, down = await _owner_composition(args.config, args.tool)
     if isinstance(composition, int):
         return composition
     if composition is None:
-        return _no_such_tool(args.tool, known)
+        return _no_such_tool(args.tool, known, down)
     try:
         logging.getLogger("fastmcp").setLevel(logging.CRITICAL)  # the result says it once
         exposed = {shown: name for name, shown in shown_names(composition).items()}[args.tool]

@@ -99,14 +99,27 @@ class Composition:
         """How often each mounted external server's session was started again."""
         return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
+    def not_serving(self) -> list[tuple[str, str]]:
+        """``(mount name, why)`` for each enabled server that serves no call now: skipped at
+        start (a missing extra, an unreachable store), or an external one that is down or needs
+        a login (``tools``, ``call`` and ``/ready`` say why, as ``--check`` does)."""
+        found = list(self.skipped)
+        for mount in self.mounts:
+            if mount.supervisor is not None and mount.state != "up":
+                why = mount.supervisor.unavailable() or f"server {mount.name!r} is {mount.state}"
+                found.append((mount.name, why))
+        return found
+
     def server_states(self) -> dict[str, dict[str, Any]]:
         """Each server's state (``/ready``): mounted ones live; a skipped external one ``failed``,
         others ``skipped``."""
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
-            if mount.state == "needs-login" and mount.supervisor is not None:
-                servers[mount.name]["reason"] = mount.supervisor.unavailable()
+            if mount.state != "up" and mount.supervisor is not None:
+                servers[mount.name]["reason"] = (
+                    mount.supervisor.unavailable() or f"server {mount.name!r} is {mount.state}"
+                )
             drifted = self.pins.drifted_of(mount.name)
             if drifted:  # definitions not as approved (pins)
                 servers[mount.name]["drifted"] = drifted

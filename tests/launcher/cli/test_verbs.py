@@ -401,3 +401,23 @@ def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
     typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr
+
+
+def test_tools_and_call_say_why_a_server_serves_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "servers:\n  memory-tools:\n"
+        '    settings: {backend: redis, url: "redis://127.0.0.1:1/0"}\n'  # (nothing listens)
+    )
+    listed = run("tools", "--config", str(config), cwd=tmp_path, here=True)
+    assert listed.returncode == 1, listed.stderr
+    assert "servers.memory-tools serves nothing:" in listed.stderr
+    assert "Cannot reach Redis at redis://127.0.0.1:1/0" in listed.stderr
+    called = run("call", "--config", str(config), "read_memory", '{"key": "a"}', cwd=tmp_path)
+    assert called.returncode == 1
+    assert called.stderr.strip().splitlines() == [
+        line for line in called.stderr.strip().splitlines() if "no tool 'read_memory'" in line
+    ]
+    assert "no tool 'read_memory' is served now: servers.memory-tools serves nothing" in (
+        called.stderr
+    )
