@@ -375,6 +375,8 @@ async def test_a_holder_paused_past_its_lease_loses_no_increment(tmp_path: Path)
                 finally:
                     a.proc.send_signal(signal.SIGCONT)
         counter = RedisMemoryStore(RedisMemory(url, "fenced-counter")).read("counter")
+        written = int(store.hget("dpt-memory:{fenced-counter}:meta", "seq") or 0)
+    assert written == int(counter), (written, counter, answers)  # every write was an increment
     assert answers["B"][0], answers
     acknowledged = sum(ok for ok, _ in answers.values())
     assert int(counter) == acknowledged, (counter, answers)  # no increment lost
