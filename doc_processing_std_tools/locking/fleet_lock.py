@@ -163,7 +163,9 @@ class FleetLock:
         self.url, self.name, self.lease = url, name, lease
         tag = f"{{dpt-lock:{name}}}"
         self._keys = [f"{tag}:owner", f"{tag}:queue", f"{tag}:seq", f"{tag}:beats"]
-        self._acquire_keys = [*self._keys, f"{tag}:fence", f"{tag}:quiet"]
+        # the last grant's fencing number: a store on this Redis compares a writer's with it
+        self.fence_key = f"{tag}:fence"
+        self._acquire_keys = [*self._keys, self.fence_key, f"{tag}:quiet"]
         self._channel = f"{tag}:free"
         self._redis = redis.Redis.from_url(
             client_url(url), socket_connect_timeout=2, socket_timeout=5, health_check_interval=10
@@ -306,6 +308,14 @@ class FleetLock:
             f"the fleet lock {self.name!r} was lost during this call (its lease of "
             f"{self.lease:g} s ran out, or its Redis lost it): another launcher may have run a "
             "call at the same time; check the result before relying on it (raise lock.lease)"
+        )
+
+    def superseded_text(self) -> str:
+        """What a store that checked the fencing number answers when it refused a write."""
+        return (
+            f"the fleet lock {self.name!r} was lost before this change was written (its lease "
+            f"of {self.lease:g} s ran out and another launcher took the lock): nothing was "
+            "written; try again (raise lock.lease if calls take longer)"
         )
 
     def _withdraw(self, token: str) -> None:

@@ -95,9 +95,15 @@ class RedisMemory:
             found = self._scripts[source] = client.register_script(source)
         return found
 
-    def run(self, source: str, *args: Any) -> list[Any]:
-        """Run a change script: ``[status, ...]`` with status decoded."""
-        reply = self.script(source)(keys=self.keys, args=[change_token(), *args])
+    def run(self, source: str, *args: Any, fence: tuple[str, int] | None = None) -> list[Any]:
+        """Run a change script: ``[status, ...]`` with status decoded. *fence* (the fleet lock's
+        fence key and the caller's grant number) makes it refuse, with ``lock_lost``, a grant
+        that was superseded (:mod:`.redis_scripts`); not on a cluster, where that key lives in
+        another slot."""
+        keys, argv = self.keys, [change_token(), *args]
+        if fence is not None and not self.cluster:
+            keys, argv = [*keys, fence[0]], [*argv, fence[1]]
+        reply = self.script(source)(keys=keys, args=argv)
         return [reply[0].decode(), *reply[1:]]
 
     def read_script(self, source: str, *args: Any) -> list[Any]:

@@ -15,7 +15,11 @@ index compares ``gen`` and the versions, never the counter, to know what changed
 compare versions before they write).
 
 A script checks everything before its first write and returns ``{status, ...}``: a refusal
-writes nothing. The ``#!lua`` line makes Redis refuse a script up front when it is out of
+writes nothing. The first check is the fleet lock's fencing number: when the caller holds a grant
+of the fleet lock (``lock:`` in the launcher's config) on this same Redis, ``KEYS[5]`` is that
+lock's ``…:fence`` key and the last ``ARGV`` the grant's number; a key greater than it means the
+grant was superseded (its lease ran out and another launcher took the lock), and the script
+answers ``{'lock_lost'}`` and changes nothing. Without ``KEYS[5]`` there is no check. The ``#!lua`` line makes Redis refuse a script up front when it is out of
 memory (``maxmemory`` with ``noeviction``), instead of failing at its first write; the scripts
 that only delete say ``flags=allow-oom`` (their bookkeeping writes a few bytes), so that memory
 can be freed when it is full. Scripts that only read say ``flags=no-writes``.
@@ -24,6 +28,10 @@ can be freed when it is full. Scripts that only read say ``flags=no-writes``.
 from __future__ import annotations
 
 _COMMON = """
+if KEYS[5] then
+  local current = redis.call('GET', KEYS[5])
+  if current and tonumber(current) > tonumber(ARGV[#ARGV]) then return {'lock_lost'} end
+end
 local bumped = 0
 local function bump(path, version)
   if bumped == 0 then

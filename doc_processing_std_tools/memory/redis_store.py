@@ -13,6 +13,10 @@ were lost, still shows as a change of every entry it touched. The entries are sa
 cache as the folder's index is (:mod:`.index_file`), under the store's identity and the data's
 epoch, and a new launcher checks each one against the versions hash before it trusts it.
 
+Under a launcher with a fleet lock (``lock:``), every change script runs holding the process
+lock and the fleet lock, for that script only, and checks the grant's fencing number in the same
+script (:meth:`RedisMemoryStore._change`): a holder paused past its lease writes nothing.
+
 Here: the tools. The connection and its errors: :mod:`.redis_connection`; the URL:
 :mod:`.redis_urls`; search_memory's entries: :mod:`.redis_index`.
 """
@@ -22,8 +26,10 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from .. import locking
+from ..locking.fleet_lock import FleetLockLost
 from ..shared.client_text import quote
 from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds
 from . import redis_scripts as lua
@@ -121,6 +127,29 @@ class RedisMemoryStore:
             return self._not_a_folder(display)
         return MemoryStoreError(text)
 
+    def _change(self, source: str, *args: Any) -> list[Any]:
+        """Run the change script *source*. With a fleet lock in use (``lock:``), under the
+        process lock and the fleet lock, held for this script only (the caller's, when the
+        launcher holds them for the whole call), and fenced: a grant superseded before the
+        script ran writes nothing, and the call answers that the lock was lost
+        (:class:`~..locking.fleet_lock.FleetLockLost`, outcome ``lock_lost``)."""
+        fleet = locking.fleet_lock_in_use()
+        if fleet is None:
+            with self.db.guard():
+                return self.db.run(source, *args)
+        reply: list[Any] = []
+        try:
+            with locking.exclusive(), self.db.guard():
+                fence = locking.CURRENT_FENCE.get()
+                fenced = None if fence is None else (fleet.fence_key, fence)
+                reply = self.db.run(source, *args, fence=fenced)
+        except FleetLockLost:
+            if not reply or reply[0] != "lock_lost":
+                raise  # written, but the lease ran out before the lock was given back
+        if reply[0] == "lock_lost":
+            raise FleetLockLost(fleet.superseded_text())
+        return reply
+
     def _snapshot(self, path: str) -> tuple[bytes | None, bytes | None, bool]:
         """(bytes, version, is a folder) of *path*, read together."""
         data, version, is_dir = self.db.read_script(lua.SNAPSHOT, path)
@@ -134,8 +163,7 @@ class RedisMemoryStore:
             raise MemoryStoreError(f"The value must be a string, got {type(value).__name__}")
         data = _encode_entry(key, value)
         display = "/" + name
-        with self.db.guard():
-            status, *rest = self.db.run(lua.WRITE, name, data, HEAD_BYTES)
+        status, *rest = self._change(lua.WRITE, name, data, HEAD_BYTES)
         if status == "isdir":
             raise MemoryStoreError(
                 f"Cannot store key {key!r}: {display} is a folder, not a memory file"
@@ -166,8 +194,7 @@ class RedisMemoryStore:
 
     def delete(self, key: str) -> str:
         name = self.key_file_name(key)
-        with self.db.guard():
-            (status,) = self.db.run(lua.DELETE_FILE, name)
+        (status,) = self._change(lua.DELETE_FILE, name)
         if status == "isdir":
             raise MemoryStoreError(f"The path /{name} is a directory, not a file")
         if status == "missing":
@@ -268,8 +295,7 @@ class RedisMemoryStore:
             raise MemoryStoreError(
                 f"The file_text must be a string, got {type(file_text).__name__}"
             ) from None
-        with self.db.guard():
-            (status,) = self.db.run(lua.CREATE, target, data)
+        (status,) = self._change(lua.CREATE, target, data)
         if status == "exists":
             raise MemoryStoreError(f"File {display} already exists")
         if status == "notdir":
@@ -297,8 +323,7 @@ class RedisMemoryStore:
                 raise MemoryStoreError(
                     f"Cannot write {display}: the text is not valid Unicode"
                 ) from None
-            with self.db.guard():
-                (status,) = self.db.run(lua.REPLACE_IF, target, version or b"", new_data)
+            (status,) = self._change(lua.REPLACE_IF, target, version or b"", new_data)
             if status == "ok":
                 return result
             if status == "missing":
@@ -319,8 +344,7 @@ class RedisMemoryStore:
         target, display = self._parse_path(path, "delete")
         if not target:
             raise MemoryStoreError("Cannot delete the memory directory itself")
-        with self.db.guard():
-            (status,) = self.db.run(lua.DELETE_PATH, target)
+        (status,) = self._change(lua.DELETE_PATH, target)
         if status == "notdir":
             raise self._not_a_folder(display)
         if status == "missing":
@@ -334,8 +358,7 @@ class RedisMemoryStore:
             raise MemoryStoreError("Cannot rename the memory directory itself")
         if not new:
             raise MemoryStoreError(f"The destination {new_display} already exists")
-        with self.db.guard():
-            (status,) = self.db.run(lua.RENAME, old, new)
+        (status,) = self._change(lua.RENAME, old, new)
         if status == "missing":
             raise MemoryStoreError(f"The path {old_display} does not exist")
         if status == "notdir-old":

@@ -4,17 +4,24 @@ Redis are killed under load. All slow: several launchers each."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
 import pytest
 import redis
 
+from doc_processing_std_tools.embedded_redis import free_port
+from doc_processing_std_tools.memory.redis_connection import RedisMemory
+from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 from helpers.fleet import HAPROXY, ConnectClient, fleet_config, launchers, running_haproxy
+from helpers.paths import SERVERS
 from helpers.redis_server import REDIS_SERVER, SKIP_REASON, running_redis, start_redis
 from helpers.waiting import until, wait_for
 
@@ -27,6 +34,7 @@ needs_haproxy = pytest.mark.skipif(
 )
 LOG = "fleet-writer:log"
 LEASE = 3.0
+OWNER = "{dpt-lock:fleet}:owner"
 
 
 def interleavings(entries: list[bytes]) -> list[str]:
@@ -183,8 +191,6 @@ def test_haproxy_in_front_of_three_launchers_one_killed_under_load(
 
 @needs_haproxy
 def test_redis_restarted_under_load_errors_while_down_and_serves_after(tmp_path: Path) -> None:
-    from doc_processing_std_tools.embedded_redis import free_port
-
     shared = tmp_path / "shared-memory"
     redis_port = free_port()
     server = _redis_on(redis_port, tmp_path)
@@ -315,3 +321,120 @@ def test_a_tokenless_client_on_a_thousand_connections_does_not_lock_out_a_legit_
 
         anyio.run(attack_and_ask)
     assert answers == [200] * 40
+
+
+def _lock_config(folder: Path, lock_port: int, lease: float, server: str) -> Path:
+    """Two launchers' config: the fleet lock on *lock_port* with *lease*, and *server* (YAML of
+    one server entry, ``lock: always``) as ``servers.tool``."""
+    config = folder / "tools.yaml"
+    config.write_text(
+        "transport: {type: http, stateless: true, max_connections_per_client: null}\n"
+        f"lock: {{url: 'redis://127.0.0.1:{lock_port}/0', name: fleet, lease: {lease}}}\n"
+        f"servers:\n  tool:\n{server}    lock: always\n    timeout: 30\n",
+        encoding="utf-8",
+    )
+    return config
+
+
+async def _call(url: str, tool: str, arguments: dict) -> tuple[bool, str]:
+    from fastmcp import Client
+
+    async with Client(url, timeout=60) as client:
+        result = await client.call_tool(tool, arguments, raise_on_error=False)
+    return not result.is_error, "".join(getattr(b, "text", "") for b in result.content)
+
+
+async def test_a_holder_paused_past_its_lease_loses_no_increment(tmp_path: Path) -> None:
+    """The issue's case: lease 2 s; launcher A's call (read a counter in memory-tools' Redis
+    store, wait 3 s, write it plus one) is SIGSTOPped for 6 s while launcher B takes the lock and
+    increments. Before fencing both were acknowledged and the counter ended at 1; now A's write
+    is refused with the lock-lost line (its launcher logs it) and no increment is lost."""
+    lease = 2.0
+    with running_redis(tmp_path) as port:
+        url = f"redis://127.0.0.1:{port}/0"
+        store = redis.Redis(port=port)
+        server = (
+            "    module: helpers.servers.fenced_counter:make_counter\n"
+            f"    settings: {{url: {json.dumps(url)}}}\n"
+        )
+        config = _lock_config(tmp_path, port, lease, server)
+        answers: dict[str, tuple[bool, str]] = {}
+        with launchers(tmp_path, config, 2) as (a, b):
+
+            async def increment(who: str, launched_url: str, hold: float) -> None:
+                answers[who] = await _call(launched_url, "increment", {"hold": hold})
+
+            async with anyio.create_task_group() as group:
+                group.start_soon(increment, "A", a.url, 3.0)
+                await until(lambda: store.exists(OWNER), "launcher A to hold the fleet lock")
+                a.proc.send_signal(signal.SIGSTOP)
+                stopped = time.monotonic()
+                try:
+                    await increment("B", b.url, 0.0)
+                    await anyio.sleep(max(0.0, stopped + 6 - time.monotonic()))  # the pause
+                finally:
+                    a.proc.send_signal(signal.SIGCONT)
+        counter = RedisMemoryStore(RedisMemory(url, "fenced-counter")).read("counter")
+        written = int(store.hget("dpt-memory:{fenced-counter}:meta", "seq") or 0)
+    assert written == int(counter), (written, counter, answers)  # every write was an increment
+    assert answers["B"][0], answers
+    acknowledged = sum(ok for ok, _ in answers.values())
+    assert int(counter) == acknowledged, (counter, answers)  # no increment lost
+    ok, text = answers["A"]
+    assert not ok and "\n" not in text, answers  # (B's grant came first: A's is superseded)
+    assert "was lost before this change was written" in text and "nothing was written" in text
+    log = (tmp_path / "machine-1" / "launcher-1.log").read_text(encoding="utf-8")
+    assert "the fleet lock 'fleet' was lost" in log, log[-2000:]
+
+
+async def test_a_redis_restart_mid_call_grants_nothing_for_one_lease(tmp_path: Path) -> None:
+    """The lock's Redis restarts without persistence while launcher A holds the lock: before,
+    launcher B got it 0.28 s later, while A's call ran. Now nothing is granted until one lease
+    has passed since Redis came back; A's call ends meanwhile, and says its lock was lost."""
+    lease = 2.0
+    log_folder, lock_folder = tmp_path / "log-redis", tmp_path / "lock-redis"
+    log_folder.mkdir()
+    lock_folder.mkdir()
+    with running_redis(log_folder) as log_port:  # the writer's log: not restarted
+        log = redis.Redis(port=log_port)
+        lock_port = free_port()
+        lock_redis = _redis_on(lock_port, lock_folder)
+        try:
+            server = (
+                f"    command: {json.dumps(sys.executable)}\n"
+                f"    args: [{json.dumps(str(SERVERS / 'fleet_writer.py'))}, '{log_port}']\n"
+            )
+            config = _lock_config(tmp_path, lock_port, lease, server)
+            answers: dict[str, tuple[bool, str]] = {}
+            with launchers(tmp_path, config, 2) as (a, b):
+
+                async def write(who: str, launched_url: str, hold: float) -> None:
+                    answers[who] = await _call(launched_url, "write", {"label": who, "hold": hold})
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(write, "a", a.url, 1.5)
+                    await until(
+                        lambda: (
+                            log.lrange(LOG, -1, -1)[:1]
+                            and log.lrange(LOG, -1, -1)[0].startswith(b"enter a")
+                        ),
+                        "A's call to enter",
+                    )
+                    lock_redis.kill()
+                    lock_redis.wait()
+                    lock_redis = _redis_on(lock_port, lock_folder)
+                    back = time.time()  # (Redis answered PING: it came back before this)
+                    await write("b", b.url, 0.0)
+        finally:
+            lock_redis.kill()
+            lock_redis.wait()
+        entries = log.lrange(LOG, 0, -1)
+    assert [e.split()[:2] for e in entries] == [
+        [b"enter", b"a"], [b"exit", b"a"], [b"enter", b"b"], [b"exit", b"b"]
+    ], entries  # fmt: skip
+    granted = float(entries[2].split()[4])
+    print(f"B was granted the lock {granted - back:.2f} s after Redis came back (lease {lease})")
+    assert granted - back >= lease
+    assert answers["b"] == (True, "wrote b"), answers
+    ok, text = answers["a"]
+    assert "\n" not in text and (ok or "was lost" in text), answers

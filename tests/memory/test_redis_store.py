@@ -584,3 +584,84 @@ def test_a_redis_cluster_serves_namespaces_on_different_nodes_as_the_folder_does
         for ns in list(nodes.values())[:2]:
             store = RedisMemoryStore(RedisMemory(url, ns, cluster=True))
             assert tour(store) == expected, ns
+
+
+@pytest.fixture
+def fleet_lock(redis_url: str, request: pytest.FixtureRequest) -> Iterator[object]:
+    """A fleet lock of this test's own on the store's Redis, in use as a launcher's ``lock:``."""
+    from doc_processing_std_tools import locking
+    from doc_processing_std_tools.locking.fleet_lock import FleetLock
+
+    fleet = FleetLock(redis_url, request.node.name, lease=10)
+    locking.use_fleet_lock(fleet)
+    try:
+        yield fleet
+    finally:
+        locking.use_fleet_lock(None)
+        fleet.close()
+
+
+def test_with_a_fleet_lock_each_change_holds_both_locks_for_its_script_only(
+    redis_url: str, fleet_lock: object
+) -> None:
+    """``lock: auto`` lets memory-tools lock itself: on Redis, the process lock and the fleet lock
+    are held while each change script runs (and its grant's number goes with it), not before or
+    after; reads take neither."""
+    import redis as redis_py
+
+    from doc_processing_std_tools.locking import CURRENT_FENCE, PROCESS_LOCK
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
+
+    owner = fleet_lock._keys[0]  # type: ignore[attr-defined]
+    store = RedisMemoryStore(RedisMemory(redis_url, "fenced-holds"))
+    probe = redis_py.Redis.from_url(redis_url)
+    seen: list[tuple[bool, bool, object]] = []
+    run = store.db.run
+
+    def watched(source: str, *args: object, **options: object) -> list[object]:
+        seen.append((PROCESS_LOCK.locked(), bool(probe.exists(owner)), options.get("fence")))
+        return run(source, *args, **options)
+
+    store.db.run = watched  # type: ignore[method-assign]
+    assert store.write("plan", "A") == "Memory 'plan' saved."
+    assert store.create("/notes/a.md", "one\n").startswith("File created")
+    assert store.str_replace("/notes/a.md", "one", "two").startswith("The memory file has been")
+    assert store.rename("/notes/a.md", "/notes/b.md").startswith("Successfully renamed")
+    assert store.delete_path("/notes") == "Successfully deleted /notes"
+    assert store.delete("plan") == "Memory 'plan' deleted."
+    assert len(seen) == 6
+    assert all(locked and held for locked, held, _ in seen), seen
+    fences = [fence for *_, fence in seen]
+    assert all(f is not None and f[0] == fleet_lock.fence_key for f in fences), fences  # type: ignore[attr-defined]
+    assert [f[1] for f in fences] == sorted({f[1] for f in fences})  # a new grant each
+    assert not PROCESS_LOCK.locked() and not probe.exists(owner)
+    assert CURRENT_FENCE.get() is None
+    for read in (lambda: store.search("A"), store.list_keys, lambda: store.view("/")):
+        read()
+    assert len(seen) == 6
+    probe.close()
+
+
+async def test_a_change_under_a_superseded_grant_writes_nothing_and_says_so(
+    redis_url: str, fleet_lock: object
+) -> None:
+    """The launcher holds the lock for the call (``lock: always``); before the write, another
+    launcher's grant superseded it: the script refuses, one line says the lock was lost."""
+    import anyio
+    import redis as redis_py
+
+    from doc_processing_std_tools.locking import hold_async
+    from doc_processing_std_tools.locking.fleet_lock import FleetLockLost
+    from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
+
+    store = RedisMemoryStore(RedisMemory(redis_url, "fenced-superseded"))
+    store.write("counter", "0")
+    probe = redis_py.Redis.from_url(redis_url)
+    async with hold_async():
+        probe.incr(fleet_lock.fence_key)  # type: ignore[attr-defined]
+        with pytest.raises(FleetLockLost) as refused:
+            await anyio.to_thread.run_sync(store.write, "counter", "1")
+    text = str(refused.value)
+    assert "\n" not in text and "was lost" in text and "nothing was written" in text
+    assert store.read("counter") == "0"
+    probe.close()
