@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from .access import AccessRule
 from .audit import AuditConfig
 from .model_base import StrictModel
 from .pins import PinsConfig
@@ -267,6 +268,8 @@ class LauncherConfig(StrictModel):
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     audit: AuditConfig | None = None  # one JSON line per tool call (docs/trust.md)
     rate_limits: list[RateLimitRule] = Field(default_factory=list)  # (docs/trust.md)
+    # who may use which servers, tools and profiles; None: everyone everything (config/access.py)
+    access: list[AccessRule] | None = None
 
     @field_validator("profiles")
     @classmethod
