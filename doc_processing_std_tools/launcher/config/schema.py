@@ -282,6 +282,20 @@ class LauncherConfig(StrictModel):
                 )
         return value
 
+    @model_validator(mode="after")
+    def _access_names(self) -> LauncherConfig:
+        """A server or profile an ``access:`` rule names without a glob must exist: a misspelt
+        name would allow nothing, silently."""
+        for i, rule in enumerate(self.access or ()):
+            for key, known in (("servers", self.servers), ("profiles", self.profiles)):
+                for name in getattr(rule, key):
+                    if not any(c in name for c in "*?[") and name not in known:
+                        raise ValueError(
+                            f"access[{i}].{key}: no {key[:-1]} {name[:100]!r} in the config's "
+                            f"{key} ({', '.join(sorted(known)) or 'none'})"
+                        )
+        return self
+
     @field_validator("transport", mode="before")
     @classmethod
     def _transport_shorthand(cls, value: Any) -> Any:

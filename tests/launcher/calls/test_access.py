@@ -4,6 +4,7 @@ policy's refusal (one line, outcome ``denied``, a WARNING naming the user, an au
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,10 @@ def test_the_config_forms_and_errors_name_the_key(tmp_path: Path) -> None:
         ("access:\n  - {user: alice}\n", "access.0.user"),
         ("access:\n  - {claims: {'bad claim': x}}\n", "access.0.claims"),
         ("access:\n  - {tools: 3}\n", "access.0.tools"),
+        ("access:\n  - {servers: [memroy]}\n", "access[0].servers: no server 'memroy'"),
+        ("access:\n  - {profiles: small}\n", "access[0].profiles: no profile 'small'"),
     ):
-        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        with pytest.raises(ConfigError, match=re.escape(key)):
             load_config(write(tmp_path, bad + servers))
 
 
