@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import getpass
 import json
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,27 +19,30 @@ import pytest
 
 from helpers.idp import AUDIENCE, KeyServer, bearer, rsa_key, signed
 from helpers.launch import Launched, http_launcher, launched, text_of, tool_names
+from helpers.paths import SERVERS as SERVERS_DIR
 from helpers.paths import python_path
 from helpers.rpc import open_session, rpc
 
 pytest.importorskip("joserfc")
 
 PLAIN = "helpers.servers.policy_plain_server:create"
+RELAYED = SERVERS_DIR / "policy_server.py"  # a command: server: its calls are relayed
 SERVERS = f"""\
     servers:
       a: {{module: '{PLAIN}', namespace: a}}
       b: {{module: '{PLAIN}', namespace: b}}
+      c: {{command: '{sys.executable}', args: ['{RELAYED}'], namespace: c}}
       who: {{module: 'helpers.servers.identity_server:whoami_server'}}
     profiles:
       ops: {{search: always}}
       finder: {{search: always}}
 """
-# everyone: the "ready" tools, no profile; alice: all of a, whoami and the finder profile;
+# everyone: the "ready" tools, no profile; alice: all of a and c, whoami, the finder profile;
 # the ops group: b but its secret, whoami, both profiles
 ACCESS = """\
     access:
       - {tools: '*_ready', profiles: []}
-      - {users: alice, servers: [a, who], profiles: finder}
+      - {users: alice, servers: [a, c, who], profiles: finder}
       - {claims: {groups: ops}, servers: [b, who], exclude: b_secret, profiles: [ops, finder]}
 """
 CONFIG = """\
@@ -51,7 +55,10 @@ CONFIG = """\
           audience: {audience}
           jwks_refresh_interval: 0
 """
-OWN = {"slow", "change", "hold", "ready", "secret"}
+OWN = {"slow", "change", "hold", "ready", "secret"}  # a's and b's tools
+RELAYED_OWN = {"slow", "change", "crash", "die", "ready", "secret"}  # c's
+ALICE_SEES = {f"a_{t}" for t in OWN} | {f"c_{t}" for t in RELAYED_OWN} | {"b_ready", "whoami"}
+BOB_SEES = {f"b_{t}" for t in OWN - {"secret"}} | {"a_ready", "c_ready", "whoami"}
 DENIED = "access denied: {user!r} may not call {tool!r} (no rule of access: allows it)"
 
 
@@ -110,15 +117,22 @@ def searched(port: int, headers: dict[str, str], session: str, path: str) -> set
     return {tool["name"] for tool in json.loads(text)}
 
 
+def described(names: set[str]) -> set[str]:
+    """The tools of *names* the search's query finds: a's and b's (described as test tools)."""
+    return {name for name in names if name.startswith(("a_", "b_"))}
+
+
 def test_two_users_at_once_list_and_call_what_the_rules_allow(users: Users) -> None:
     port = users.daemon.port
     alice = open_session(port, headers=users.alice)
     bob = open_session(port, headers=users.bob)
-    assert listed(port, users.alice, alice) == {f"a_{t}" for t in OWN} | {"b_ready", "whoami"}
-    assert listed(port, users.bob, bob) == {f"b_{t}" for t in OWN - {"secret"}} | {
-        "a_ready",
-        "whoami",
-    }
+    assert listed(port, users.alice, alice) == ALICE_SEES
+    assert listed(port, users.bob, bob) == BOB_SEES
+    assert call(port, users.alice, alice, "c_change") == (False, "change")  # (relayed)
+    assert call(port, users.bob, bob, "c_change") == (
+        True,
+        DENIED.format(user="bob", tool="c_change"),
+    )
     assert call(port, users.alice, alice, "a_change") == (False, "changed")
     assert call(port, users.bob, bob, "b_change") == (False, "changed")
     assert call(port, users.alice, alice, "whoami") == (False, "alice")
@@ -151,10 +165,7 @@ def test_profiles_search_and_a_session_used_at_another_endpoint(users: Users) ->
             "(no rule of access: allows it)"
         )
     # her session of /mcp at /mcp/finder: search and call_tool see only her tools
-    # (the query matches the test tools' descriptions, not whoami's)
-    assert searched(port, users.alice, alice, "/mcp/finder") == {f"a_{t}" for t in OWN} | {
-        "b_ready"
-    }
+    assert searched(port, users.alice, alice, "/mcp/finder") == described(ALICE_SEES)
     assert call(port, users.alice, alice, "call_tool", "/mcp/finder", name="a_change") == (
         False,
         "changed",
@@ -163,12 +174,11 @@ def test_profiles_search_and_a_session_used_at_another_endpoint(users: Users) ->
     assert (failed, text) == (True, DENIED.format(user="alice", tool="b_secret"))
     # bob opens his session at /mcp/ops and uses it at /mcp/finder and /mcp too
     bob = open_session(port, headers=users.bob, path="/mcp/ops")
-    bob_tools = {f"b_{t}" for t in OWN - {"secret"}} | {"a_ready", "whoami"}
     for path in ("/mcp/ops", "/mcp/finder"):
-        assert searched(port, users.bob, bob, path) == bob_tools - {"whoami"}
+        assert searched(port, users.bob, bob, path) == described(BOB_SEES)
         failed, text = call(port, users.bob, bob, "call_tool", path, name="b_secret")
         assert (failed, text) == (True, DENIED.format(user="bob", tool="b_secret"))
-    assert listed(port, users.bob, bob) == bob_tools
+    assert listed(port, users.bob, bob) == BOB_SEES
 
 
 async def test_over_stdio_only_rules_naming_no_one_apply_to_the_local_user(
