@@ -19,6 +19,7 @@ class Outcome(StrEnum):
     LOCK_LOST = "lock_lost"  # the fleet lock's lease ran out during the call (lock.lease)
     CANCELLED = "cancelled"  # the client cancelled it (or the launcher stopped)
     RATE_LIMITED = "rate_limited"  # over a limit of rate_limits: refused, nothing was done
+    DENIED = "denied"  # no rule of access: lets this caller use the tool: refused, nothing done
     ERROR = "error"  # anything else: an unexpected exception
 
 

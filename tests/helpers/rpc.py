@@ -143,18 +143,28 @@ def rpc(
     host: str | None = "default",
     headers: dict[str, str] | None = None,
     request_id: int | None = 1,
+    path: str = "/mcp",
 ) -> Reply:
-    """A JSON-RPC message POSTed to /mcp as the official clients do (no id: a notification)."""
+    """A JSON-RPC message POSTed to *path* as the official clients do (no id: a notification)."""
     body = json.dumps(message(method, params, id=request_id)).encode()
     all_headers = {**rpc_headers(session), **(headers or {})}
-    return request(port, "POST", "/mcp", host=host, headers=all_headers, body=body)
+    return request(port, "POST", path, host=host, headers=all_headers, body=body)
 
 
-def open_session(port: int, headers: dict[str, str] | None = None, client: str = "test") -> str:
-    """Initialize an MCP session over raw HTTP; returns its id."""
-    reply = rpc(port, "initialize", initialize_params(client), headers=headers)
+def open_session(
+    port: int, headers: dict[str, str] | None = None, client: str = "test", path: str = "/mcp"
+) -> str:
+    """Initialize an MCP session over raw HTTP (at *path*); returns its id."""
+    reply = rpc(port, "initialize", initialize_params(client), headers=headers, path=path)
     assert reply.status == 200, reply
     session = reply.headers["mcp-session-id"]
-    done = rpc(port, "notifications/initialized", session=session, headers=headers, request_id=None)
+    done = rpc(
+        port,
+        "notifications/initialized",
+        session=session,
+        headers=headers,
+        request_id=None,
+        path=path,
+    )
     assert done.status == 202, done
     return session

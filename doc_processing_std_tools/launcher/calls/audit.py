@@ -61,11 +61,14 @@ ERROR_EVERY = 60.0  # seconds between two log lines about a failing audit file
 @dataclass(frozen=True, slots=True)
 class Caller:
     """Who made a call: the user (a JWT's ``sub``, a static token's name, the local user over
-    stdio), the MCP session, and the client's name from its ``initialize``."""
+    stdio), the MCP session, and the client's name from its ``initialize``. *claims*: the
+    verified token's claims (empty for a static token); None without a verified credential
+    (stdio, anonymous HTTP): then only ``access:`` rules that name no one apply."""
 
     user: str | None
     session: str | None = None
     client: str | None = None
+    claims: Mapping[str, Any] | None = None
 
 
 def canonical_arguments(arguments: Any) -> bytes:

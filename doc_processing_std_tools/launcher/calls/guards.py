@@ -1,9 +1,9 @@
-"""What a composition asks of every call beyond its tool's own rules: the audit log and the
-rate limits (``audit:`` and ``rate_limits:``; docs/trust.md).
+"""What a composition asks of every call beyond its tool's own rules: per-user access, the
+audit log and the rate limits (``access:``, ``audit:`` and ``rate_limits:``; docs/trust.md).
 
 One :class:`CallGuards` per composition, shared by every tool's :class:`~.policy.CallPolicy`,
-which asks it at the start of each call (:meth:`CallGuards.begin`: who is calling, a token from
-the buckets) and at its end (:meth:`CallGuards.end`: the audit line, written before the
+which asks it at the start of each call (:meth:`CallGuards.begin`: who is calling, whether
+they may, a token from the buckets) and at its end (:meth:`CallGuards.end`: the audit line, written before the
 answer). Who is calling is told by the layer that knows (the transports' identity), through
 :attr:`CallGuards.identify`, set when the composition is built.
 """
@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..config.schema import LoadedConfig
+from .access import Access
 from .audit import AuditLog, Caller, CallNote, audit_entry, trace_id_of
 from .rate_limits import RateLimits
 
@@ -37,28 +38,31 @@ def anonymous(session: Any, headers: Mapping[str, str] | None) -> Caller:
 
 
 class CallGuards:
-    """The audit log and the rate limits of one composition (either may be None)."""
+    """The access rules, the audit log and the rate limits of one composition (any may be
+    None)."""
 
-    __slots__ = ("audit", "identify", "limits")
+    __slots__ = ("access", "audit", "identify", "limits")
 
     def __init__(
         self,
         audit: AuditLog | None = None,
         limits: RateLimits | None = None,
         identify: Identify = anonymous,
+        access: Access | None = None,
     ) -> None:
-        self.audit, self.limits = audit, limits
+        self.audit, self.limits, self.access = audit, limits, access
         self.identify = identify
 
     @classmethod
     def of(cls, loaded: LoadedConfig) -> CallGuards | None:
-        """What *loaded* asks for; None when it asks for neither (calls then pay nothing)."""
+        """What *loaded* asks for; None when it asks for none of them (calls then pay nothing)."""
         config = loaded.config
-        if config.audit is None and not config.rate_limits:
+        if config.audit is None and not config.rate_limits and config.access is None:
             return None
         audit = AuditLog.from_config(config.audit, loaded) if config.audit is not None else None
         limits = RateLimits(config.rate_limits, config.lock) if config.rate_limits else None
-        return cls(audit, limits)
+        access = Access(config.access) if config.access is not None else None
+        return cls(audit, limits, access=access)
 
     def caller(self, session: Any, headers: Mapping[str, str] | None) -> Caller:
         return self.identify(session, headers)

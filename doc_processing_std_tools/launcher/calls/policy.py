@@ -7,8 +7,9 @@ needs (:class:`LockMode`). It ends with an outcome, reported once to the call's 
 span, and, when it failed, with the answer the client reads (:class:`.failures.CallFailed`).
 
 Beyond its tool's own rules, a call answers to its composition's :class:`~.guards.CallGuards`
-(when the config asks for an audit log or rate limits): a call over a limit is refused before
-anything else, and every call's audit line is written at its end, before its answer is sent.
+(when the config asks for access rules, an audit log or rate limits): a call its caller may not
+make (``access:``), then a call over a limit, is refused before anything else, and every call's
+audit line is written at its end, before its answer is sent.
 
 Every path awaits the call through :meth:`CallPolicy.run` (or :meth:`CallPolicy.around_fastmcp`
 for a tool fastmcp calls). A second way, serving a relayed call from event-loop callbacks when
@@ -40,6 +41,7 @@ from ...locking import (
 from ...locking.fleet_lock import FENCE_META_KEY, FleetLockLost, FleetLockUnavailable
 from ...seams.fastmcp_server import request_sources
 from ...telemetry import CallRecord, Outcome, Telemetry, result_outcome, traced_params
+from .access import Access
 from .audit import Caller, CallNote, trace_id_of
 from .failures import CallFailed
 from .guards import CallGuards
@@ -192,6 +194,8 @@ class CallPolicy:
             if guards is not None:
                 caller = guards.caller(session, headers)
                 note = guards.begin(caller, arguments, meta, headers)
+                if guards.access is not None:
+                    self._admit(guards.access, caller)
                 if guards.limits is not None:
                     await self._take(guards.limits, caller)
             result = await self._admitted(call)
@@ -211,6 +215,13 @@ class CallPolicy:
                 self._audit(note, outcome, record)
             if record is not None:
                 record.end(outcome)
+
+    def _admit(self, access: Access, caller: Caller) -> None:
+        rules = self.rules
+        refusal = access.tool_refusal(caller, rules.server, rules.tool)
+        if refusal is not None:
+            log.warning("%s (server %r)", refusal, rules.server)
+            raise CallFailed(refusal, Outcome.DENIED, log_level=logging.INFO)
 
     async def _take(self, limits: RateLimits, caller: Caller) -> None:
         try:

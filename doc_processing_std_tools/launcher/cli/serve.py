@@ -81,6 +81,8 @@ async def serve(
                 listener,
                 metrics=metrics,
                 profiles=_profiles(composition),
+                access=composition.guards.access if composition.guards is not None else None,
+                default_profile=_default_profile(composition),
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
@@ -99,6 +101,13 @@ def _profiles(composition: Composition) -> list[str]:
     """The profiles served at ``<path>/NAME`` (``compose/profile_gate.py``)."""
     gate = gate_of(composition.root)
     return gate.served() if gate is not None else []
+
+
+def _default_profile(composition: Composition) -> str | None:
+    """The profile a connection naming none is served (the launch's ``--profile``), or None."""
+    gate = gate_of(composition.root)
+    default = gate.default if gate is not None else None
+    return default if default in (gate.served() if gate is not None else []) else None
 
 
 def terminal_hint(composition: Composition, tools: str) -> str:

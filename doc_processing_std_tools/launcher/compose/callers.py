@@ -5,6 +5,8 @@ both the transports' identity and the sessions are known, for the calls layer be
   (``token-2``), ``anonymous`` without auth; over stdio, the local user.
 - session: the HTTP ``Mcp-Session-Id``; over stdio, one id per launcher run.
 - client: the ``clientInfo.name`` of the session's ``initialize``.
+- claims: over HTTP with a token, its verified claims (``{}`` for a static token), for
+  ``access:`` rules; None over stdio and without a token.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ...seams.server_sessions import client_name
 from ..calls.audit import Caller
 from ..calls.guards import CallGuards, local_user
 from ..config.schema import LoadedConfig
-from ..transports.identity import current_caller, stdio_client
+from ..transports.identity import current_caller, current_claims, stdio_client
 
 SESSION_HEADER = "mcp-session-id"
 
@@ -34,7 +36,8 @@ class Callers:
     def __call__(self, session: Any, headers: Mapping[str, str] | None) -> Caller:
         if headers is not None:
             user = current_caller() or "anonymous"
-            return Caller(user, headers.get(SESSION_HEADER), client_name(session))
+            session_id = headers.get(SESSION_HEADER)
+            return Caller(user, session_id, client_name(session), current_claims())
         client = client_name(session) if session is not None else stdio_client()
         stdio = self._stdio
         if stdio is None or stdio.client != client:
@@ -44,7 +47,7 @@ class Callers:
 
 def call_guards(loaded: LoadedConfig) -> CallGuards | None:
     """The composition's guards, naming callers with :class:`Callers`; None when the config
-    asks for neither an audit log nor rate limits."""
+    asks for no access rules, audit log or rate limits."""
     guards = CallGuards.of(loaded)
     if guards is not None:
         guards.identify = Callers()

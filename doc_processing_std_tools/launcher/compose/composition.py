@@ -28,6 +28,7 @@ from ..calls.pin_gate import PinGate
 from ..config.schema import LoadedConfig
 from ..external.relay import ToolRelay
 from ..external.session_transports import ExternalStartError
+from .access_gate import install_access
 from .building import build_servers
 from .callers import call_guards
 from .exposure import Exposure, refuse_bad_names
@@ -70,7 +71,7 @@ class Composition:
     # late mounts not listed yet -> set once their server is up and listed (or failed)
     starting: dict[str, Any] = field(default_factory=dict)
     telemetry: Telemetry = field(default_factory=Telemetry)  # metrics, spans
-    guards: CallGuards | None = None  # the audit log and rate limits (calls/guards.py)
+    guards: CallGuards | None = None  # access, audit log, rate limits (calls/guards.py)
     # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
     on_tools_changed: Callable[[Composition], None] | None = None
     pins: PinGate = field(default_factory=PinGate)  # the lock file's verdicts (compose/pinning.py)
@@ -301,4 +302,5 @@ async def compose(
     Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
+    install_access(composition)  # (before the relay: lists are cut per caller)
     return composition

@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from .access import AccessRule
 from .audit import AuditConfig
 from .model_base import StrictModel
 from .pins import PinsConfig
@@ -269,6 +270,8 @@ class LauncherConfig(StrictModel):
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     audit: AuditConfig | None = None  # one JSON line per tool call (docs/trust.md)
     rate_limits: list[RateLimitRule] = Field(default_factory=list)  # (docs/trust.md)
+    # who may use which servers, tools and profiles; None: everyone everything (config/access.py)
+    access: list[AccessRule] | None = None
 
     @field_validator("profiles")
     @classmethod
@@ -280,6 +283,20 @@ class LauncherConfig(StrictModel):
                     "it becomes the path /mcp/NAME)"
                 )
         return value
+
+    @model_validator(mode="after")
+    def _access_names(self) -> LauncherConfig:
+        """A server or profile an ``access:`` rule names without a glob must exist: a misspelt
+        name would allow nothing, silently."""
+        for i, rule in enumerate(self.access or ()):
+            for key, known in (("servers", self.servers), ("profiles", self.profiles)):
+                for name in getattr(rule, key):
+                    if not any(c in name for c in "*?[") and name not in known:
+                        raise ValueError(
+                            f"access[{i}].{key}: no {key[:-1]} {name[:100]!r} in the config's "
+                            f"{key} ({', '.join(sorted(known)) or 'none'})"
+                        )
+        return self
 
     @field_validator("transport", mode="before")
     @classmethod

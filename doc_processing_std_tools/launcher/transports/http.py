@@ -35,12 +35,13 @@ import uvicorn
 from fastmcp.server.http import HostOriginGuardMiddleware, StreamableHTTPASGIApp, create_base_app
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.middleware import Middleware
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ...locking.fleet_lock import client_url
 from ...seams.fastmcp_server import additional_http_routes, lifespan_manager, low_level_server
 from ...seams.http_sessions import open_http_sessions, session_manager
+from ..calls.access import Access
 from ..config.transport import TransportConfig
 from .asgi import (
     AccessLog,
@@ -55,6 +56,7 @@ from .asgi import (
 )
 from .auth import IncomingAuth
 from .header_guard import slow_header_guard
+from .identity import scope_caller
 
 if sys.platform != "win32":
     import resource
@@ -85,11 +87,15 @@ async def serve_http(
     listener: socket.socket,
     profiles: Sequence[str] = (),
     metrics: Metrics | None = None,
+    access: Access | None = None,
+    default_profile: str | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
     Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profile_gate.py``).
-    With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections).
+    With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections). With
+    *access*, a profile's endpoint (and the plain one, serving *default_profile*) answers 403
+    to a caller its rules do not let use the profile.
     """
     soft_limit = raise_open_file_limit()
     max_connections = transport.max_connections
@@ -101,7 +107,7 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(root, states, transport, requests, profiles, metrics)
+    app = build_app(root, states, transport, requests, profiles, metrics, access, default_profile)
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -186,6 +192,8 @@ def build_app(
     requests: InFlight | None = None,
     profiles: Sequence[str] = (),
     metrics: Metrics | None = None,
+    access: Access | None = None,
+    default_profile: str | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
     endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
@@ -207,6 +215,11 @@ def build_app(
         mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
     auth = IncomingAuth(transport, resource_name=root.name)
     protected = auth.protected
+
+    def profile_endpoint(app: ASGIApp, profile: str | None) -> ASGIApp:
+        if access is None or profile is None:
+            return app
+        return ProfileAccess(app, profile, access)
 
     middleware = [
         Middleware(AccessLog),
@@ -230,14 +243,14 @@ def build_app(
         ),
         Route(
             transport.path,
-            endpoint=protected(mcp_endpoint),
+            endpoint=protected(profile_endpoint(mcp_endpoint, default_profile)),
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
         *auth.routes(),
         *(
             Route(
                 f"{transport.path.rstrip('/')}/{name}",
-                endpoint=protected(ProfileTag(mcp_endpoint, name)),
+                endpoint=protected(profile_endpoint(ProfileTag(mcp_endpoint, name), name)),
                 methods=["POST", "DELETE"] if transport.stateless else None,
             )
             for name in profiles
@@ -292,6 +305,23 @@ class ProfileTag:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[PROFILE_SCOPE_KEY] = self.name
+        await self.app(scope, receive, send)
+
+
+class ProfileAccess:
+    """A profile's MCP endpoint, opened only by the callers ``access:`` lets use the profile:
+    any other request is answered 403 with one line, whatever session it names."""
+
+    def __init__(self, app: ASGIApp, profile: str, access: Access) -> None:
+        self.app, self.profile, self.access = app, profile, access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.access.profile_refusal(scope_caller(scope), self.profile)
+            if refusal is not None:
+                log.warning("%s", refusal)
+                await PlainTextResponse(refusal, status_code=403)(scope, receive, send)
+                return
         await self.app(scope, receive, send)
 
 

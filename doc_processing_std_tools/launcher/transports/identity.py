@@ -18,6 +18,8 @@ from typing import Any
 
 from fastmcp.server.dependencies import get_access_token
 
+from ..calls.audit import Caller
+
 # (the ASGI shapes, as in .asgi; not imported from there, which imports this module)
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -27,6 +29,7 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]")
 _subject: ContextVar[str | None] = ContextVar("dpt_caller_subject", default=None)
 _caller: ContextVar[str | None] = ContextVar("dpt_caller_name", default=None)
+_token: ContextVar[Any] = ContextVar("dpt_caller_token", default=None)
 _stdio_client: list[str | None] = [None]  # (one stdio client per process: its initialize)
 
 
@@ -62,6 +65,37 @@ def current_caller() -> str | None:
     if token is not None:
         return subject_of(token) or _clean(getattr(token, "client_id", None))
     return _caller.get()
+
+
+def current_claims() -> dict[str, Any] | None:
+    """The verified claims of the caller being served over HTTP, for ``access:`` rules: a JWT's
+    claims, ``{}`` for a static token, None without a token (nothing verified)."""
+    try:
+        token = get_access_token()
+    except RuntimeError:
+        token = None
+    if token is None:
+        token = _token.get()
+    return claims_of(token) if token is not None else None
+
+
+def claims_of(access_token: Any) -> dict[str, Any]:
+    """A verified token's claims (``{}`` for a static token)."""
+    claims = getattr(access_token, "claims", None)
+    return dict(claims) if isinstance(claims, dict) else {}
+
+
+def scope_token(scope: Scope) -> Any:
+    """The verified access token of an authenticated ASGI request, or None."""
+    return getattr(scope.get("user"), "access_token", None)
+
+
+def scope_caller(scope: Scope) -> Caller:
+    """Who sent an HTTP request, for ``access:`` rules: named as :func:`caller_name` does
+    (``anonymous`` without a token), with the token's verified claims (None without one)."""
+    token = scope_token(scope)
+    claims = claims_of(token) if token is not None else None
+    return Caller(caller_name(scope) or "anonymous", claims=claims)
 
 
 def note_stdio_client(params: Any) -> None:
@@ -121,10 +155,12 @@ class CallerIdentity:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        token = getattr(scope.get("user"), "access_token", None)
+        token = scope_token(scope)
         reset = _caller.set(caller_name(scope))
+        reset_token = _token.set(token)
         try:
             with acting_as(subject_of(token) if token is not None else None):
                 await self.app(scope, receive, send)
         finally:
+            _token.reset(reset_token)
             _caller.reset(reset)

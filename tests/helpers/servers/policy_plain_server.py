@@ -46,6 +46,10 @@ async def _ready(arguments: dict[str, Any]) -> str:
     return "ready"
 
 
+async def _secret(arguments: dict[str, Any]) -> str:  # (the tests' access: rules deny it)
+    return "secret"
+
+
 class PlainTool(Tool):
     """A tool answering one text block, with the plain call the stdio fast path uses."""
 
@@ -83,6 +87,7 @@ def create() -> FastMCP:
         ("change", _change, _schema(), False),
         ("hold", _hold, _schema("started", "release"), False),
         ("ready", _ready, _schema(), True),
+        ("secret", _secret, _schema(), True),
     ]
     for name, body, parameters, read_only in tools:
         server.add_tool(

@@ -35,6 +35,7 @@ TOOLS = [
     {"name": "crash", "inputSchema": NONE, "annotations": READ_ONLY},
     {"name": "die", "inputSchema": NONE, "annotations": READ_ONLY},
     {"name": "ready", "inputSchema": NONE, "annotations": READ_ONLY},
+    {"name": "secret", "inputSchema": NONE, "annotations": READ_ONLY},  # (access: denies it)
 ]
 
 
@@ -53,7 +54,7 @@ def call(request_id: Any, name: str, arguments: dict[str, Any]) -> None:
         Path(arguments["started"]).write_text("started")  # and no answer: it runs on
     elif name in ("crash", "die"):
         os.kill(os.getpid(), signal.SIGKILL)
-    elif name in ("change", "ready"):
+    elif name in ("change", "ready", "secret"):
         text(request_id, name)
     else:
         send({"id": request_id, "error": {"code": -32602, "message": f"no tool {name!r}"}})

@@ -52,6 +52,11 @@ def ready() -> str:
     return "ready"
 
 
+@server.tool(annotations=READ_ONLY)
+def secret() -> str:  # (the tests' access: rules deny it)
+    return "secret"
+
+
 if __name__ == "__main__":
     listener = socket.socket(fileno=int(sys.argv[1]))
     server.run(

@@ -2,8 +2,8 @@
 can go, each ending with the same outcome label, exactly one count in ``dpt_tool_calls_total``,
 exactly one span, exactly one audit line (issue 36 §3: written before the answer, so it is in
 the file when the answer arrives), and the same answer text once the tool's and server's names
-are taken out. A call over a rate limit (issue 36 §4) is one more failure, refused the same way
-on every path.
+are taken out. A call over a rate limit (issue 36 §4), and a call its caller may not make
+(issue 36 §2, ``access:``), are more failures, refused the same way on every path.
 
 Real parts: two launchers (``tests/helpers/servers/policy_launcher.py``: the real CLI, its telemetry read
 exactly), one over stdio and one over streamable HTTP, each shared by the cells of its ways;
@@ -74,7 +74,15 @@ OBSERVER_LINE = re.compile(r"policy observer on port (\d+)")
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
 CANCELLED_BY_TRANSPORT = -32800  # what the SDK's HTTP transport closes a cancelled POST with
 
-FAILURES = ("lock_timeout", "timeout", "refusal", "crash", "cancelled", "rate_limited")
+FAILURES = (
+    "lock_timeout",
+    "timeout",
+    "refusal",
+    "crash",
+    "cancelled",
+    "rate_limited",
+    "access_denied",
+)
 OUTCOMES = {
     "lock_timeout": "lock_timeout",
     "timeout": "timeout",
@@ -82,10 +90,13 @@ OUTCOMES = {
     "crash": "unavailable",
     "cancelled": "cancelled",
     "rate_limited": "rate_limited",
+    "access_denied": "denied",
 }
 AUDIT = "audit.jsonl"  # beside each launcher's config
 # one call of each long-timeout server's "change" an hour, per user and tool: the second is refused
 RATE_LIMITS = "rate_limits:\n  - {tools: '*long_change', rate: 1/h, burst: 1, per: user_tool}\n"
+# every caller may use every tool but the long-timeout servers' "secret"
+ACCESS = "access:\n  - {exclude: '*long_secret'}\n"
 RETRY = re.compile(r"retry in \d+ s")
 _NAMED = CallPolicy(ToolRules(server="<server>", tool="<tool>", lock=LockMode.HELD, timeout=SHORT))
 # The answer each failure gets, on every path: the policy's own text; a server that went down
@@ -100,6 +111,7 @@ ANSWERS = {
         "rate limit: '<tool>' was called too often by '<user>'; retry in N s "
         "(rate_limits[0]: 1/h, burst 1)"
     ),
+    "access_denied": "access denied: '<user>' may not call '<tool>' (no rule of access: allows it)",
 }
 
 
@@ -539,7 +551,12 @@ class HttpLauncher(Launcher):
 
 # -- fixtures ----------------------------------------------------------------------------------
 
-CHECKED_TOOLS = ("_slow", "_change", "_crash")  # the tools whose every call a cell checks
+CHECKED_TOOLS = (
+    "_slow",
+    "_change",
+    "_crash",
+    "_secret",
+)  # the tools whose every call a cell checks
 
 
 def external(name: str, timeout: float, down_file: Path | None = None) -> str:
@@ -562,6 +579,7 @@ def stdio_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StdioLa
     config.write_text(
         f"audit: {{path: {AUDIT}}}\n"
         + RATE_LIMITS
+        + ACCESS
         + "servers:\n"
         + in_process("holder", 60)
         + in_process("plainshort", SHORT)
@@ -591,7 +609,10 @@ def http_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpLaun
         for (name, server), timeout in zip(url_servers.items(), (SHORT, 60), strict=True)
     )
     config.write_text(
-        f"audit: {{path: {AUDIT}}}\n" + RATE_LIMITS + "profiles:\n  finder: {search: always}\n"
+        f"audit: {{path: {AUDIT}}}\n"
+        + RATE_LIMITS
+        + ACCESS
+        + "profiles:\n  finder: {search: always}\n"
         "servers:\n"
         + in_process("holder", 60)
         + in_process("inpshort", SHORT)
@@ -712,6 +733,11 @@ def rate_limited(cell: Cell) -> dict[str, Any]:
     return answer
 
 
+def access_denied(cell: Cell) -> dict[str, Any]:
+    """The caller may not call the tool (``access:``): refused, nothing done."""
+    return cell.launcher.reply(cell.start("secret", {}))
+
+
 RUNS: dict[str, Callable[[Cell], dict[str, Any] | None]] = {
     "lock_timeout": lock_timeout,
     "timeout": timeout,
@@ -719,6 +745,7 @@ RUNS: dict[str, Callable[[Cell], dict[str, Any] | None]] = {
     "crash": crash,
     "cancelled": cancelled,
     "rate_limited": rate_limited,
+    "access_denied": access_denied,
 }
 
 
@@ -762,6 +789,7 @@ def named(text: str, server: str, tool: str, user: str = "") -> str:
     text = text.replace(tool, "<tool>").replace(server, "<server>")
     if user:
         text = text.replace(f"by {user!r}", "by '<user>'")
+        text = text.replace(f"{user!r} may not", "'<user>' may not")
     return RETRY.sub("retry in N s", text)
 
 
