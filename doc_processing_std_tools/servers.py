@@ -178,7 +178,7 @@ class NoSettings(ServerSettings):
     """A ready-made server takes no settings: any key is refused."""
 
 
-def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
+def spec_from_factory(factory: Callable[..., FastMCP], label: str) -> ServerSpec:
     """A spec whose settings are *factory*'s keyword parameters, validated by pydantic."""
     try:
         hints = inspect.get_annotations(factory, eval_str=True)

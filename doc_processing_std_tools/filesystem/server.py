@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 from .base import MAX_TREE_DEPTH, EditOperation, FileSystemError
 from .sessions import SessionFileSystems
 from .settings import SERVER_NAME, Settings
+from .tools import FileSystem
+
+T = TypeVar("T")
 
 PathArg = Annotated[
     str,
@@ -66,11 +69,13 @@ def create_server(settings: Settings) -> FastMCP:
 
     from ..shared.checked_tools import check_arguments
 
-    fs: Any = SessionFileSystems(settings)
-    mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))
+    systems = SessionFileSystems(settings)
+    # Each FileSystem method, looked up on the calling session's FileSystem (its __getattr__).
+    fs = cast(FileSystem, systems)
+    mcp = FastMCP(SERVER_NAME, instructions=_instructions(systems))
 
     @tool_errors(FileSystemError)
-    def call(fn: Callable[..., Any], *args: Any) -> Any:
+    def call(fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
 
     def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:

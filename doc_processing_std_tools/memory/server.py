@@ -103,7 +103,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         return register
 
     @tool_errors(MemoryStoreError)
-    def run(method: Any, *args: Any) -> str:
+    def run(method: Callable[..., str], *args: Any) -> str:
         return method(*args)
 
     @tool(

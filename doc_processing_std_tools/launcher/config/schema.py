@@ -50,6 +50,30 @@ from .yaml_file import (
     parse_yaml,
 )
 
+__all__ = [  # ConfigError and describe_validation_error are re-exported from yaml_file
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_NAME",
+    "DEFAULT_PING_TIMEOUT",
+    "DEFAULT_START_GRACE",
+    "DEFAULT_START_TIMEOUT",
+    "HEADER_NAME",
+    "NAMESPACE_PATTERN",
+    "PROFILE_NAME_PATTERN",
+    "ConfigError",
+    "LauncherConfig",
+    "LoadedConfig",
+    "LockConfig",
+    "OAuthSettings",
+    "ProfileConfig",
+    "ServerEntry",
+    "TelemetryConfig",
+    "ToolFilter",
+    "UpstreamAuth",
+    "describe_validation_error",
+    "load_config",
+]
+
 DEFAULT_NAME = "doc-processing-std-tools"
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
 HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110's token

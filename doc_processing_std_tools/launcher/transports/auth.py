@@ -163,7 +163,7 @@ def one_line_refusals() -> None:
             logger.addFilter(_OneLineRefusals())
 
 
-def static_bearer_tokens(tokens: list[str]) -> Any:
+def static_bearer_tokens(tokens: list[str]) -> TokenVerifier:
     """A fastmcp ``TokenVerifier`` for fixed tokens, compared in constant time.
 
     (fastmcp's ``StaticTokenVerifier`` looks tokens up in a dict: not constant-time.)
@@ -171,7 +171,7 @@ def static_bearer_tokens(tokens: list[str]) -> Any:
     return StaticBearerTokens(tokens)
 
 
-def jwt_verifier(config: JwtAuthConfig) -> Any:
+def jwt_verifier(config: JwtAuthConfig) -> TokenVerifier:
     """fastmcp's ``JWTVerifier`` for *config*, refusing tokens that name no subject or expiry.
 
     Without ``sub`` a call could not be told apart from the daemon's own identity
@@ -236,7 +236,7 @@ class SayFailures(httpx2.AsyncHTTPTransport):
         return response
 
 
-def caller_tokens(static: Any, by_jwt: Any) -> Any:
+def caller_tokens(static: TokenVerifier | None, by_jwt: TokenVerifier | None) -> TokenVerifier:
     """One verifier for both: a static token first (cheap, constant-time), then a JWT."""
     return CallerTokens(static, by_jwt)
 
@@ -260,7 +260,7 @@ class StaticBearerTokens(TokenVerifier):
 class CallerTokens(TokenVerifier):
     """A static token first (cheap, constant-time), then a JWT."""
 
-    def __init__(self, static: Any, by_jwt: Any) -> None:
+    def __init__(self, static: TokenVerifier | None, by_jwt: TokenVerifier | None) -> None:
         super().__init__()
         self.static, self.by_jwt = static, by_jwt
 
