@@ -62,7 +62,18 @@ OffsetArg = Annotated[
 
 
 def create_server(settings: Settings) -> FastMCP:
-    """Build the ``filesystem`` server on *settings* (roots must exist)."""
+    """Build the ``filesystem`` server on *settings*.
+
+    Args:
+        settings: The server's settings; with ``read_only`` only the reading tools are
+            registered.
+
+    Returns:
+        A new FastMCP server with the reference filesystem tools.
+
+    Raises:
+        ValueError: A root in the settings does not exist or is not a folder.
+    """
     # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent

@@ -223,13 +223,25 @@ async def compose(
     One step: a :class:`Composition` that exists can be served as it is (call
     :meth:`Composition.aclose` when done with it). External servers are started
     or reached here; one that fails is skipped, unless it is ``required`` or
-    *strict* is set. With a *grace* (seconds), an external server that is not ``required`` and
-    still starting then is mounted with nothing listed (:attr:`Mount.late`), so serving
-    begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
-    :class:`CompositionError` for tools that cannot be served together and
-    :class:`ServerStartError` for a required server that cannot start. *telemetry*
-    observes every call (default: what the config's ``telemetry`` asks for); *pins* judges
-    every definition (default: the config's ``pins`` and lock file).
+    *strict* is set.
+
+    Args:
+        loaded: The validated config (:func:`~..config.load_config`).
+        strict: Fail instead of skipping a server that cannot start.
+        only: The mount names to build; all enabled servers when ``None``.
+        grace: Seconds to wait for external servers still starting; then one that is not
+            ``required`` is mounted with nothing listed (:attr:`Mount.late`), so serving
+            begins, and its lists follow when it is up. ``None``: wait for each to start.
+        telemetry: Observes every call; default: what the config's ``telemetry`` asks for.
+        pins: Judges every definition; default: the config's ``pins`` and lock file.
+
+    Returns:
+        The composed server with its mounts and the servers skipped (and why).
+
+    Raises:
+        ConfigError: A server's settings are wrong.
+        CompositionError: Tools cannot be served together (a name collision, a bad name).
+        ServerStartError: A required server (any, with *strict*) cannot start.
     """
     if telemetry is None:
         telemetry = telemetry_of(loaded)
