@@ -58,8 +58,12 @@ WARN = "WARN"  # it serves, but probably not as meant
 class ServerLoadError(DptError):
     """A server could not be found, imported or built; the message says how to fix it.
 
-    ``extra`` names the pip extra to install when the cause is a missing optional
-    dependency; the launcher then skips that server and serves the others.
+    Args:
+        message: The one-line message, naming the fix.
+        extra: The pip extra to install when the cause is a missing optional dependency;
+            the launcher then skips that server and serves the others.
+        config_error: The config names something wrong (an unknown server, a missing
+            attribute), rather than the server failing to start.
     """
 
     def __init__(

@@ -86,7 +86,12 @@ class Composition:
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
     def external_states(self) -> dict[str, str]:
-        """Each external server's state by mount name (a skipped one: ``failed``)."""
+        """Each external server's state by mount name (a skipped one: ``failed``).
+
+        Returns:
+            Mount name to state: ``up``, ``starting``, ``restarting``, ``needs-login`` or
+            ``failed``.
+        """
         states = {m.name: m.state for m in self.mounts if m.supervisor is not None}
         entries = self.loaded.config.servers
         for name, _why in self.skipped:
@@ -96,12 +101,21 @@ class Composition:
         return states
 
     def external_restarts(self) -> dict[str, int]:
-        """How often each mounted external server's session was started again."""
+        """How often each mounted external server's session was started again.
+
+        Returns:
+            Mount name to the number of restarts.
+        """
         return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
     def server_states(self) -> dict[str, dict[str, Any]]:
         """Each server's state (``/ready``): mounted ones live; a skipped external one ``failed``,
-        others ``skipped``."""
+        others ``skipped``.
+
+        Returns:
+            Mount name to ``{"state": ..., "required": ...}``, with the ``reason`` a server needs a
+            login and how many of its definitions ``drifted`` from the approved ones.
+        """
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
@@ -143,8 +157,14 @@ class Composition:
 
     async def until_started(self, tool: str) -> str | None:
         """A call names *tool*, which nothing exposes, while servers are still starting: wait for
-        those that could own the name (by namespace), each within its ``timeout``. Returns why
-        the call cannot go on (the server is still starting), or None to serve it as usual."""
+        those that could own the name (by namespace), each within its ``timeout``.
+
+        Args:
+            tool: The tool name the call gives, as clients see it.
+
+        Returns:
+            Why the call cannot go on (the server is still starting), or None to serve it as usual.
+        """
 
         def exposes() -> bool:
             return any(t.name == tool for m in self.mounts for t in m.tools)
@@ -174,6 +194,9 @@ class Composition:
     async def refresh(self, name: str) -> None:
         """Server *name* said its lists changed: list them again under the launch-time rules (its
         filters and namespace, no name another server exposes) and tell every client what changed.
+
+        Args:
+            name: The mount name of the server whose lists changed.
         """
         if self.reload_lock is None:
             self.reload_lock = anyio.Lock()
@@ -204,7 +227,11 @@ class Composition:
         return sum(len(mount.tools) for mount in self.mounts)
 
     def findings(self) -> list[tuple[str, str, str]]:
-        """``(mount name, level, text)`` for every problem a server module reports about itself."""
+        """Every problem a server module reports about itself (its ``check``).
+
+        Returns:
+            ``(mount name, level, text)`` triples.
+        """
         return [(m.name, level, text) for m in self.mounts for level, text in m.findings()]
 
 
