@@ -102,7 +102,8 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def redact(url: str) -> str:
@@ -324,7 +325,7 @@ class EmbeddedRedis(StoreFolder):
                 start_new_session=True,  # Ctrl-C in the launcher's terminal does not reach it
             )
         assert starter.stdout is not None
-        ready: list = []
+        ready: list[tuple[selectors.SelectorKey, int]] = []
         try:
             with selectors.DefaultSelector() as sel:
                 sel.register(starter.stdout, selectors.EVENT_READ)

@@ -72,7 +72,17 @@ MemPath = Annotated[
 
 
 def create_server(settings: Settings | None = None) -> FastMCP:
-    """Build a fresh ``memory-tools`` server on ``settings.memory_dir``."""
+    """Build a fresh ``memory-tools`` server on ``settings.memory_dir`` (or its Redis backend).
+
+    Nothing is created or connected yet: the folder appears on first write, Redis is
+    reached on the first call.
+
+    Args:
+        settings: The server's settings; ``None``: from the environment.
+
+    Returns:
+        A new FastMCP server with the key-value and file tools.
+    """
     # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
 
@@ -103,7 +113,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         return register
 
     @tool_errors(MemoryStoreError)
-    def run(method: Any, *args: Any) -> str:
+    def run(method: Callable[..., str], *args: Any) -> str:
         return method(*args)
 
     @tool(

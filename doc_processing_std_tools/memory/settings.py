@@ -191,7 +191,14 @@ class Settings(ReplyLimits):
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
+    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created).
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        Where the memories live (folder or Redis) and where that came from.
+    """
     if settings.on_redis:
         where = redact(settings.url) if settings.url else "the embedded redis-server (per user)"
         rows = [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
@@ -213,7 +220,14 @@ def check(settings: Settings) -> list[tuple[str, str]]:
 
     On Redis, one PING: wrong credentials are a wrong setting (FAIL); an unreachable or
     missing server is this machine's lack (UNAVAILABLE: the launcher skips memory-tools,
-    --check says FAIL)."""
+    --check says FAIL).
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        ``(level, message)`` pairs; empty when the memory folder or Redis is usable.
+    """
     if settings.on_redis:
         return _redis_check(settings)
     why = workspace.writable_reason(settings.memory_dir)

@@ -23,7 +23,15 @@ MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """(label, value) rows for ``dpt-launch --check``; no popoto import, no network."""
+    """(label, value) rows for ``dpt-launch --check``; no popoto import, no network.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        The backend and where it came from, the store's address, the agent id, and whether popoto
+        is installed.
+    """
     r = resolve(settings)
     rows: list[tuple[str, str]] = []
     if r.backend == "embedded":
@@ -64,6 +72,12 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     (popoto, a redis-server, a writable default data folder: the launcher skips the server
     and serves the others), ``FAIL`` when a setting is wrong (the launch stops), ``WARN``
     when it serves, but probably not as meant. No network, no server started.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        ``(level, message)`` pairs; empty when the server can start.
     """
     problems: list[tuple[str, str]] = []
     try:
