@@ -37,7 +37,8 @@ Quick start:
   dpt-launch --config tools.yaml            # serve over stdio (what MCP clients run)
 
 Client setup (Claude Code):
-  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml
+  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code
+  (every client's entry, with this install's paths: dpt-launch client-config CLIENT)
 
 Other verbs (each has --help):
   dpt-launch init [PATH]                        write a commented starter config
@@ -45,7 +46,8 @@ Other verbs (each has --help):
   dpt-launch call --config F TOOL ['{"a": 1}']  call one tool and print the result
   dpt-launch client-config CLIENT --config F [--write]
                                                 the snippet for claude-code, claude-desktop,
-                                                cursor, vscode or codex (--write merges it)
+                                                cursor, vscode, codex or windsurf (--write
+                                                merges it)
   dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
                                                 (client-config CLIENT --url URL prints it)
   dpt-launch login NAME --config F [--no-browser]

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from doc_processing_std_tools.launcher.cli.client_config import CLIENTS
 from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config import load_config
 from helpers.launch import launched, launcher_command, run_main, text_of
@@ -54,6 +55,13 @@ def test_version_and_help(capsys) -> None:
     assert "--config" in help_text
     assert "--check" in help_text
     assert "Exit status" in help_text
+    assert (
+        "claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code"
+        in (help_text)
+    )
+    flat = " ".join(help_text.split())
+    for client in CLIENTS:  # every client client-config knows is named
+        assert re.search(rf"\b{client}\b", flat), client
 
 
 def test_import_is_cheap() -> None:
