@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ...containment import atomic_write_at
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, load_config, missing_config
 from ..errors import LauncherError
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
@@ -245,10 +245,10 @@ def client_config(args: argparse.Namespace) -> int:
             return _fail(f"--url {args.url!r}: give the daemon's http(s) URL", EXIT_USAGE)
     else:
         config = Path(args.config).expanduser().resolve()
+        if not config.exists():
+            return _fail(missing_config(config), EXIT_USAGE)
         if not config.is_file():
-            return _fail(
-                f"{config}: no such config file (write one with: dpt-launch init)", EXIT_USAGE
-            )
+            return _fail(f"{config}: not a file; pass --config with the path of yours", EXIT_USAGE)
     if args.token_env and args.url is None:
         return _fail("--token-env goes with --url (the daemon's token)", EXIT_USAGE)
     if not CLIENT_ENTRY_NAME.match(args.name):
