@@ -214,6 +214,7 @@ async def compose(
     strict: bool = False,
     only: set[str] | None = None,
     grace: float | None = None,
+    stdio_client: bool = False,
     telemetry: Telemetry | None = None,
     pins: PinGate | None = None,
 ) -> Composition:
@@ -229,7 +230,9 @@ async def compose(
     :class:`CompositionError` for tools that cannot be served together and
     :class:`ServerStartError` for a required server that cannot start. *telemetry*
     observes every call (default: what the config's ``telemetry`` asks for); *pins* judges
-    every definition (default: the config's ``pins`` and lock file).
+    every definition (default: the config's ``pins`` and lock file). With *stdio_client*, a
+    stdio client will connect once serving starts: a server's ``roots/list`` sent before then
+    waits for it instead of failing.
     """
     if telemetry is None:
         telemetry = telemetry_of(loaded)
@@ -247,6 +250,8 @@ async def compose(
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
         registry = SessionRegistry()
+        if not stdio_client:  # (servers asking for roots at their start wait for none)
+            registry.fronts.no_lone_client()
         built, skipped = await build_servers(
             loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )
