@@ -38,6 +38,7 @@ from pydantic import ConfigDict, create_model
 
 from .exceptions import DptError
 from .settings import ServerSettings
+from .shared.install_hint import install_extra
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -79,8 +80,7 @@ class ServerUnavailable(ServerLoadError):
 def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
     """The error for a server whose optional dependency is not installed."""
     return ServerUnavailable(
-        f"{label} needs the optional dependency {module!r}: "
-        f"pip install 'doc-processing-std-tools[{extra}]'",
+        f"{label} needs the optional dependency {module!r}: {install_extra(extra)}",
         extra=extra,
     )
 
