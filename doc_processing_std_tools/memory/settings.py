@@ -13,6 +13,7 @@ from ..embedded_redis import INSTALL_HINT, find_executable
 from ..servers import FAIL, UNAVAILABLE
 from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.install_hint import install_extra
 from ..shared.reply_bounds import ReplyLimits
 from .redis_urls import namespace_problem, redact, split_store_url
 
@@ -242,7 +243,7 @@ def _fix() -> str:
 
 MISSING_REDIS = (
     "memory-tools: backend redis and embedded need the optional dependency 'redis': "
-    "pip install 'doc-processing-std-tools[redis]'"
+    f"{install_extra('redis')}"
 )
 
 

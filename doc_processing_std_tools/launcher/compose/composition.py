@@ -255,6 +255,7 @@ async def compose(
     strict: bool = False,
     only: set[str] | None = None,
     grace: float | None = None,
+    stdio_client: bool = False,
     telemetry: Telemetry | None = None,
     pins: PinGate | None = None,
 ) -> Composition:
@@ -275,6 +276,8 @@ async def compose(
             begins, and its lists follow when it is up. ``None``: wait for each to start.
         telemetry: Observes every call; default: what the config's ``telemetry`` asks for.
         pins: Judges every definition; default: the config's ``pins`` and lock file.
+        stdio_client: A stdio client will connect once serving starts: a server's
+            ``roots/list`` sent before then waits for it instead of failing.
 
     Returns:
         The composed server with its mounts and the servers skipped (and why).
@@ -300,6 +303,8 @@ async def compose(
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
         registry = SessionRegistry()
+        if not stdio_client:  # (servers asking for roots at their start wait for none)
+            registry.fronts.no_lone_client()
         built, skipped = await build_servers(
             loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )

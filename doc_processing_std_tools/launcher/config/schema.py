@@ -405,6 +405,14 @@ class LoadedConfig:
 # -- loading -------------------------------------------------------------------
 
 
+def missing_config(file: Path) -> str:
+    """The one wording of a config that is not there, for every verb."""
+    return (
+        f"{file}: config file not found; write a starter one with: dpt-launch init "
+        f"{shlex.quote(str(file))} (or pass --config with the path of yours)"
+    )
+
+
 def load_config(
     path: str | os.PathLike[str], environ: dict[str, str] | None = None
 ) -> LoadedConfig:
@@ -427,10 +435,7 @@ def load_config(
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(
-            f"{file}: config file not found; write a starter one with: dpt-launch init "
-            f"{shlex.quote(str(file))} (or pass --config with the path of yours)"
-        ) from None
+        raise ConfigError(missing_config(file)) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"{file}: cannot read the config file: {reason}") from None
