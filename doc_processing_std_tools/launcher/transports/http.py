@@ -55,7 +55,7 @@ from .asgi import (
     SingleReplyAsJson,
 )
 from .auth import IncomingAuth
-from .console import ConsoleSources, console_routes
+from .console import ConsoleSources
 from .header_guard import slow_header_guard
 from .identity import scope_caller
 from .session_binding import PROFILE_SCOPE_KEY, SessionEndpoints
@@ -256,7 +256,7 @@ def build_app(
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
         *auth.routes(),
-        *(console_routes(console, auth.verifier, transport.path) if console is not None else []),
+        *(_console_routes(console, auth, transport) if console is not None else []),
         *(
             Route(
                 f"{transport.path.rstrip('/')}/{name}",
@@ -281,6 +281,15 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
+
+
+def _console_routes(console: ConsoleSources, auth: IncomingAuth, transport: TransportConfig) -> Any:
+    """The console's routes at ``/ui`` (docs/ui.md)."""
+    # Imported here, only for an HTTP app: Jinja2 and the console's pages add ~50 ms
+    # (python -X importtime) to every launcher's start, stdio ones included.
+    from .console.pages import console_routes
+
+    return console_routes(console, auth.verifier, transport.path)
 
 
 def event_store(transport: TransportConfig) -> Any:
