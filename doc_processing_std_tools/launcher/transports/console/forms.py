@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ...errors import LauncherError
+
 SIMPLE = {"string", "number", "integer", "boolean"}
 
 
@@ -95,7 +97,7 @@ def fields_of(schema: Mapping[str, Any] | None) -> list[Field]:
     return found
 
 
-class BadInput(ValueError):
+class BadInput(LauncherError):
     """A form value that does not read as its field's type: one line for the form."""
 
 
@@ -131,8 +133,6 @@ def _read(field: Field, raw: str) -> Any:
         if field.kind == "json":
             return json.loads(raw)
     except (ValueError, TypeError) as exc:
-        if isinstance(exc, BadInput):
-            raise
         what = (
             "JSON"
             if field.kind == "json"
