@@ -39,8 +39,10 @@ class Loopback:
     async def tools(self) -> list[Tool]:
         """The tools the visitor may see (the daemon cuts the list per caller)."""
         async with self.client() as client:
-            return await client.list_tools()
+            listed: list[Tool] = await client.list_tools()
+        return listed
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
         async with self.client() as client:
-            return await client.call_tool_mcp(name, arguments)
+            result: CallToolResult = await client.call_tool_mcp(name, arguments)
+        return result
