@@ -27,11 +27,13 @@ from fastmcp.server.context import reset_transport, set_transport
 from ...locking import fleet_lock_in_use
 from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
+from ..compose.pinning import served
 from ..compose.profile_gate import gate_of
-from ..compose.reload import watch
+from ..compose.reload import reload_now, watch
 from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
 from ..transports.asgi import use_json_logs
+from ..transports.console import ConsoleSources
 from ..transports.http import serve_http
 from ..transports.stdio import stdio_streams
 
@@ -83,6 +85,7 @@ async def serve(
                 profiles=_profiles(composition),
                 access=composition.guards.access if composition.guards is not None else None,
                 default_profile=_default_profile(composition),
+                console=console_sources(composition),
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
@@ -95,6 +98,20 @@ async def serve(
         # stdin's EOF ends serving too; a call that cannot be cancelled gets the same grace
         await run_stdio(root, on_eof=lambda: exit_after(transport.shutdown_grace))
         group.cancel_scope.cancel()  # the client went away: stop the signal watcher
+
+
+def console_sources(composition: Composition) -> ConsoleSources:
+    """What the console at ``/ui`` reads of *composition* (each read when a page asks)."""
+    guards = composition.guards
+    return ConsoleSources(
+        states=composition.server_states,
+        restarts=composition.external_restarts,
+        tool_counts=lambda: {m.name: len(m.tools) for m in composition.mounts},
+        audit=guards.audit if guards is not None else None,
+        pins=composition.pins,
+        served=lambda: served(composition),
+        reload=lambda: reload_now(composition),
+    )
 
 
 def _profiles(composition: Composition) -> list[str]:

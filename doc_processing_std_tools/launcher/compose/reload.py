@@ -164,13 +164,20 @@ async def _start_lifespan(composition: Composition, stack: AsyncExitStack, mount
     await composition.group.start(keep)
 
 
-async def _reload_once(composition: Composition) -> None:
+async def reload_now(composition: Composition) -> str:
+    """Reload as SIGHUP does (the console, after it wrote the lock file); the line logged."""
+    if composition.reload_lock is None:
+        composition.reload_lock = anyio.Lock()
     # (one at a time: a SIGHUP and a file change must not start one server twice)
     async with composition.reload_lock:
         try:
-            log.warning("%s", await apply(composition))
+            line = await apply(composition)
         except ReloadError as exc:
-            log.error("reload refused, still serving the previous config: %s", exc)
+            line = f"reload refused, still serving the previous config: {exc}"
+            log.error("%s", line)
+            return line
+        log.warning("%s", line)
+        return line
 
 
 _hup_before_serving = False  # a SIGHUP came while the servers were starting
@@ -199,13 +206,13 @@ async def watch(composition: Composition) -> None:
             group.start_soon(_on_change, composition)
         if _hup_before_serving:
             _hup_before_serving = False
-            await _reload_once(composition)
+            await reload_now(composition)
 
 
 async def _on_sighup(composition: Composition) -> None:
     with anyio.open_signal_receiver(signal.SIGHUP) as signals:
         async for _ in signals:
-            await _reload_once(composition)
+            await reload_now(composition)
 
 
 def _mtime(path: Path) -> float | None:
@@ -228,4 +235,4 @@ async def _on_change(composition: Composition) -> None:
         now = stamp()
         if now[0] is not None and now != last:
             last = now
-            await _reload_once(composition)
+            await reload_now(composition)

@@ -17,7 +17,10 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .console.visitors import COOKIE
+
 log = logging.getLogger("dpt-launch")
+CONSOLE_COOKIE = COOKIE.encode() + b"="
 
 
 @dataclass
@@ -27,6 +30,7 @@ class HeaderLimits:
     timeout: float  # seconds to finish a request's headers, from connecting or the last response
     short: float  # the same for a connection that has shown no valid token yet
     accepted: list[bytes]  # ``Bearer <token>`` values that end pending; none: any request
+    cookies: list[bytes]  # the console's sign-in cookie (``dpt_console=<token>``) does too
     max_pending: int | None  # pending connections kept open (a newer one closes the oldest)
     per_client: int | None  # open connections of one client address (429 beyond)
     pending: dict[Any, None] = field(default_factory=dict)  # oldest first
@@ -36,7 +40,15 @@ class HeaderLimits:
         if not self.accepted:
             return True
         given = next((value for name, value in headers if name == b"authorization"), b"")
-        return any(hmac.compare_digest(given, token) for token in self.accepted)
+        if any(hmac.compare_digest(given, token) for token in self.accepted):
+            return True
+        cookie = next((value for name, value in headers if name == b"cookie"), b"")
+        return any(
+            hmac.compare_digest(part.strip(), expected)
+            for part in cookie.split(b";")
+            if part.strip().startswith(CONSOLE_COOKIE)
+            for expected in self.cookies
+        )
 
 
 class SlowHeaderGuard(H11Protocol):
@@ -129,16 +141,18 @@ def slow_header_guard(
 
     Every connection gets *timeout* seconds, from connecting or from its previous response, to
     finish the next request's headers. A connection is *pending* until a request on it completes
-    its headers with one of *tokens* (any request, when there are none): pending ones get
-    *pending_timeout* seconds instead; at most *max_pending* stay open (a newer one closes the
-    oldest, so a flood of them cannot take uvicorn's ``limit_concurrency`` from clients that
-    authenticate), and one client address keeps at most *per_client* connections open (429 and
-    close beyond). Each call gives its server counts of its own.
+    its headers with one of *tokens* (in ``Authorization``, or the console's cookie; any request
+    when there are none): pending ones get *pending_timeout* seconds instead; at most
+    *max_pending* stay open (a newer one closes the oldest, so a flood of them cannot take
+    uvicorn's ``limit_concurrency`` from clients that authenticate), and one client address keeps
+    at most *per_client* connections open (429 and close beyond). Each call gives its server
+    counts of its own.
     """
     limits = HeaderLimits(
         timeout=timeout,
         short=min(timeout, pending_timeout) if pending_timeout is not None else timeout,
         accepted=[f"Bearer {token}".encode() for token in tokens or []],
+        cookies=[f"{COOKIE}={token}".encode() for token in tokens or []],
         max_pending=max_pending,
         per_client=per_client,
     )

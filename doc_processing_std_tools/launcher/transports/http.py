@@ -55,6 +55,7 @@ from .asgi import (
     SingleReplyAsJson,
 )
 from .auth import IncomingAuth
+from .console import ConsoleSources
 from .header_guard import slow_header_guard
 from .identity import scope_caller
 from .session_binding import PROFILE_SCOPE_KEY, SessionEndpoints
@@ -90,13 +91,15 @@ async def serve_http(
     metrics: Metrics | None = None,
     access: Access | None = None,
     default_profile: str | None = None,
+    console: ConsoleSources | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
     Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profile_gate.py``).
     With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections). With
     *access*, a profile's endpoint (and the plain one, serving *default_profile*) answers 403
-    to a caller its rules do not let use the profile.
+    to a caller its rules do not let use the profile. With *console*, the operator console is
+    served at ``/ui`` (:mod:`.console`).
     """
     soft_limit = raise_open_file_limit()
     max_connections = transport.max_connections
@@ -108,7 +111,9 @@ async def serve_http(
             soft_limit,
         )
     requests = InFlight()
-    app = build_app(root, states, transport, requests, profiles, metrics, access, default_profile)
+    app = build_app(
+        root, states, transport, requests, profiles, metrics, access, default_profile, console
+    )
     config = uvicorn.Config(
         app,
         lifespan="on",
@@ -195,10 +200,11 @@ def build_app(
     metrics: Metrics | None = None,
     access: Access | None = None,
     default_profile: str | None = None,
+    console: ConsoleSources | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
     endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
-    with the profile's name)."""
+    with the profile's name); with *console*, the operator console at ``/ui``."""
     sessions = session_manager(
         event_store=event_store(transport),
         app=low_level_server(root),
@@ -250,6 +256,7 @@ def build_app(
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
         *auth.routes(),
+        *(_console_routes(console, auth, transport) if console is not None else []),
         *(
             Route(
                 f"{transport.path.rstrip('/')}/{name}",
@@ -274,6 +281,15 @@ def build_app(
     app.state.transport_type = "streamable-http"
     app.state.sessions = sessions
     return app
+
+
+def _console_routes(console: ConsoleSources, auth: IncomingAuth, transport: TransportConfig) -> Any:
+    """The console's routes at ``/ui`` (docs/ui.md)."""
+    # Imported here, only for an HTTP app: Jinja2 and the console's pages add ~50 ms
+    # (python -X importtime) to every launcher's start, stdio ones included.
+    from .console.pages import console_routes
+
+    return console_routes(console, auth.verifier, transport.path)
 
 
 def event_store(transport: TransportConfig) -> Any:

@@ -1,0 +1,423 @@
+"""The console's routes under ``/ui``: sign-in, Servers, Tools, Activity and Pins.
+
+Every page is rendered here (Jinja2, autoescaped) and sent with a Content-Security-Policy that
+allows no inline script; the one script, ``static/console.js``, follows the Activity stream and
+filters lists. Nothing runs per tool call unless an Activity page is open: its server-sent events
+come from an audit subscription that exists only while the page listens.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp.types import CallToolResult, ImageContent, TextContent
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from ...calls.pins import LockFile, PinError, definition_diff
+from ..asgi import ASGIApp, Message, Receive, Scope, Send
+from .forms import BadInput, arguments_of, fields_of
+from .loopback import Loopback
+from .sources import ConsoleSources
+from .visitors import Visitor, Visitors, clear_cookie, loopback_client, same_origin, set_cookie
+
+log = logging.getLogger("dpt-launch")
+
+HERE = Path(__file__).parent
+PREFIX = "/ui"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+SECURITY_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),  # (no-referrer: a POST's Origin is "null")
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+]
+IMAGE_TYPE = re.compile(r"^image/(png|jpeg|gif|webp)$")
+PAGES = ("servers", "tools", "activity", "pins")
+
+Endpoint = Callable[[Request, Visitor], Awaitable[Response]]
+
+
+class SecurityHeaders:
+    """Every console response carries :data:`SECURITY_HEADERS`."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in message.get("headers", [])}
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *(h for h in SECURITY_HEADERS if h[0] not in names),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+class Console:
+    """The pages, over *sources*, for the MCP endpoint at *path* (the console calls through it)."""
+
+    def __init__(self, sources: ConsoleSources, verifier: Any, path: str) -> None:
+        self.sources, self.path = sources, path
+        self.visitors = Visitors(verifier)
+        self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+    # -- who may see a page ----------------------------------------------------------------
+
+    def _refusal(self, request: Request) -> Response | None:
+        if not self.visitors.needs_sign_in and not loopback_client(request):
+            return PlainTextResponse(
+                "Forbidden: without transport.auth the console is served only on loopback",
+                status_code=403,
+            )
+        return None
+
+    def page(self, endpoint: Endpoint, *, action: bool = False) -> Callable[[Request], Any]:
+        """*endpoint* for signed-in visitors (others are sent to sign in); with *action*, only
+        for a same-site POST carrying the page's CSRF token."""
+
+        async def guarded(request: Request) -> Response:
+            refused = self._refusal(request)
+            if refused is not None:
+                return refused
+            if action and not same_origin(request):
+                return PlainTextResponse("Forbidden: a cross-site request", status_code=403)
+            visitor = await self.visitors.visitor(request)
+            if visitor is None and not self.visitors.needs_sign_in:
+                return self._anonymous(request)
+            if visitor is None:
+                if action or request.headers.get("accept", "").startswith("text/event-stream"):
+                    return PlainTextResponse("Unauthorized: sign in first", status_code=401)
+                return RedirectResponse(f"{PREFIX}/signin", status_code=303)
+            if action:
+                form = await request.form()
+                given = form.get("csrf")
+                if not isinstance(given, str) or not self.visitors.csrf_ok(visitor.cookie, given):
+                    return PlainTextResponse(
+                        "Forbidden: the form's CSRF token is missing or stale; reload the page",
+                        status_code=403,
+                    )
+            return await endpoint(request, visitor)
+
+        return guarded
+
+    def _anonymous(self, request: Request) -> Response:
+        """A loopback visitor without auth: an anonymous cookie, then the page again."""
+        if request.method != "GET":
+            return PlainTextResponse("Forbidden: load the page first", status_code=403)
+        response = RedirectResponse(str(request.url.path), status_code=303)
+        set_cookie(response, request, self.visitors.anonymous_cookie(), None)
+        return response
+
+    def render(
+        self, request: Request, visitor: Visitor | None, name: str, status: int = 200, **ctx: Any
+    ) -> Response:
+        context = {
+            "prefix": PREFIX,
+            "pages": PAGES,
+            "visitor": visitor,
+            "csrf": self.visitors.csrf(visitor.cookie) if visitor else "",
+            "signs_in": self.visitors.needs_sign_in,
+            **ctx,
+        }
+        return self.templates.TemplateResponse(request, name, context, status_code=status)
+
+    # -- sign-in ---------------------------------------------------------------------------
+
+    async def signin_form(self, request: Request) -> Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        if not self.visitors.needs_sign_in:
+            return RedirectResponse(f"{PREFIX}/servers", status_code=303)
+        return self.render(request, None, "signin.html", page="signin", error=None)
+
+    async def signin(self, request: Request) -> Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        if not same_origin(request):
+            return PlainTextResponse("Forbidden: a cross-site request", status_code=403)
+        if not self.visitors.needs_sign_in:
+            return RedirectResponse(f"{PREFIX}/servers", status_code=303)
+        form = await request.form()
+        token = form.get("token")
+        signed = await self.visitors.sign_in(token if isinstance(token, str) else "")
+        if signed is None:
+            log.info("console: a sign-in was refused")
+            return self.render(
+                request,
+                None,
+                "signin.html",
+                status=401,
+                page="signin",
+                error="That token is not accepted by this daemon.",
+            )
+        response = RedirectResponse(f"{PREFIX}/servers", status_code=303)
+        set_cookie(response, request, *signed)
+        return response
+
+    async def signout(self, request: Request, visitor: Visitor) -> Response:
+        target = f"{PREFIX}/signin" if self.visitors.needs_sign_in else f"{PREFIX}/servers"
+        response = RedirectResponse(target, status_code=303)
+        clear_cookie(response, request)
+        return response
+
+    # -- Servers ---------------------------------------------------------------------------
+
+    async def servers(self, request: Request, visitor: Visitor) -> Response:
+        restarts, counts = self.sources.restarts(), self.sources.tool_counts()
+        rows = [
+            {
+                "name": name,
+                "state": state.get("state", "?"),
+                "required": bool(state.get("required")),
+                "reason": state.get("reason", ""),
+                "drifted": state.get("drifted", 0),
+                "restarts": restarts.get(name),
+                "tools": counts.get(name),
+            }
+            for name, state in sorted(self.sources.states().items())
+        ]
+        return self.render(request, visitor, "servers.html", page="servers", servers=rows)
+
+    # -- Tools -----------------------------------------------------------------------------
+
+    def _loopback(self, request: Request, visitor: Visitor) -> Loopback:
+        return Loopback(request, self.path, visitor.token)
+
+    async def tools(self, request: Request, visitor: Visitor) -> Response:
+        try:
+            listed = await self._loopback(request, visitor).tools()
+        except Exception as exc:  # (the daemon's own endpoint: say why, keep the page)
+            return self.render(
+                request, visitor, "tools.html", page="tools", tools=[], error=_one_line(exc)
+            )
+        rows = sorted(listed, key=lambda t: t.name)
+        return self.render(request, visitor, "tools.html", page="tools", tools=rows, error=None)
+
+    async def _tool(self, request: Request, visitor: Visitor, name: str) -> Any:
+        listed = await self._loopback(request, visitor).tools()
+        return next((t for t in listed if t.name == name), None)
+
+    async def tool(self, request: Request, visitor: Visitor) -> Response:
+        name = request.path_params["name"]
+        found = await self._tool(request, visitor, name)
+        if found is None:
+            return self._no_tool(request, visitor, name)
+        fields = fields_of(found.input_schema)
+        return self.render(
+            request, visitor, "tool.html", page="tools", tool=found, fields=fields, values={}
+        )
+
+    def _no_tool(self, request: Request, visitor: Visitor, name: str) -> Response:
+        return self.render(
+            request,
+            visitor,
+            "tools.html",
+            status=404,
+            page="tools",
+            tools=[],
+            error=f"no tool {name!r} that you may call",
+        )
+
+    async def run_tool(self, request: Request, visitor: Visitor) -> Response:
+        name = request.path_params["name"]
+        found = await self._tool(request, visitor, name)
+        if found is None:
+            return self._no_tool(request, visitor, name)
+        fields = fields_of(found.input_schema)
+        form = await request.form()
+        values = {f.name: str(form.get(f.name, "")) for f in fields}
+        context: dict[str, Any] = {"page": "tools", "tool": found, "fields": fields}
+        try:
+            arguments = arguments_of(fields, values)
+        except BadInput as exc:
+            return self.render(
+                request, visitor, "tool.html", status=400, values=values, error=str(exc), **context
+            )
+        try:
+            result = await self._loopback(request, visitor).call(name, arguments)
+        except Exception as exc:
+            return self.render(
+                request, visitor, "tool.html", values=values, error=_one_line(exc), **context
+            )
+        return self.render(
+            request, visitor, "tool.html", values=values, result=shown_result(result), **context
+        )
+
+    # -- Activity --------------------------------------------------------------------------
+
+    async def activity(self, request: Request, visitor: Visitor) -> Response:
+        return self.render(
+            request,
+            visitor,
+            "activity.html",
+            page="activity",
+            audited=self.sources.audit is not None,
+        )
+
+    async def activity_stream(self, request: Request, visitor: Visitor) -> Response:
+        audit = self.sources.audit
+        if audit is None:
+            return PlainTextResponse("no audit log is configured", status_code=404)
+
+        async def events() -> AsyncIterator[str]:
+            yield ": following the audit log\n\n"
+            with audit.subscribe() as subscription:  # (exists only while this page listens)
+                async for line in subscription:
+                    yield f"data: {line}\n\n"
+
+        return StreamingResponse(
+            events(),
+            media_type="text/event-stream",
+            headers={"x-accel-buffering": "no"},
+        )
+
+    # -- Pins ------------------------------------------------------------------------------
+
+    def _drifted(self) -> list[dict[str, Any]]:
+        gate = self.sources.pins
+        if gate is None:
+            return []
+        served = self.sources.served()
+        rows = []
+        for finding in gate.findings():
+            pinned = (gate.pins.servers if gate.pins else {}).get(finding.server, {})
+            before = pinned.get(finding.kind, {}).get(finding.name)
+            after = served.get(finding.server, {}).get(finding.kind, {}).get(finding.name)
+            rows.append(
+                {
+                    "key": finding.key,
+                    "line": finding.line(),
+                    "problem": finding.problem,
+                    "diff": definition_diff(finding.kind, before, after, finding.key),
+                }
+            )
+        return rows
+
+    async def pins(self, request: Request, visitor: Visitor) -> Response:
+        gate = self.sources.pins
+        return self.render(
+            request,
+            visitor,
+            "pins.html",
+            page="pins",
+            drifted=self._drifted(),
+            lock=str(gate.lock_path) if gate is not None and gate.lock_path else None,
+            policy=gate.policy if gate is not None else None,
+            message=request.query_params.get("done"),
+        )
+
+    async def approve(self, request: Request, visitor: Visitor) -> Response:
+        """``dpt-launch pins approve [TARGET]`` from the page, then a reload (as after SIGHUP)."""
+        gate = self.sources.pins
+        if gate is None or gate.lock_path is None:
+            return PlainTextResponse("no lock file to write", status_code=404)
+        form = await request.form()
+        target = form.get("target")
+        only = target if isinstance(target, str) and target else None
+        try:
+            lock = LockFile.read(gate.lock_path) if gate.lock_path.exists() else LockFile()
+            taken = lock.approve(dict(self.sources.served()), only=only)
+            if taken:
+                lock.write(gate.lock_path)
+        except (PinError, OSError) as exc:
+            return self.render(
+                request,
+                visitor,
+                "pins.html",
+                status=500,
+                page="pins",
+                drifted=self._drifted(),
+                lock=str(gate.lock_path),
+                policy=gate.policy,
+                message=f"cannot approve: {_one_line(exc)}",
+            )
+        log.warning(
+            "console: %s approved %s in %s",
+            visitor.user,
+            ", ".join(taken) or "nothing",
+            gate.lock_path,
+        )
+        if taken and self.sources.reload is not None:
+            await self.sources.reload()
+        done = f"approved {len(taken)} definition(s)" if taken else "nothing to approve"
+        return RedirectResponse(f"{PREFIX}/pins?done={done}", status_code=303)
+
+    # -- routes ----------------------------------------------------------------------------
+
+    def routes(self) -> list[Any]:
+        page = self.page
+
+        async def home(request: Request) -> Response:
+            return RedirectResponse(f"{PREFIX}/servers", status_code=303)
+
+        return [
+            Mount(
+                PREFIX,
+                routes=[
+                    Route("/", home, methods=["GET"]),
+                    Route("/signin", self.signin_form, methods=["GET"]),
+                    Route("/signin", self.signin, methods=["POST"]),
+                    Route("/signout", page(self.signout, action=True), methods=["POST"]),
+                    Route("/servers", page(self.servers), methods=["GET"]),
+                    Route("/tools", page(self.tools), methods=["GET"]),
+                    Route("/tools/{name}", page(self.tool), methods=["GET"]),
+                    Route("/tools/{name}", page(self.run_tool, action=True), methods=["POST"]),
+                    Route("/activity", page(self.activity), methods=["GET"]),
+                    Route("/activity/stream", page(self.activity_stream), methods=["GET"]),
+                    Route("/pins", page(self.pins), methods=["GET"]),
+                    Route("/pins/approve", page(self.approve, action=True), methods=["POST"]),
+                    Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
+                ],
+                middleware=[Middleware(SecurityHeaders)],
+            ),
+            Route(PREFIX, home, methods=["GET"]),
+        ]
+
+
+def shown_result(result: CallToolResult) -> dict[str, Any]:
+    """A call's result as the page shows it: text, images (as data URLs) and structured JSON."""
+    blocks: list[dict[str, str]] = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            blocks.append({"kind": "text", "text": block.text})
+        elif isinstance(block, ImageContent):
+            mime = (
+                block.mime_type if IMAGE_TYPE.match(block.mime_type) else "application/octet-stream"
+            )
+            blocks.append({"kind": "image", "url": f"data:{mime};base64,{block.data}"})
+        else:
+            blocks.append({"kind": "text", "text": block.model_dump_json(indent=2)})
+    structured = result.structured_content
+    return {
+        "error": bool(result.is_error),
+        "blocks": blocks,
+        "structured": json.dumps(structured, indent=2, ensure_ascii=False) if structured else None,
+    }
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def console_routes(sources: ConsoleSources, verifier: Any, path: str) -> list[Any]:
+    """The console's routes: add them to the HTTP app (see :mod:`.http`)."""
+    return Console(sources, verifier, path).routes()
