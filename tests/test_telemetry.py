@@ -194,6 +194,7 @@ def test_metrics_need_the_same_token_as_ready(daemon: Any) -> None:
     assert request(daemon.port, "GET", "/metrics", headers=AUTH).status == 200
 
 
+@pytest.mark.slow
 def test_calls_on_each_path_are_counted_with_their_outcome_and_latency(daemon: Any) -> None:
     before = scrape(daemon)
     assert call(daemon, "write_memory", {"key": "a.md", "value": "x"})["isError"] is False
@@ -228,6 +229,7 @@ def test_calls_on_each_path_are_counted_with_their_outcome_and_latency(daemon: A
     assert value(after, "dpt_open_connections") >= 1
 
 
+@pytest.mark.slow
 def test_a_call_past_its_timeout_is_counted_as_one(daemon: Any) -> None:
     before = scrape(daemon)
     result = call(daemon, "nap", {"seconds": 5})

@@ -187,6 +187,7 @@ async def test_two_users_call_at_once_each_with_their_own_upstream_token(users: 
     assert {c["token"] for c in users.carried("again-alice")} == {users.token("alice")}
 
 
+@pytest.mark.slow
 async def test_one_users_calls_run_at_once_upstream(users: Users) -> None:
     """Two read-only calls of alice's (no process lock) are both in flight on her upstream
     session at once: the server sees them meet."""
@@ -208,6 +209,7 @@ async def test_one_users_calls_run_at_once_upstream(users: Users) -> None:
     assert [c["token"] for c in users.carried("alice-meet-")] == [alice, alice]
 
 
+@pytest.mark.slow
 async def test_two_users_on_handshake_sessions_do_not_take_turns(users: Users) -> None:
     """alice's and bob's calls on handshake-era sessions (the relayed path, where the client
     sessions of one server's own session take turns) run at once: each on its user's session."""
@@ -228,6 +230,7 @@ async def test_two_users_on_handshake_sessions_do_not_take_turns(users: Users) -
     }
 
 
+@pytest.mark.slow
 async def test_a_static_token_caller_uses_the_launchers_own_login(users: Users) -> None:
     assert linear_state(users.daemon.port) == "up"
     answers = await calls(users.daemon.url, STATIC_TOKEN, ["static-0", "static-1"])
@@ -235,6 +238,7 @@ async def test_a_static_token_caller_uses_the_launchers_own_login(users: Users) 
     assert {c["token"] for c in users.carried("static-")} == {users.token()}
 
 
+@pytest.mark.slow
 async def test_a_user_without_a_login_is_told_to_log_in_then_their_login_is_used(
     users: Users,
 ) -> None:
@@ -251,6 +255,7 @@ async def test_a_user_without_a_login_is_told_to_log_in_then_their_login_is_used
     assert [c["token"] for c in users.carried("carol-")] == [token]
 
 
+@pytest.mark.slow
 async def test_after_expiry_each_user_refreshes_their_own_token(users: Users) -> None:
     """The server expires every token: each user's next calls refresh that user's own login
     (kept under their name) and carry the new token, never the other's."""
