@@ -395,10 +395,6 @@ async def test_cancelled_request_gets_no_reply_over_http(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: a reload that changes nothing still sends list_changed",
-)
 async def test_reload_that_changes_nothing_sends_no_list_changed(
     direct_http: Endpoint, config: Path, tmp_path: Path
 ) -> None:
