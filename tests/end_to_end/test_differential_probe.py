@@ -213,10 +213,6 @@ def test_a_call_before_initialize_is_told_to_initialize(raw: RawStdio) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: progressToken true is accepted (a bool passes the integer check)",
-)
 def test_a_boolean_progress_token_is_refused(raw: RawStdio) -> None:
     raw.send(INITIALIZE)
     _reply(raw)

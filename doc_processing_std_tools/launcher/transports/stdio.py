@@ -44,9 +44,12 @@ from ..lines import LineBuffer, read_lines
 from .identity import note_stdio_client
 from .line_writer import LineWriter
 from .wire_errors import (
+    BOOLEAN_TOKEN_TEXT,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     INVALID_REQUEST_TEXT,
+    boolean_progress_token,
     encode_error,
     error_reply,
 )
@@ -176,6 +179,10 @@ def _route(line: bytes, writer: LineWriter, fast: FastPath | None) -> Any:
         log.warning("stdio: answered a request whose id is not a string or integer")
         return None
     if isinstance(message, JSONRPCRequest):
+        if boolean_progress_token(message.params):
+            writer.put(encode_error(message.id, INVALID_PARAMS, BOOLEAN_TOKEN_TEXT))
+            log.warning("stdio: answered a request whose progressToken is a boolean")
+            return None
         writer.expect(message.id)
         if message.method == "initialize":
             note_stdio_client(message.params)
