@@ -78,6 +78,7 @@ def _readable(text: str) -> Any:
     except (ValueError, RecursionError):
         return None
 
+
 BOOLEAN_TOKEN_TEXT = (
     "Invalid params: _meta.progressToken must be a string or an integer, not true or false"
 )
