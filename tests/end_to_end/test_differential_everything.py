@@ -434,10 +434,6 @@ async def test_reload_that_changes_nothing_sends_no_list_changed(
 # --- row 8: quiet logs ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 8: an unknown resource read logs a multi-line rich traceback",
-)
 async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoint) -> None:
     errlog = mounted_http.errlog
     assert errlog is not None
@@ -452,4 +448,7 @@ async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoin
             logged.extend(errlog.read_text().splitlines()[before:])
 
     await run_scenario(scenario, mounted_http)
-    assert len(logged) <= 1, "\n".join(logged)
+    # (the child's own stderr, prefixed with its name, says what it likes when it likes: a
+    # roots request of its start-up can land here)
+    ours = [line for line in logged if not line.startswith(f"[{mounted_http.mount}]")]
+    assert len(ours) <= 1, "\n".join(logged)
