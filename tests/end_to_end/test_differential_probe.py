@@ -201,10 +201,6 @@ def _reply(launcher: RawStdio) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: a call before initialize is refused with 'Invalid request parameters'",
-)
 def test_a_call_before_initialize_is_told_to_initialize(raw: RawStdio) -> None:
     raw.send(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
     reply = _reply(raw)
