@@ -236,11 +236,6 @@ def test_a_parse_error_has_a_null_id(raw: RawStdio) -> None:
     assert reply["id"] is None and reply["error"]["code"] == -32700, reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: docs/ promise a parse error's reply carries the request's id "
-    "'when it can be read'; JSON-RPC 2.0 (and the launcher) say id null",
-)
 def test_the_docs_say_a_parse_error_has_a_null_id() -> None:
     promise = "each with the request's `id` when it can be read"
     promising = [str(page) for page in DOCS.rglob("*.md") if promise in page.read_text()]

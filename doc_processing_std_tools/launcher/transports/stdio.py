@@ -6,7 +6,7 @@ Why not the SDK's ``mcp.server.stdio.stdio_server``:
   JSON, a lone-surrogate escape such as ``"\\ud800"``, a message without
   ``method``) without replying, so the client waits forever. Here such a line gets
   a JSON-RPC error: ``-32700`` (parse error) or ``-32600`` (invalid request), with
-  the request's ``id`` whenever it can be read from the line, else ``null``;
+  ``id: null`` when the JSON cannot be read to its end, else the request's ``id``;
 * **a signal stops serving at once.** The SDK reads stdin in an AnyIO worker
   thread that cannot be interrupted; here a daemon thread reads the raw
   descriptor, so cancelling serving never waits for the client to write;
