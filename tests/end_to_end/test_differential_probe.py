@@ -248,11 +248,6 @@ LIMIT = 32 << 20
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 8: a line over max_line_bytes peaks at about 3x max_line_bytes "
-    "(LineBuffer._feed_capped joins what it drops to keep a 1 KB head)",
-)
 def test_an_overlong_line_costs_at_most_about_max_line_bytes(tmp_path: Path) -> None:
     config = probe_config(
         tmp_path / "tools.yaml",
