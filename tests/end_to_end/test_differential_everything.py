@@ -340,10 +340,6 @@ def _initialize_result(client: Client) -> dict[str, Any]:
 # --- row 6: smaller differences ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: _meta.fastmcp.tags added to every item, arguments: [] to a prompt with none",
-)
 async def test_lists_are_the_servers_own(pair_http_fast: tuple[Endpoint, Endpoint]) -> None:
     async def scenario(run: Run) -> None:
         # (every capability, roots too: the tool list then has the same tools on both sides)
