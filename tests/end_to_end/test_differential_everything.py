@@ -277,10 +277,6 @@ async def test_url_elicitation_error_passes_through(
     await assert_same(scenario, *pair_http_fast)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 4: a child's JSON-RPC error is replaced by the launcher's own",
-)
 async def test_read_errors_keep_the_childs_code_message_and_data(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:

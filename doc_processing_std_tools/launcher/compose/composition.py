@@ -41,6 +41,7 @@ from .pinning import gate_for
 from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .telemetry_setup import telemetry_of
+from .unlisted_reads import install_unlisted_reads
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -305,4 +306,5 @@ async def compose(
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     install_access(composition)  # (before the relay: lists are cut per caller)
     install_own_lists(composition)
+    install_unlisted_reads(composition)
     return composition
