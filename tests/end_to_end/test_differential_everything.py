@@ -369,10 +369,6 @@ async def test_no_extra_roots_request(config: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: over HTTP a cancelled request gets a -32800 reply (the spec says none)",
-)
 async def test_cancelled_request_gets_no_reply_over_http(
     direct_http: Endpoint, mounted_http: Endpoint
 ) -> None:
