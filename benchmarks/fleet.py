@@ -112,8 +112,8 @@ def measure(count: int, args: argparse.Namespace, base: Path) -> list[dict]:
         port, haproxy = stack.enter_context(
             running_haproxy(base, [launched.port for launched in fleet], sessions=False)
         )
-        (shared / "memories").mkdir(parents=True, exist_ok=True)
-        (shared / "memories" / "small.txt").write_text("a small file\n")
+        shared.mkdir(parents=True, exist_ok=True)
+        (shared / "small.txt").write_text("a small file\n")  # /memories/small.txt to the tools
 
         def read(n: int) -> bytes:
             return post(

@@ -38,6 +38,7 @@ from pydantic import ConfigDict, create_model
 
 from .exceptions import DptError
 from .settings import ServerSettings
+from .shared.install_hint import install_extra
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -58,8 +59,12 @@ WARN = "WARN"  # it serves, but probably not as meant
 class ServerLoadError(DptError):
     """A server could not be found, imported or built; the message says how to fix it.
 
-    ``extra`` names the pip extra to install when the cause is a missing optional
-    dependency; the launcher then skips that server and serves the others.
+    Args:
+        message: The one-line message, naming the fix.
+        extra: The pip extra to install when the cause is a missing optional dependency;
+            the launcher then skips that server and serves the others.
+        config_error: The config names something wrong (an unknown server, a missing
+            attribute), rather than the server failing to start.
     """
 
     def __init__(
@@ -77,10 +82,18 @@ class ServerUnavailable(ServerLoadError):
 
 
 def missing_extra(label: str, module: str, extra: str) -> ServerLoadError:
-    """The error for a server whose optional dependency is not installed."""
+    """The error for a server whose optional dependency is not installed.
+
+    Args:
+        label: The server's name in messages (its mount or registered name).
+        module: The top-level module that failed to import.
+        extra: The pip extra that installs it.
+
+    Returns:
+        A :class:`ServerUnavailable` naming the ``pip install`` that fixes it.
+    """
     return ServerUnavailable(
-        f"{label} needs the optional dependency {module!r}: "
-        f"pip install 'doc-processing-std-tools[{extra}]'",
+        f"{label} needs the optional dependency {module!r}: {install_extra(extra)}",
         extra=extra,
     )
 
@@ -116,13 +129,36 @@ class ServerSpec:
     extra: str | None = None
 
     def validate_settings(self, raw: dict[str, Any], base_dir: Path) -> Any:
-        """Validate raw settings; raises pydantic.ValidationError naming the key."""
+        """Validate the raw ``settings:`` mapping of a launcher config entry.
+
+        Args:
+            raw: The entry's settings, as read from the config.
+            base_dir: The folder relative :data:`~.settings.ConfigPath` settings resolve
+                against (the config file's folder).
+
+        Returns:
+            An instance of :attr:`settings`, or a copy of *raw* when the spec has no model.
+
+        Raises:
+            pydantic.ValidationError: A key is unknown or a value is wrong; the error names it.
+        """
         if self.settings is None:
             return dict(raw)
         return self.settings.model_validate(raw, context={"base_dir": base_dir})
 
     def build(self, settings: Any) -> FastMCP:
-        """A fresh server; a missing optional dependency names the extra to install."""
+        """Build a fresh server from validated settings.
+
+        Args:
+            settings: What :meth:`validate_settings` returned.
+
+        Returns:
+            A new FastMCP server.
+
+        Raises:
+            ServerUnavailable: An optional dependency is missing; the message names the extra.
+            ServerLoadError: ``create`` returned something other than a FastMCP server.
+        """
         # (here, not at the top: resolving a server must not load fastmcp, 0.25 s)
         from fastmcp import FastMCP
 
@@ -139,14 +175,43 @@ class ServerSpec:
         return server
 
     def findings(self, settings: Any) -> Findings:
+        """The ``check`` hook's ``(level, text)`` findings for *settings* (none without a hook).
+
+        Args:
+            settings: Validated settings.
+
+        Returns:
+            The findings, levels :data:`FAIL`, :data:`UNAVAILABLE` or :data:`WARN`.
+        """
         return list(self.check(settings)) if self.check else []
 
     def rows(self, settings: Any) -> Findings:
+        """The ``describe`` hook's ``(label, value)`` rows for *settings* (none without a hook).
+
+        Args:
+            settings: Validated settings.
+
+        Returns:
+            The rows ``dpt-launch --check`` shows, e.g. where the server keeps its data.
+        """
         return list(self.describe(settings)) if self.describe else []
 
 
 def spec_from_module(module: ModuleType, label: str) -> ServerSpec:
-    """The spec of a server module: its ``SPEC``, or one read from its attributes."""
+    """The spec of a server module: its ``SPEC``, or one read from its attributes.
+
+    Args:
+        module: A module with a ``SPEC``, or with ``create_server`` (and optionally
+            ``Settings``, ``check``, ``describe``, ``ONE_PER_PROCESS``, ``LOCKS_ITSELF``,
+            ``EXTRA``).
+        label: The name the spec takes (the mount or registered name).
+
+    Returns:
+        The module's spec, named *label*.
+
+    Raises:
+        ServerLoadError: The module has neither ``SPEC`` nor ``create_server``.
+    """
     spec = getattr(module, "SPEC", None)
     if isinstance(spec, ServerSpec):
         return replace(spec, name=label)
@@ -178,8 +243,18 @@ class NoSettings(ServerSettings):
     """A ready-made server takes no settings: any key is refused."""
 
 
-def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
-    """A spec whose settings are *factory*'s keyword parameters, validated by pydantic."""
+def spec_from_factory(factory: Callable[..., FastMCP], label: str) -> ServerSpec:
+    """A spec whose settings are *factory*'s keyword parameters, validated by pydantic.
+
+    Args:
+        factory: A callable returning a FastMCP server. Its annotated parameters become
+            typed settings (unannotated ones accept anything, parameters without a default
+            are required); with ``**kwargs`` other keys pass through.
+        label: The name the spec takes.
+
+    Returns:
+        A spec whose ``create`` calls *factory* with the validated settings.
+    """
     try:
         hints = inspect.get_annotations(factory, eval_str=True)
     except Exception:  # unresolvable annotations: validate names only
@@ -208,7 +283,18 @@ def spec_from_factory(factory: Callable[..., Any], label: str) -> ServerSpec:
 
 
 def spec_from_object(target: Any, label: str) -> ServerSpec:
-    """The spec for what ``module: pkg.mod:attr`` names."""
+    """The spec for what ``module: pkg.mod:attr`` names.
+
+    Args:
+        target: A :class:`ServerSpec`, a module, a FastMCP server or a factory.
+        label: The name the spec takes.
+
+    Returns:
+        The spec, named *label*; a FastMCP instance gets one that refuses every setting.
+
+    Raises:
+        ServerLoadError: *target* is none of these.
+    """
     # (here, not at the top: resolving a server must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
 
@@ -247,14 +333,29 @@ def _registered() -> dict[str, str]:
 
 
 def registered_names() -> list[str]:
-    """Every name ``server:`` accepts: this package's servers and other packages'."""
+    """Every name ``server:`` accepts: this package's servers and other packages'.
+
+    Returns:
+        The names registered under :data:`ENTRY_POINT_GROUP`, sorted.
+    """
     names = set(_registered())
     names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
     return sorted(names)
 
 
 def resolve_registered(name: str) -> ServerSpec:
-    """The spec of the server registered as *name*."""
+    """The spec of the server registered as *name* (``server: NAME`` in a launcher config).
+
+    Args:
+        name: A registered name, e.g. ``memory-tools``.
+
+    Returns:
+        The server's spec, named *name*.
+
+    Raises:
+        ServerLoadError: No server is registered as *name* (the message suggests a close
+            name and lists the registered ones), or its module cannot be imported.
+    """
     value = _registered().get(name)
     if value is None:
         for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
@@ -278,8 +379,19 @@ def resolve_module(
 ) -> ServerSpec:
     """Import ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (a spec, instance or factory).
 
-    *search_dir* (the config file's folder) is importable while the module loads, so
-    ``module: notes_server`` finds ``notes_server.py`` next to the config.
+    Args:
+        spec: ``pkg.mod`` or ``pkg.mod:attr``, as ``module:`` in a launcher config.
+        label: The name the spec takes; *spec* itself when not given.
+        search_dir: The config file's folder: importable while the module loads, so
+            ``module: notes_server`` finds ``notes_server.py`` next to the config.
+
+    Returns:
+        The spec of the module (:func:`spec_from_module`) or of the attribute
+        (:func:`spec_from_object`), named *label*.
+
+    Raises:
+        ServerLoadError: The module cannot be imported, has no such attribute, or names
+            no server; the message says which.
     """
     label = label or spec
     module_name, _, attr = spec.partition(":")

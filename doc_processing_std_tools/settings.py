@@ -23,13 +23,28 @@ class ServerSettings(BaseModel):
 
 
 def base_dir(info: ValidationInfo | None) -> Path:
-    """The folder relative paths resolve against: the config file's folder, else the cwd."""
+    """The folder relative paths resolve against: the config file's folder, else the cwd.
+
+    Args:
+        info: pydantic's validation info; its context's ``base_dir`` is the config file's folder.
+
+    Returns:
+        That folder, or the working directory when validation has no such context.
+    """
     context = (info.context if info else None) or {}
     return Path(context.get("base_dir") or os.getcwd())
 
 
 def resolve_path(value: str | os.PathLike[str], info: ValidationInfo | None) -> Path:
-    """Expand ``~`` and make *value* absolute against :func:`base_dir` (symlinks are kept)."""
+    """Expand ``~`` and make *value* absolute against :func:`base_dir` (symlinks are kept).
+
+    Args:
+        value: The path as given in the settings.
+        info: pydantic's validation info (see :func:`base_dir`).
+
+    Returns:
+        The absolute, normalized path; it need not exist.
+    """
     path = Path(value).expanduser()
     if not path.is_absolute():
         path = base_dir(info) / path

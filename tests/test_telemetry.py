@@ -22,6 +22,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.embedded_redis import free_port
+from doc_processing_std_tools.shared.install_hint import install_extra
 from helpers.launch import http_launcher
 from helpers.paths import SERVERS
 from helpers.redis_server import needs_redis_server, start_redis
@@ -610,5 +611,5 @@ async def test_an_otlp_endpoint_without_the_otel_extra_names_the_extra(
         await compose(load_config(config))
     assert str(caught.value).endswith(
         ":1: telemetry.otlp_endpoint: needs the otel extra (opentelemetry.sdk is not installed): "
-        "pip install 'doc-processing-std-tools[otel]'"
+        f"{install_extra('otel')}"
     )

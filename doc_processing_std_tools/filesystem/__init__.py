@@ -76,8 +76,25 @@ _package = wiring.ServerModule(
     settings_from_args=lambda roots: Settings(roots=roots),
 )
 SPEC = _package.spec
-standalone_server = _package.standalone_server  # roots given, else as main() says
-# dpt-filesystem [ROOT ...]: roots from the arguments, else $DPTTOOLS_FS_ROOTS, else the
-# client's roots, else a project working directory.
+"""The server's :class:`~doc_processing_std_tools.servers.ServerSpec`, registered as
+``filesystem``."""
+standalone_server = _package.standalone_server
+"""A new FastMCP server running on its own, as ``dpt-filesystem`` serves it: the roots given,
+else ``$DPTTOOLS_FS_ROOTS``, else the client's MCP roots, else the working directory when it is
+a project folder.
+
+Args:
+    args (Sequence[str]): Root folders; none: as described above.
+"""
 main = _package.main
+"""Serve filesystem over stdio: ``dpt-filesystem [ROOT ...]`` /
+``python -m doc_processing_std_tools.filesystem``.
+
+Args:
+    argv (Sequence[str] | None): The command-line arguments (root folders);
+        ``sys.argv[1:]`` when ``None``. ``-h`` prints the usage.
+
+Raises:
+    SystemExit: 2, with one line on stderr, when the settings are wrong.
+"""
 __getattr__: Any = _package.module_getattr

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,8 @@ from ..shared.client_text import quote
 if TYPE_CHECKING:
     pass
 from .settings import Settings
+
+T = TypeVar("T")
 
 _CHUNK = 64 * 1024
 
@@ -134,7 +136,7 @@ class RootedFileSystem:
             return FileSystemError(f"{what}: {quote(where)}")
         return FileSystemError(f"{type(exc).__name__}: {exc}")
 
-    def _guard(self, path: str, fn: Callable[[], Any]) -> Any:
+    def _guard(self, path: str, fn: Callable[[], T]) -> T:
         try:
             return fn()
         except (OSError, ValueError, FileSystemError) as exc:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 from pydantic import Field
 
@@ -14,6 +14,9 @@ if TYPE_CHECKING:
 from .base import MAX_TREE_DEPTH, EditOperation, FileSystemError
 from .sessions import SessionFileSystems
 from .settings import SERVER_NAME, Settings
+from .tools import FileSystem
+
+T = TypeVar("T")
 
 PathArg = Annotated[
     str,
@@ -59,18 +62,31 @@ OffsetArg = Annotated[
 
 
 def create_server(settings: Settings) -> FastMCP:
-    """Build the ``filesystem`` server on *settings* (roots must exist)."""
+    """Build the ``filesystem`` server on *settings*.
+
+    Args:
+        settings: The server's settings; with ``read_only`` only the reading tools are
+            registered.
+
+    Returns:
+        A new FastMCP server with the reference filesystem tools.
+
+    Raises:
+        ValueError: A root in the settings does not exist or is not a folder.
+    """
     # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
     from mcp.types import AudioContent, BlobResourceContents, EmbeddedResource, ImageContent
 
     from ..shared.checked_tools import check_arguments
 
-    fs: Any = SessionFileSystems(settings)
-    mcp = FastMCP(SERVER_NAME, instructions=_instructions(fs))
+    systems = SessionFileSystems(settings)
+    # Each FileSystem method, looked up on the calling session's FileSystem (its __getattr__).
+    fs = cast(FileSystem, systems)
+    mcp = FastMCP(SERVER_NAME, instructions=_instructions(systems))
 
     @tool_errors(FileSystemError)
-    def call(fn: Callable[..., Any], *args: Any) -> Any:
+    def call(fn: Callable[..., T], *args: Any) -> T:
         return fn(*args)
 
     def read_tool(title: str, description: str) -> Callable[[Callable[..., Any]], Any]:

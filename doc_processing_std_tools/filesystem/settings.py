@@ -127,7 +127,14 @@ def _roots_row(settings: Settings) -> str:
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """Rows for ``dpt-launch --check``: where the roots come from, mode and limits."""
+    """Rows for ``dpt-launch --check``: where the roots come from, mode and limits.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        ``(label, value)`` rows.
+    """
     return [
         ("roots", _roots_row(settings)),
         ("mode", "read-only" if settings.read_only else "read-write"),
@@ -136,7 +143,15 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
 
 
 def check(settings: Settings) -> list[tuple[str, str]]:
-    """(level, message) problems for ``dpt-launch --check``: a WARN when no root is known yet."""
+    """(level, message) problems for ``dpt-launch --check``: a WARN when no root is known yet.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        One WARN when neither the settings, the variable nor the working directory give a
+        root (the client's roots may still come); else nothing.
+    """
     source, _roots, why = fixed_roots(settings)
     if source != "none":
         return []

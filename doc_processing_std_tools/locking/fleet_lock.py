@@ -52,6 +52,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ..exceptions import DptError
+from ..shared.install_hint import install_extra
 from .process_lock import LockWaitTimeout
 
 try:
@@ -157,9 +158,7 @@ class FleetLock:
 
     def __init__(self, url: str, name: str, lease: float = DEFAULT_LEASE) -> None:
         if redis is None:
-            raise FleetLockUnavailable(
-                "lock.url needs redis-py: pip install 'doc-processing-std-tools[redis]'"
-            )
+            raise FleetLockUnavailable(f"lock.url needs redis-py: {install_extra('redis')}")
         self.url, self.name, self.lease = url, name, lease
         tag = f"{{dpt-lock:{name}}}"
         self._keys = [f"{tag}:owner", f"{tag}:queue", f"{tag}:seq", f"{tag}:beats"]

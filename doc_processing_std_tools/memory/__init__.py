@@ -87,6 +87,23 @@ __all__ = [
 # After the imports above: SPEC is read from them (see wiring.ServerModule).
 _package = wiring.ServerModule(__name__, SERVER_NAME, export="memory_server")
 SPEC = _package.spec
-standalone_server = _package.standalone_server  # settings from the environment, client's roots
-main = _package.main  # dpt-memory / python -m doc_processing_std_tools.memory
+"""The server's :class:`~doc_processing_std_tools.servers.ServerSpec`, registered as
+``memory-tools``."""
+standalone_server = _package.standalone_server
+"""A new FastMCP server running on its own, as ``dpt-memory`` serves it: settings from the
+environment (``$DPTTOOLS_MEMORY_DIR``), following the client's MCP roots.
+
+Args:
+    args (Sequence[str]): Ignored: memory-tools takes its settings from the environment.
+"""
+main = _package.main
+"""Serve memory-tools over stdio: ``dpt-memory`` / ``python -m doc_processing_std_tools.memory``.
+
+Args:
+    argv (Sequence[str] | None): The command-line arguments (none are taken);
+        ``sys.argv[1:]`` when ``None``. ``-h`` prints the usage.
+
+Raises:
+    SystemExit: 2, with one line on stderr, when the settings are wrong.
+"""
 __getattr__: Any = _package.module_getattr

@@ -200,8 +200,10 @@ class MemoryFolder:
 
 GITIGNORE = """\
 # Made by doc-processing-std-tools with this memory folder: git ignores the whole folder.
-# To commit your memories, delete this file (or keep only the line `.dpt*`).
+# To commit your memories, delete the line `*` (the line `.dpt*` keeps the lock marker and
+# temp files out), or this whole file.
 *
+.dpt*
 """
 
 

@@ -66,13 +66,39 @@ MemPath = Annotated[
     str,
     Field(
         description='Path relative to the memory directory, e.g. "notes/todo.md"; '
-        '"/" is the directory itself (a leading "/" is ignored).'
+        '"/" is the directory itself (a leading "/" is ignored), and so is "/memories" '
+        '("/memories/notes/todo.md" is "notes/todo.md").'
     ),
 ]
+# Every path tool's description ends with how its paths are rooted.
+ROOTED = (
+    'Paths are rooted at the memory directory: "notes/todo.md", "/notes/todo.md" and '
+    '"/memories/notes/todo.md" name the same file; "/" and "/memories" are the directory itself.'
+)
+MEMORIES_ROOT = "/memories"  # the root Anthropic's memory tool gives its paths
+
+
+def from_memories_root(path: Any) -> Any:
+    """Anthropic's memory tool roots every path at ``/memories``: ``/memories/x`` is ``x``
+    here and ``/memories`` the memory directory. (``memories/x``, without the leading
+    ``/``, stays a folder named ``memories``.)"""
+    if isinstance(path, str) and (path == MEMORIES_ROOT or path.startswith(MEMORIES_ROOT + "/")):
+        return "/" + path[len(MEMORIES_ROOT) :].lstrip("/")
+    return path
 
 
 def create_server(settings: Settings | None = None) -> FastMCP:
-    """Build a fresh ``memory-tools`` server on ``settings.memory_dir``."""
+    """Build a fresh ``memory-tools`` server on ``settings.memory_dir`` (or its Redis backend).
+
+    Nothing is created or connected yet: the folder appears on first write, Redis is
+    reached on the first call.
+
+    Args:
+        settings: The server's settings; ``None``: from the environment.
+
+    Returns:
+        A new FastMCP server with the key-value and file tools.
+    """
     # (here, not at the top: importing the package must not load fastmcp, 0.25 s)
     from fastmcp import FastMCP
 
@@ -103,7 +129,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         return register
 
     @tool_errors(MemoryStoreError)
-    def run(method: Any, *args: Any) -> str:
+    def run(method: Callable[..., str], *args: Any) -> str:
         return method(*args)
 
     @tool(
@@ -162,7 +188,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
     @tool(
         output_schema=None,
         annotations=READ,
-        after="A long directory listing ends saying how many more entries it left out.",
+        after="A long directory listing ends saying how many more entries it left out. " + ROOTED,
     )
     def memory_view(
         path: MemPath,
@@ -175,9 +201,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         ] = None,
     ) -> str:
         """Show a directory or a file of the memory directory. A directory lists its files and folders up to 2 levels deep with their sizes (hidden items excluded); a file is shown with line numbers, optionally only the lines in view_range."""
-        return run(store.view, path, view_range)
+        return run(store.view, from_memories_root(path), view_range)
 
     @tool(
+        after=ROOTED,
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=False, idempotent=True),
     )
@@ -186,9 +213,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         file_text: Annotated[str, Field(description="The full content of the new file.")],
     ) -> str:
         """Create a new file in the memory directory with the given content, creating missing parent folders. It never overwrites: it fails if the file already exists (edit it with memory_str_replace or memory_insert, or delete it first)."""
-        return run(store.create, path, file_text)
+        return run(store.create, from_memories_root(path), file_text)
 
     @tool(
+        after=ROOTED,
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=False),
     )
@@ -203,9 +231,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         ],
     ) -> str:
         """Replace one exact occurrence of old_str with new_str in a memory file. Nothing changes if old_str is missing or occurs more than once (the error names the lines); on success the edited lines are shown with line numbers."""
-        return run(store.str_replace, path, old_str, new_str)
+        return run(store.str_replace, from_memories_root(path), old_str, new_str)
 
     @tool(
+        after=ROOTED,
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=False, idempotent=False),
     )
@@ -221,9 +250,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         insert_text: Annotated[str, Field(description="The text to insert (one or more lines).")],
     ) -> str:
         """Insert text into a memory file before the given 0-based line, keeping every existing line. Returns the edited lines with line numbers, or an error giving the valid range of insert_line."""
-        return run(store.insert, path, insert_line, insert_text)
+        return run(store.insert, from_memories_root(path), insert_line, insert_text)
 
     @tool(
+        after=ROOTED,
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
@@ -237,9 +267,10 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         ],
     ) -> str:
         """Delete a file, or a folder with everything in it, from the memory directory. A symlink is removed itself, never what it points to; the memory directory itself cannot be deleted, nor a path or symlink resolving to it."""
-        return run(store.delete_path, path)
+        return run(store.delete_path, from_memories_root(path))
 
     @tool(
+        after=ROOTED,
         output_schema=None,
         annotations=tool_annotations(read_only=False, destructive=True, idempotent=True),
     )
@@ -259,7 +290,7 @@ def create_server(settings: Settings | None = None) -> FastMCP:
         ],
     ) -> str:
         """Rename or move a file or folder inside the memory directory. It fails if the destination already exists or the source does not; missing parent folders of the destination are created."""
-        return run(store.rename, old_path, new_path)
+        return run(store.rename, from_memories_root(old_path), from_memories_root(new_path))
 
     check_arguments(server)
     return server

@@ -13,6 +13,7 @@ from ..embedded_redis import INSTALL_HINT, find_executable
 from ..servers import FAIL, UNAVAILABLE
 from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.install_hint import install_extra
 from ..shared.reply_bounds import ReplyLimits
 from .redis_urls import namespace_problem, redact, split_store_url
 
@@ -191,7 +192,14 @@ class Settings(ReplyLimits):
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created)."""
+    """(label, value) rows for ``dpt-launch --check`` (no fastmcp import, nothing created).
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        Where the memories live (folder or Redis) and where that came from.
+    """
     if settings.on_redis:
         where = redact(settings.url) if settings.url else "the embedded redis-server (per user)"
         rows = [("backend", settings.backend), ("url", where), ("namespace", settings.namespace)]
@@ -213,7 +221,14 @@ def check(settings: Settings) -> list[tuple[str, str]]:
 
     On Redis, one PING: wrong credentials are a wrong setting (FAIL); an unreachable or
     missing server is this machine's lack (UNAVAILABLE: the launcher skips memory-tools,
-    --check says FAIL)."""
+    --check says FAIL).
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        ``(level, message)`` pairs; empty when the memory folder or Redis is usable.
+    """
     if settings.on_redis:
         return _redis_check(settings)
     why = workspace.writable_reason(settings.memory_dir)
@@ -228,7 +243,7 @@ def _fix() -> str:
 
 MISSING_REDIS = (
     "memory-tools: backend redis and embedded need the optional dependency 'redis': "
-    "pip install 'doc-processing-std-tools[redis]'"
+    f"{install_extra('redis')}"
 )
 
 

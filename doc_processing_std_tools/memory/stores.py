@@ -11,7 +11,7 @@ from ..popoto_memory.settings import default_data_dir
 from ..shared import workspace
 
 if TYPE_CHECKING:
-    pass
+    from .redis_store import RedisMemoryStore
 from .files import FileCommands
 from .formats import MemoryStoreError
 from .keys import KeyValueStore
@@ -23,7 +23,7 @@ class MemoryStore(KeyValueStore, FileCommands):
     raise :class:`MemoryStoreError` with the message for the user."""
 
 
-def open_store(settings: Settings) -> Any:
+def open_store(settings: Settings) -> MemoryStore | RedisMemoryStore:
     """The store the settings name: a :class:`MemoryStore` on the folder, or a
     :class:`~.redis_store.RedisMemoryStore` on the Redis namespace (nothing connects yet)."""
     bounds = settings.reply_bounds
@@ -65,11 +65,11 @@ class SessionStores:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.default: Any = open_store(settings)
+        self.default = open_store(settings)
         self._stores: dict[Path, MemoryStore] = {}
         self._lock = threading.Lock()
 
-    def current(self) -> MemoryStore:
+    def current(self) -> MemoryStore | RedisMemoryStore:
         if not self.settings.follows_client_roots:
             return self.default
         try:

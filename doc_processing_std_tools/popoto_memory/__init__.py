@@ -99,6 +99,24 @@ _package = wiring.ServerModule(
     __name__, SERVER_NAME, export="popoto_memory_server", follow_client_roots=False
 )
 SPEC = _package.spec
-standalone_server = _package.standalone_server  # settings from the environment
-main = _package.main  # dpt-popoto-memory / python -m doc_processing_std_tools.popoto_memory
+"""The server's :class:`~doc_processing_std_tools.servers.ServerSpec`, registered as
+``popoto-memory``."""
+standalone_server = _package.standalone_server
+"""A new FastMCP server running on its own, as ``dpt-popoto-memory`` serves it: settings from
+popoto's environment (``POPOTO_MEMORY_*``).
+
+Args:
+    args (Sequence[str]): Ignored: popoto-memory takes its settings from the environment.
+"""
+main = _package.main
+"""Serve popoto-memory over stdio: ``dpt-popoto-memory`` /
+``python -m doc_processing_std_tools.popoto_memory``.
+
+Args:
+    argv (Sequence[str] | None): The command-line arguments (none are taken);
+        ``sys.argv[1:]`` when ``None``. ``-h`` prints the usage.
+
+Raises:
+    SystemExit: 2, with one line on stderr, when the settings are wrong.
+"""
 __getattr__: Any = _package.module_getattr

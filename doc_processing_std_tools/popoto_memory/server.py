@@ -46,6 +46,16 @@ def create_server(settings: Settings | None = None) -> FastMCP:
 
     The embedded redis-server starts (and popoto's connection is bound) in the
     lifespan of the provider holding the tools, and stops when it exits.
+
+    Args:
+        settings: The server's settings; ``None``: from the environment.
+
+    Returns:
+        A new FastMCP server with popoto's four tools.
+
+    Raises:
+        ServerLoadError: popoto is not installed and its definitions are not the bundled
+            snapshot's; the message names the extra to install.
     """
     settings = settings if settings is not None else Settings()
     instructions, definitions = popoto_definitions()

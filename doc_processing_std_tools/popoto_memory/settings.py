@@ -24,6 +24,7 @@ from .. import APP_NAME
 from ..embedded_redis import redact
 from ..settings import resolve_path
 from ..shared import workspace
+from ..shared.install_hint import install_extra
 from ..shared.reply_bounds import DEFAULT_BOUNDS, ReplyBounds, ReplyLimits
 
 SERVER_NAME = "popoto-memory"
@@ -33,10 +34,7 @@ ONE_PER_PROCESS = True
 LOCKS_ITSELF = True
 EXTRA = "popoto"
 DATA_SUBDIR = "popoto-redis"
-MISSING_POPOTO = (
-    "popoto-memory needs the optional dependency 'popoto': "
-    "pip install 'doc-processing-std-tools[popoto]'"
-)
+MISSING_POPOTO = f"popoto-memory needs the optional dependency 'popoto': {install_extra('popoto')}"
 
 
 def default_data_dir() -> Path:

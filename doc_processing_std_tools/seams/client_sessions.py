@@ -55,7 +55,10 @@ async def send_raw_request(
     session._stamp(data, opts)
     if on_progress is not None:
         opts["on_progress"] = on_progress
-    return await session._dispatcher.send_raw_request(method, data["params"], opts)
+    result: dict[str, Any] = await session._dispatcher.send_raw_request(
+        method, data["params"], opts
+    )
+    return result
 
 
 def requests_in_flight(client: Any) -> int:

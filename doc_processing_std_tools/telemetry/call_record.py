@@ -93,7 +93,7 @@ def result_outcome(result: Any) -> Outcome:
     if isinstance(result, dict):
         return Outcome.TOOL_ERROR if result.get("isError") else Outcome.OK
     if isinstance(result, bytes):
-        error = result.find(b'"isError"') >= 0 and _IS_ERROR.search(result)
+        error = b'"isError"' in result and _IS_ERROR.search(result)
         return Outcome.TOOL_ERROR if error else Outcome.OK
     return Outcome.TOOL_ERROR if getattr(result, "is_error", False) else Outcome.OK
 

@@ -108,6 +108,10 @@ async def test_roots_and_their_changes_reach_it_over_stdio(
     folders: dict[str, Path], direct_stdio: Endpoint, mounted_stdio: Endpoint
 ) -> None:
     await assert_same(follows_roots(folders), direct_stdio, mounted_stdio)
+    # its roots/list at start waited for the client instead of failing with -32600
+    assert mounted_stdio.errlog is not None
+    log = mounted_stdio.errlog.read_text()
+    assert "Failed to request initial roots" not in log, log
 
 
 @pytest.mark.slow

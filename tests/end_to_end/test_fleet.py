@@ -181,7 +181,7 @@ def test_haproxy_in_front_of_three_launchers_one_killed_under_load(
         print(f"{len(failed)} of 160 calls failed around the kill: {sorted(set(failed))[:3]}")
         for who, n, ok, text in outcomes:
             if ok:  # acknowledged: on disk
-                assert (shared / "memories" / f"c{who}-{n}.txt").read_text() == f"{who}-{n}", text
+                assert (shared / f"c{who}-{n}.txt").read_text() == f"{who}-{n}", text
             else:
                 assert "\n" not in text, text
         for who in range(4):  # the rest continue on the other launchers
@@ -243,9 +243,9 @@ def test_redis_restarted_under_load_errors_while_down_and_serves_after(tmp_path:
     ]
     for who, n, ok, text in outcomes:
         if ok:
-            assert (shared / "memories" / f"c{who}-{n}.txt").read_text() == f"{who}-{n}", text
+            assert (shared / f"c{who}-{n}.txt").read_text() == f"{who}-{n}", text
         else:
-            assert not (shared / "memories" / f"c{who}-{n}.txt").exists()
+            assert not (shared / f"c{who}-{n}.txt").exists()
     for who in range(2):  # full service after
         last = sorted(o for o in outcomes if o[0] == who)[-20:]
         assert all(ok for _, _, ok, _ in last), last

@@ -212,12 +212,9 @@ async def test_a_launchers_locked_call_waits_for_the_fleet_lock(
                 await anyio.to_thread.run_sync(
                     lambda: _wait_until(lambda: _queued(redis_port, lock_name) == 1, "queued")
                 )
-                assert not (tmp_path / "memory" / "memories" / "a.txt").exists()
+                assert not (tmp_path / "memory" / "a.txt").exists()
                 other.release_now()
-            assert (
-                "a.txt" in results["memory_create"]
-                and (tmp_path / "memory" / "memories" / "a.txt").exists()
-            )
+            assert "a.txt" in results["memory_create"] and (tmp_path / "memory" / "a.txt").exists()
     finally:
         other.close()
 
@@ -250,7 +247,7 @@ async def test_an_unreachable_lock_redis_refuses_locked_calls_in_one_line(tmp_pa
     text = text_of(result)
     assert result.is_error, text
     assert "\n" not in text and "hunter2" not in text and "lock.url" in text, text
-    assert not (tmp_path / "memory" / "memories" / "b.txt").exists()
+    assert not (tmp_path / "memory" / "b.txt").exists()
     assert locking.fleet_lock_in_use() is None  # closing the composition put the lock away
 
 
@@ -307,5 +304,5 @@ async def test_the_wait_for_the_fleet_lock_ends_at_the_calls_timeout(
         other.close()
         await composition.aclose()
     assert result.is_error and "did not start within its timeout" in text_of(result)
-    assert not (tmp_path / "memory" / "memories" / "c.txt").exists()
+    assert not (tmp_path / "memory" / "c.txt").exists()
     assert _queued(redis_port, lock_name) == 0

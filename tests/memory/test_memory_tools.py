@@ -1132,3 +1132,40 @@ async def test_a_server_mounted_by_the_launcher_has_preloaded_its_saved_index(
             assert "alpha" in await ok(client, "list_memory_keys")
     finally:
         await composition.aclose()
+
+
+PATH_TOOLS = {
+    "memory_view",
+    "memory_create",
+    "memory_str_replace",
+    "memory_insert",
+    "memory_delete",
+    "memory_rename",
+}
+
+
+async def test_anthropic_style_memories_paths_name_the_memory_directory(client, files) -> None:
+    """Anthropic's memory tool sends ``/memories/...``: it is the memory directory, and every
+    path tool's description says how paths are rooted."""
+    await ok(client, "memory_create", path="/memories/notes/todo.md", file_text="one\n")
+    assert "one" in await ok(client, "memory_view", path="notes/todo.md")
+    assert "notes" in await ok(client, "memory_view", path="/memories")
+    await ok(
+        client, "memory_str_replace", path="/memories/notes/todo.md", old_str="one", new_str="two"
+    )
+    await ok(
+        client, "memory_insert", path="/memories/notes/todo.md", insert_line=0, insert_text="zero"
+    )
+    await ok(
+        client, "memory_rename", old_path="/memories/notes/todo.md", new_path="/memories/done.md"
+    )
+    shown = await ok(client, "memory_view", path="/done.md")
+    assert "1\tzero" in shown and "2\ttwo" in shown
+    # without the leading "/", memories is an ordinary folder name
+    await ok(client, "memory_create", path="memories/kept.md", file_text="x\n")
+    assert "x" in await ok(client, "memory_view", path="/memories/memories/kept.md")
+    await ok(client, "memory_delete", path="/memories/done.md")
+    await err(client, "memory_view", path="/memories/done.md")
+    for tool in await client.list_tools():
+        if tool.name in PATH_TOOLS:
+            assert '"/memories" are the directory itself' in (tool.description or ""), tool.name

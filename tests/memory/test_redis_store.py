@@ -14,6 +14,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastmcp import Client
@@ -232,6 +233,19 @@ WRITER = textwrap.dedent(
 )
 
 
+def all_keys(store: Any) -> list[str]:
+    """Every key, following list_memory_keys' pages (a reply holds at most 500)."""
+    keys: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = json.loads(store.list_keys(offset))
+        if isinstance(page, list):
+            return keys + page
+        keys += page["keys"]
+        offset = page["next_offset"]
+    return keys
+
+
 def run_writers(url: str, namespace: str, processes: int, rounds: int) -> None:
     from doc_processing_std_tools.memory.redis_store import RedisMemoryStore
 
@@ -254,8 +268,7 @@ def run_writers(url: str, namespace: str, processes: int, rounds: int) -> None:
     tags = sorted(f"{p}-{t}-{i}" for p in range(processes) for t in range(4) for i in range(rounds))
     assert sorted(store.view("log.txt").splitlines()[1:]) != []
     assert sorted(line.split("\t")[1] for line in store.view("log.txt").splitlines()[1:]) == tags
-    keys = json.loads(store.list_keys())
-    assert sorted(k[2:] for k in keys) == tags
+    assert sorted(k[2:] for k in all_keys(store)) == tags
     assert store.view("token/t.txt").endswith("n=" + "x" * len(tags))
 
 

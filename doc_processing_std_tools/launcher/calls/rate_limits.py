@@ -33,6 +33,7 @@ from fnmatch import fnmatchcase
 
 from ...exceptions import DptError
 from ...locking.fleet_lock import client_url, redacted
+from ...shared.install_hint import install_extra
 from ..config.rate_limits import RateLimitRule
 from ..config.schema import LockConfig
 
@@ -176,7 +177,7 @@ class RedisBuckets:
     def __init__(self, config: LockConfig) -> None:
         if redis_asyncio is None:
             raise RateLimitError(
-                "rate_limits with lock.url need redis-py: pip install 'doc-processing-std-tools[redis]'"
+                f"rate_limits with lock.url need redis-py: {install_extra('redis')}"
             )
         self.where = redacted(config.url)
         self._prefix = f"{{dpt-rate:{config.name}}}"

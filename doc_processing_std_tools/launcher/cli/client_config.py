@@ -13,11 +13,13 @@ import stat
 import sys
 import time
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...containment import atomic_write_at
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, load_config, missing_config
+from ..errors import LauncherError
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -94,6 +96,56 @@ def snippet(
     return json.dumps({key: {name: entry}}, indent=2)
 
 
+class EntryTaken(LauncherError):
+    """The client's file already has a different entry under our name (``--force`` replaces it)."""
+
+
+@dataclass
+class Written:
+    """Where ``--write`` put the entry, what it replaced (a summary) and the backup it kept."""
+
+    path: Path
+    replaced: str | None = None
+    backup: Path | None = None
+    unchanged: bool = False
+
+
+def describe_entry(entry: Any) -> str:
+    """One short line for a client entry: the command it runs, or the URL it connects to."""
+    if isinstance(entry, dict):
+        if isinstance(entry.get("command"), str):
+            args = entry.get("args")
+            words = [entry["command"], *(str(a) for a in args)] if isinstance(args, list) else []
+            text = shlex.join(words) if words else entry["command"]
+        elif isinstance(entry.get("url"), str):
+            text = f"url {entry['url']}"
+        else:
+            text = json.dumps(entry, sort_keys=True, default=str)
+    else:
+        text = repr(entry)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+# A TOML table header for mcp_servers.NAME or one of its sub-tables, in any spelling
+# ([mcp_servers.dpt], [ mcp_servers . "dpt" ], [mcp_servers.dpt.env]).
+def _table_header(name: str) -> re.Pattern[str]:
+    key = rf"(?:{re.escape(name)}|\"{re.escape(name)}\"|'{re.escape(name)}')"
+    return re.compile(rf"^\s*\[\s*(?:mcp_servers|\"mcp_servers\")\s*\.\s*{key}\s*(?:\.[^\]]*)?\]")
+
+
+def _without_toml_entry(text: str, name: str) -> str:
+    """*text* without the ``[mcp_servers.NAME]`` table and its sub-tables."""
+    header = _table_header(name)
+    kept: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        if line.lstrip().startswith("["):
+            skipping = bool(header.match(line))
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
 def write_client_config(
     client: str,
     name: str,
@@ -101,8 +153,13 @@ def write_client_config(
     url: str | None = None,
     token_env: str | None = None,
     profile: str | None = None,
-) -> Path:
-    """Merge our entry into the client's file: a backup first, other entries untouched."""
+    force: bool = False,
+) -> Written:
+    """Merge our entry into the client's file: a backup first, other entries untouched.
+
+    A different entry under *name* is replaced only with *force* (else :class:`EntryTaken`);
+    the same entry leaves the file as it is.
+    """
     path = client_files(client)
     if path is None:
         raise ValueError(f"{client} is configured by a command: run the line printed above")
@@ -111,6 +168,8 @@ def write_client_config(
     if path.exists() and not path.stat().st_mode & stat.S_IWUSR:
         raise ValueError(f"{path} is read-only; make it writable (chmod u+w) to add the entry")
     text = path.read_text(encoding="utf-8") if path.exists() else ""
+    ours_text = snippet(client, name, config, url, token_env, profile)
+    replaced: str | None = None
     if client == "codex":
         try:
             servers = tomllib.loads(text).get("mcp_servers", {})
@@ -118,11 +177,20 @@ def write_client_config(
             raise ValueError(f"{path} is not valid TOML ({exc}); fix it first") from None
         if not isinstance(servers, dict):
             raise ValueError(f"{path}: 'mcp_servers' is not a table")
+        ours = tomllib.loads(ours_text)["mcp_servers"][name]
         if name in servers:
-            raise ValueError(f"{path} already has mcp_servers.{name}; remove it first, or --name")
-        updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + snippet(
-            client, name, config, url, token_env, profile
-        )
+            if servers[name] == ours:
+                return Written(path, unchanged=True)
+            replaced = describe_entry(servers[name])
+            if not force:
+                raise EntryTaken(_taken(path, f"mcp_servers.{name}", replaced))
+            text = _without_toml_entry(text, name)
+            if name in tomllib.loads(text).get("mcp_servers", {}):
+                raise ValueError(
+                    f"{path} has mcp_servers.{name} inline, which --force cannot replace; "
+                    "remove it by hand, or --name another"
+                )
+        updated = (text.rstrip("\n") + "\n\n" if text.strip() else "") + ours_text
         tomllib.loads(updated)  # (a last check: what is written parses)
     else:
         try:
@@ -131,14 +199,21 @@ def write_client_config(
             raise ValueError(f"{path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path} does not hold a JSON object")
-        ours = json.loads(snippet(client, name, config, url, token_env, profile))
-        key = next(iter(ours))
+        parsed = json.loads(ours_text)
+        key = next(iter(parsed))
         servers = data.setdefault(key, {})
         if not isinstance(servers, dict):
             raise ValueError(f"{path}: '{key}' is not an object")
-        servers[name] = ours[key][name]
+        if name in servers:
+            if servers[name] == parsed[key][name]:
+                return Written(path, unchanged=True)
+            replaced = describe_entry(servers[name])
+            if not force:
+                raise EntryTaken(_taken(path, f"{key}.{name}", replaced))
+        servers[name] = parsed[key][name]
         updated = json.dumps(data, indent=2) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
+    backup = None
     if path.exists():
         stamp = time.strftime("%Y%m%d-%H%M%S")
         backup = path.with_name(f"{path.name}.bak-{stamp}")
@@ -153,7 +228,14 @@ def write_client_config(
         atomic_write_at(folder, path.name, updated.encode("utf-8"), mode=mode)
     finally:
         os.close(folder)
-    return path
+    return Written(path, replaced, backup)
+
+
+def _taken(path: Path, where: str, replaced: str) -> str:
+    return (
+        f"{path} already has a different {where} ({replaced}); pass --force to replace it "
+        "(a backup is kept), or --name another"
+    )
 
 
 def client_config(args: argparse.Namespace) -> int:
@@ -163,10 +245,10 @@ def client_config(args: argparse.Namespace) -> int:
             return _fail(f"--url {args.url!r}: give the daemon's http(s) URL", EXIT_USAGE)
     else:
         config = Path(args.config).expanduser().resolve()
+        if not config.exists():
+            return _fail(missing_config(config), EXIT_USAGE)
         if not config.is_file():
-            return _fail(
-                f"{config}: no such config file (write one with: dpt-launch init)", EXIT_USAGE
-            )
+            return _fail(f"{config}: not a file; pass --config with the path of yours", EXIT_USAGE)
     if args.token_env and args.url is None:
         return _fail("--token-env goes with --url (the daemon's token)", EXIT_USAGE)
     if not CLIENT_ENTRY_NAME.match(args.name):
@@ -191,12 +273,23 @@ def client_config(args: argparse.Namespace) -> int:
         )
     if args.write:
         try:
-            path = write_client_config(
-                args.client, args.name, config, args.url, args.token_env, profile
+            written = write_client_config(
+                args.client, args.name, config, args.url, args.token_env, profile, args.force
             )
+        except EntryTaken as exc:
+            return _fail(str(exc), EXIT_USAGE)
         except (ValueError, OSError) as exc:
             return _fail(str(exc), EXIT_FAILURE)
-        print(f"wrote the '{args.name}' entry into {path}", file=sys.stderr)
+        if written.unchanged:
+            print(f"{written.path} already has this '{args.name}' entry", file=sys.stderr)
+        elif written.replaced is not None:
+            print(
+                f"replaced the '{args.name}' entry in {written.path} (it ran: {written.replaced}; "
+                f"the old file is kept as {written.backup})",
+                file=sys.stderr,
+            )
+        else:
+            print(f"wrote the '{args.name}' entry into {written.path}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -236,5 +329,10 @@ def parse(argv: list[str], default_config: str) -> argparse.Namespace:
         "--write",
         action="store_true",
         help="merge the entry into the client's config file (a backup is kept)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="with --write: replace a different entry of the same name (it says what it replaced)",
     )
     return parser.parse_args(argv)

@@ -38,7 +38,10 @@ async def run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transpo
         # built writes to stderr instead.
         with contextlib.redirect_stdout(sys.stderr), progress(loaded):
             grace = None if args.check else loaded.config.start_grace
-            composition = await compose(loaded, strict=args.strict, grace=grace)
+            stdio_client = not args.check and transport.type == "stdio"
+            composition = await compose(
+                loaded, strict=args.strict, grace=grace, stdio_client=stdio_client
+            )
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except CompositionError as exc:

@@ -8,6 +8,7 @@ message goes to stderr (``--check`` prints its table to stdout: it serves nothin
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import logging
 import os
@@ -37,7 +38,8 @@ Quick start:
   dpt-launch --config tools.yaml            # serve over stdio (what MCP clients run)
 
 Client setup (Claude Code):
-  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml
+  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code
+  (every client's entry, with this install's paths: dpt-launch client-config CLIENT)
 
 Other verbs (each has --help):
   dpt-launch init [PATH]                        write a commented starter config
@@ -45,7 +47,8 @@ Other verbs (each has --help):
   dpt-launch call --config F TOOL ['{"a": 1}']  call one tool and print the result
   dpt-launch client-config CLIENT --config F [--write]
                                                 the snippet for claude-code, claude-desktop,
-                                                cursor, vscode or codex (--write merges it)
+                                                cursor, vscode, codex or windsurf (--write
+                                                merges it)
   dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
                                                 (client-config CLIENT --url URL prints it)
   dpt-launch login NAME --config F [--no-browser]
@@ -212,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in VERBS:
         return run_verb(argv[0], argv[1:])
+    if argv and not argv[0].startswith("-"):  # the plain form takes no positional argument
+        return _fail(_not_a_verb(argv[0]), EXIT_USAGE)
     # Start-up allocates much and frees almost nothing: no collections until the
     # composition is built, then what it built is frozen out of later collections.
     gc.disable()
@@ -219,6 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         return _main(argv)
     finally:
         gc.enable()
+
+
+def _not_a_verb(word: str) -> str:
+    close = difflib.get_close_matches(word, VERBS, n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'?" if close else f"the verbs are {', '.join(VERBS)}"
+    return f"'{word[:60]}' is not a verb of dpt-launch; {hint} (dpt-launch --help)"
 
 
 def _main(argv: list[str]) -> int:

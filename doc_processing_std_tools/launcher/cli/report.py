@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 
 from rich.console import Console
 from rich.markup import escape
@@ -34,6 +36,13 @@ def _summary(description: str | None) -> str:
     return re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
 
 
+def _width() -> int | None:
+    """The terminal's width (or ``$COLUMNS``); 120 into a pipe or a file, where nothing wraps."""
+    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return None
+    return 120
+
+
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
@@ -45,7 +54,7 @@ def print_check(
     findings: list[tuple[str, str, str]],
 ) -> None:
     """The tables, then one line per finding, then ``OK`` only when every server will serve."""
-    console = Console(highlight=False, width=max(120, Console().width))
+    console = Console(highlight=False, width=_width())
     where = (
         "stdio"
         if transport.type == "stdio"
@@ -54,11 +63,11 @@ def print_check(
     console.print(f"[bold]{loaded.config.name}[/bold] from {loaded.path} - transport: {where}")
 
     servers = Table(title="Mounted servers", title_justify="left")
-    servers.add_column("mount")
-    servers.add_column("server")
-    servers.add_column("namespace")
-    servers.add_column("tools", justify="right")
-    servers.add_column("settings")
+    servers.add_column("mount", overflow="fold")
+    servers.add_column("server", overflow="fold")
+    servers.add_column("namespace", overflow="fold")
+    servers.add_column("tools", justify="right", no_wrap=True)
+    servers.add_column("settings", overflow="fold", ratio=1)
     for mount in composition.mounts:
         details = "\n".join(f"{label}: {value}" for label, value in mount.describe())
         servers.add_row(
@@ -79,8 +88,8 @@ def print_check(
     tools = Table(title="Tools", title_justify="left")
     tools.add_column("tool", style="bold", no_wrap=True)
     tools.add_column("mount", no_wrap=True)
-    tools.add_column("hints")
-    tools.add_column("description", overflow="fold")
+    tools.add_column("hints", overflow="fold")
+    tools.add_column("description", overflow="fold", ratio=1)
     for mount in composition.mounts:
         for tool in mount.tools:
             tools.add_row(

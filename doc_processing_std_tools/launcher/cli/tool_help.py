@@ -33,9 +33,8 @@ def type_of(prop: dict[str, Any], defs: dict[str, Any]) -> str:
         return "one of " + ", ".join(f"`{json.dumps(v)}`" for v in prop["enum"])
     if "const" in prop:
         return f"`{json.dumps(prop['const'])}`"
-    kind = prop.get("type", "any")
-    if isinstance(kind, list):
-        kind = " or ".join(kind)
+    declared = prop.get("type", "any")
+    kind = " or ".join(declared) if isinstance(declared, list) else str(declared)
     if kind == "array":
         items = prop.get("items")
         item = type_of(items, defs) if isinstance(items, dict) else ""

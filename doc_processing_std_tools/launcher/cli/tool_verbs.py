@@ -64,9 +64,7 @@ def could_expose(entry: ServerEntry, name: str) -> bool:
     return entry.tools.admits(own)
 
 
-async def _owner_composition(
-    config: str, tool: str
-) -> tuple[Any, set[str], list[tuple[str, str]]]:
+async def _owner_composition(config: str, tool: str) -> tuple[Any, set[str], list[tuple[str, str]]]:
     """A composition holding *tool*'s server, started as little as possible, every tool name
     seen on the way (for a typo's suggestion), and the servers on the way that serve nothing
     (with why: the tool may be theirs).

@@ -89,7 +89,12 @@ class Composition:
                 await anyio.to_thread.run_sync(self.telemetry.shutdown)
 
     def external_states(self) -> dict[str, str]:
-        """Each external server's state by mount name (a skipped one: ``failed``)."""
+        """Each external server's state by mount name (a skipped one: ``failed``).
+
+        Returns:
+            Mount name to state: ``up``, ``starting``, ``restarting``, ``needs-login`` or
+            ``failed``.
+        """
         states = {m.name: m.state for m in self.mounts if m.supervisor is not None}
         entries = self.loaded.config.servers
         for name, _why in self.skipped:
@@ -99,7 +104,11 @@ class Composition:
         return states
 
     def external_restarts(self) -> dict[str, int]:
-        """How often each mounted external server's session was started again."""
+        """How often each mounted external server's session was started again.
+
+        Returns:
+            Mount name to the number of restarts.
+        """
         return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
     def not_serving(self) -> list[tuple[str, str]]:
@@ -115,7 +124,12 @@ class Composition:
 
     def server_states(self) -> dict[str, dict[str, Any]]:
         """Each server's state (``/ready``): mounted ones live; a skipped external one ``failed``,
-        others ``skipped``."""
+        others ``skipped``.
+
+        Returns:
+            Mount name to ``{"state": ..., "required": ...}``, with the ``reason`` a server needs a
+            login and how many of its definitions ``drifted`` from the approved ones.
+        """
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
@@ -159,8 +173,14 @@ class Composition:
 
     async def until_started(self, tool: str) -> str | None:
         """A call names *tool*, which nothing exposes, while servers are still starting: wait for
-        those that could own the name (by namespace), each within its ``timeout``. Returns why
-        the call cannot go on (the server is still starting), or None to serve it as usual."""
+        those that could own the name (by namespace), each within its ``timeout``.
+
+        Args:
+            tool: The tool name the call gives, as clients see it.
+
+        Returns:
+            Why the call cannot go on (the server is still starting), or None to serve it as usual.
+        """
 
         def exposes() -> bool:
             return any(t.name == tool for m in self.mounts for t in m.tools)
@@ -190,6 +210,9 @@ class Composition:
     async def refresh(self, name: str) -> None:
         """Server *name* said its lists changed: list them again under the launch-time rules (its
         filters and namespace, no name another server exposes) and tell every client what changed.
+
+        Args:
+            name: The mount name of the server whose lists changed.
         """
         if self.reload_lock is None:
             self.reload_lock = anyio.Lock()
@@ -220,7 +243,11 @@ class Composition:
         return sum(len(mount.tools) for mount in self.mounts)
 
     def findings(self) -> list[tuple[str, str, str]]:
-        """``(mount name, level, text)`` for every problem a server module reports about itself."""
+        """Every problem a server module reports about itself (its ``check``).
+
+        Returns:
+            ``(mount name, level, text)`` triples.
+        """
         return [(m.name, level, text) for m in self.mounts for level, text in m.findings()]
 
 
@@ -230,6 +257,7 @@ async def compose(
     strict: bool = False,
     only: set[str] | None = None,
     grace: float | None = None,
+    stdio_client: bool = False,
     telemetry: Telemetry | None = None,
     pins: PinGate | None = None,
 ) -> Composition:
@@ -239,13 +267,27 @@ async def compose(
     One step: a :class:`Composition` that exists can be served as it is (call
     :meth:`Composition.aclose` when done with it). External servers are started
     or reached here; one that fails is skipped, unless it is ``required`` or
-    *strict* is set. With a *grace* (seconds), an external server that is not ``required`` and
-    still starting then is mounted with nothing listed (:attr:`Mount.late`), so serving
-    begins: its lists follow when it is up. Raises :class:`ConfigError` for bad settings,
-    :class:`CompositionError` for tools that cannot be served together and
-    :class:`ServerStartError` for a required server that cannot start. *telemetry*
-    observes every call (default: what the config's ``telemetry`` asks for); *pins* judges
-    every definition (default: the config's ``pins`` and lock file).
+    *strict* is set.
+
+    Args:
+        loaded: The validated config (:func:`~..config.load_config`).
+        strict: Fail instead of skipping a server that cannot start.
+        only: The mount names to build; all enabled servers when ``None``.
+        grace: Seconds to wait for external servers still starting; then one that is not
+            ``required`` is mounted with nothing listed (:attr:`Mount.late`), so serving
+            begins, and its lists follow when it is up. ``None``: wait for each to start.
+        telemetry: Observes every call; default: what the config's ``telemetry`` asks for.
+        pins: Judges every definition; default: the config's ``pins`` and lock file.
+        stdio_client: A stdio client will connect once serving starts: a server's
+            ``roots/list`` sent before then waits for it instead of failing.
+
+    Returns:
+        The composed server with its mounts and the servers skipped (and why).
+
+    Raises:
+        ConfigError: A server's settings are wrong.
+        CompositionError: Tools cannot be served together (a name collision, a bad name).
+        ServerStartError: A required server (any, with *strict*) cannot start.
     """
     if telemetry is None:
         telemetry = telemetry_of(loaded)
@@ -263,6 +305,8 @@ async def compose(
         # (dropped on roots/list_changed) and the sessions external servers' own requests
         # reach: only the served root sees notifications.
         registry = SessionRegistry()
+        if not stdio_client:  # (servers asking for roots at their start wait for none)
+            registry.fronts.no_lone_client()
         built, skipped = await build_servers(
             loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )

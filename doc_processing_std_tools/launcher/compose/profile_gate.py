@@ -17,7 +17,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ...seams.fastmcp_server import add_server_middleware, low_level_server
 from ..external.fast_path import FastPath
 from ..external.relay import ToolRelay
-from ..transports.http import PROFILE_SCOPE_KEY as SCOPE_KEY
+from ..transports.session_binding import PROFILE_SCOPE_KEY as SCOPE_KEY
 from .profile_names import (
     NameMap,
     call_tool_definition,

@@ -59,7 +59,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     removed = set(old) - kept
 
     stack = AsyncExitStack()  # undoes what this reload started if it is refused
-    built: list = []
+    built: list[Mount] = []
     try:
         registry = registry_of(composition.root)
         built, skipped = await build_servers(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ...shared.install_hint import install_extra
 from ...telemetry import Telemetry, Tracing
 from ..config.schema import ConfigError, LoadedConfig
 from ..config.yaml_file import format_error
@@ -23,7 +24,7 @@ def telemetry_of(loaded: LoadedConfig) -> Telemetry:
                 loaded.lines,
                 ("telemetry", "otlp_endpoint"),
                 f"needs the otel extra ({exc.name or 'opentelemetry'} is not installed): "
-                "pip install 'doc-processing-std-tools[otel]'",
+                f"{install_extra('otel')}",
             )
         ) from None
     return Telemetry(tracing)

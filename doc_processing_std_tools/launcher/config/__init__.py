@@ -6,6 +6,7 @@ May import the launcher's leaves only (``reasons``), never another folder. The n
 
 from .schema import (
     ConfigError,
+    LauncherConfig,
     LoadedConfig,
     ServerEntry,
     describe_validation_error,
@@ -15,6 +16,7 @@ from .transport import TransportConfig
 
 __all__ = [
     "ConfigError",
+    "LauncherConfig",
     "LoadedConfig",
     "ServerEntry",
     "TransportConfig",

@@ -51,6 +51,30 @@ from .yaml_file import (
     parse_yaml,
 )
 
+__all__ = [  # ConfigError and describe_validation_error are re-exported from yaml_file
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_NAME",
+    "DEFAULT_PING_TIMEOUT",
+    "DEFAULT_START_GRACE",
+    "DEFAULT_START_TIMEOUT",
+    "HEADER_NAME",
+    "NAMESPACE_PATTERN",
+    "PROFILE_NAME_PATTERN",
+    "ConfigError",
+    "LauncherConfig",
+    "LoadedConfig",
+    "LockConfig",
+    "OAuthSettings",
+    "ProfileConfig",
+    "ServerEntry",
+    "TelemetryConfig",
+    "ToolFilter",
+    "UpstreamAuth",
+    "describe_validation_error",
+    "load_config",
+]
+
 DEFAULT_NAME = "doc-processing-std-tools"
 NAMESPACE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9-]*$"  # no "_": the joiner must stay unambiguous
 HEADER_NAME = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # RFC 9110's token
@@ -120,7 +144,25 @@ class UpstreamAuth(StrictModel):
 
 
 class ServerEntry(StrictModel):
-    """One mounted server: in-process (``server`` / ``module``) or external (``command`` / ``url``)."""
+    """One mounted server: in-process (``server`` / ``module``) or external (``command`` / ``url``).
+
+    At most one of ``server``, ``module``, ``command`` and ``url`` says where the server comes
+    from (none: ``server`` is the mount name); the other keys are described in the launcher
+    guide (``docs/launcher.md``).
+
+    Attributes:
+        server: A registered server name, e.g. ``memory-tools``.
+        module: ``pkg.mod`` (a server module) or ``pkg.mod:attr`` (a spec, instance or factory).
+        command: An external server started as a child process over stdio, with ``args``,
+            ``env`` and ``cwd``.
+        url: An external server over streamable HTTP, with ``headers`` and ``auth`` (OAuth).
+        namespace: A prefix for the server's tool names (``mem`` gives ``mem_write_memory``).
+        enabled: ``False`` leaves the entry in the file without mounting it.
+        required: Refuse to serve when this server cannot start (else it is skipped).
+        timeout: Seconds a tool call may take.
+        lock: ``auto``, ``always`` or ``never``: whether calls hold the process lock.
+        settings: The server's own settings (its ``Settings`` model validates them).
+    """
 
     server: str | None = None
     module: str | None = None
@@ -256,7 +298,23 @@ class LockConfig(StrictModel):
 
 
 class LauncherConfig(StrictModel):
-    """The whole file."""
+    """The whole config file.
+
+    Attributes:
+        name: The composed server's name, as clients see it.
+        instructions: Text put before the servers' own instructions.
+        log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (stderr).
+        start_grace: Seconds serving waits for external servers still starting.
+        transport: ``stdio`` or ``http`` (with its host, port, path and auth).
+        telemetry: Metrics and traces of every tool call.
+        lock: The fleet lock shared by launchers on several machines.
+        pins: What to do with tool definitions not approved in the lock file (``block``
+            or ``warn``).
+        servers: The mounted servers by mount name (at least one).
+        profiles: Named subsets of the tools, each served at ``/mcp/NAME``.
+        audit: One JSON line per tool call.
+        rate_limits: Token buckets for the calls whose tool and caller match.
+    """
 
     name: str = DEFAULT_NAME
     instructions: str | None = None
@@ -328,28 +386,56 @@ class LoadedConfig:
 
     @property
     def base_dir(self) -> Path:
+        """The config file's folder: relative paths in settings resolve against it."""
         return self.path.parent
 
     def error(self, loc: tuple[str | int, ...], message: str) -> ConfigError:
+        """A config error at the key *loc*, naming the file and the key's line.
+
+        Args:
+            loc: The key's path, e.g. ``("servers", "memory", "settings")``.
+            message: What is wrong and how to fix it.
+
+        Returns:
+            The error, to raise.
+        """
         return ConfigError(format_error(self.path, self.lines, loc, message))
 
 
 # -- loading -------------------------------------------------------------------
 
 
+def missing_config(file: Path) -> str:
+    """The one wording of a config that is not there, for every verb."""
+    return (
+        f"{file}: config file not found; write a starter one with: dpt-launch init "
+        f"{shlex.quote(str(file))} (or pass --config with the path of yours)"
+    )
+
+
 def load_config(
     path: str | os.PathLike[str], environ: dict[str, str] | None = None
 ) -> LoadedConfig:
-    """Read, expand and validate *path*. Raises :class:`ConfigError` with a one-line message."""
+    """Read, expand and validate the launcher config at *path*.
+
+    Args:
+        path: The YAML file (``~`` is expanded).
+        environ: The variables ``${VAR}`` and ``${VAR:-default}`` expand from;
+            ``os.environ`` when ``None``.
+
+    Returns:
+        The validated config with its resolved path and the line of every key.
+
+    Raises:
+        ConfigError: The file is missing or unreadable, is not a mapping with ``servers:``,
+            names an unset variable, or fails validation; one line naming file, line and key.
+    """
     file = Path(path).expanduser()
     env = os.environ if environ is None else environ
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(
-            f"{file}: config file not found; write a starter one with: dpt-launch init "
-            f"{shlex.quote(str(file))} (or pass --config with the path of yours)"
-        ) from None
+        raise ConfigError(missing_config(file)) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise ConfigError(f"{file}: cannot read the config file: {reason}") from None

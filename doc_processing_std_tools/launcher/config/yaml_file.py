@@ -11,6 +11,7 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,11 @@ def _collect_lines(
 
 
 def expand_env(
-    value: Any, loc: tuple[str, ...], env: Any, file: Path, lines: dict[tuple[str, ...], int]
+    value: Any,
+    loc: tuple[str, ...],
+    env: Mapping[str, str],
+    file: Path,
+    lines: dict[tuple[str, ...], int],
 ) -> Any:
     """Expand ``${VAR}``, ``${VAR:-default}`` and ``$$`` in every string value (never in keys).
 

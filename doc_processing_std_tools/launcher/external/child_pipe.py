@@ -275,7 +275,7 @@ class _RoutingProtocol(asyncio.Protocol):
     are taken as the bytes arrive (no pass through the stream reader and the read task);
     every other line goes on below, unchanged, to :meth:`ChildPipe.read`."""
 
-    def __init__(self, pipe: ChildPipe, below: Any) -> None:
+    def __init__(self, pipe: ChildPipe, below: asyncio.Protocol) -> None:
         self._pipe, self._below = pipe, below
         self._answers: list[bytes] = []  # error replies for overlong lines
         self._buffer = LineBuffer(

@@ -10,7 +10,9 @@ it, and answers the server's requests by asking that client:
 * one client session has calls in flight to the server: that session (over HTTP, on
   the stream of its latest call);
 * none, over stdio: the one client (:attr:`Fronts.lone`), e.g. a server that asks
-  for roots outside a call, and every call of the stdio fast path;
+  for roots outside a call, and every call of the stdio fast path; a ``roots/list`` sent
+  before that client has connected (at the server's start) waits for it
+  (:data:`EARLY_ROOTS_WAIT`);
 * none over HTTP: an error naming the reason (nothing on the wire says which call a
   server's request belongs to, and the launcher never guesses). Calls from several sessions
   are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
@@ -53,6 +55,9 @@ LOG_SEVERITY = {
     )
 }
 SEE_DOCS = "see 'Forwarded to the client' in docs/launcher.md"
+# seconds a server's roots/list sent before the stdio client connected waits for it (below the
+# 60 s the TypeScript SDK's requests wait for an answer)
+EARLY_ROOTS_WAIT = 30.0
 
 
 class Fronts:
@@ -65,6 +70,12 @@ class Fronts:
     def __init__(self) -> None:
         self.lone: Any = None  # the stdio client's session, once it is initialized
         self.links: weakref.WeakSet[FrontLink] = weakref.WeakSet()
+        # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
+        self.settled = anyio.Event()
+
+    def no_lone_client(self) -> None:
+        """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
+        self.settled.set()
 
     async def client_ready(self, session: Any, *, stdio: bool) -> None:
         """A client finished its handshake: over stdio it is the one client, and servers that
@@ -73,6 +84,7 @@ class Fronts:
         if not stdio:
             return
         self.lone = session
+        self.settled.set()
         if _declares(session, "roots"):
             for link in list(self.links):
                 if link.asked_roots_early:
@@ -247,6 +259,12 @@ class FrontLink:
         )
 
     async def roots(self, context: Any) -> Any:
+        if not self._calls and not self.fronts.settled.is_set():
+            # Asked at the server's start, before the stdio client has connected (the reference
+            # filesystem server does, once initialized): held until it has, as a direct
+            # client would answer with its roots, rather than answered with an error.
+            with anyio.move_on_after(EARLY_ROOTS_WAIT):
+                await self.fronts.settled.wait()
         try:
             # A client without roots shares no folder: alone, the server would not have
             # asked, and would serve as with no roots (an error here would fail its tools).

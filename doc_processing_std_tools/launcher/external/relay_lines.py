@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
-from json.scanner import make_scanner
 from typing import Any
 
 from fastmcp.exceptions import ToolError
@@ -64,7 +63,7 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
         and line.startswith(head)
         # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
-            (line.isascii() and line.find(b"\\u") < 0 and line.find(CONNECTION_META_MARK) < 0)
+            (line.isascii() and b"\\u" not in line and CONNECTION_META_MARK not in line)
             or _clean(line)
         )
         and _one_json_value(line)
@@ -109,10 +108,10 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# json's C scanner, strict (no control characters inside strings) and refusing NaN and Infinity
-# (typeshed types make_scanner's argument as itself)
+# strict (no control characters inside strings) and refusing NaN and Infinity. (Calling json's
+# C scanner directly instead saved 0.5 us of a 4 KB reply, 0.4% of the launcher's CPU per
+# relayed call: not worth a private-looking call.)
 _STRICT_DECODER = json.JSONDecoder(parse_constant=_not_json)
-_STRICT_SCAN: Callable[[str, int], tuple[Any, int]] = make_scanner(_STRICT_DECODER)  # type: ignore[arg-type]
 
 
 def _one_json_value(line: bytes) -> bool:
@@ -121,17 +120,15 @@ def _one_json_value(line: bytes) -> bool:
     string or a NaN would otherwise reach the client as they are."""
     try:
         text = line.decode()
-        _, end = _STRICT_SCAN(text, 0)
-    except (ValueError, RecursionError, StopIteration):
+        _, end = _STRICT_DECODER.raw_decode(text)
+    except (ValueError, RecursionError):
         return False
     return end == len(text) or not text[end:].strip(JSON_SPACE)
 
 
 def _clean(line: bytes) -> bool:
     """Whether *line* can go to the client as it is: valid UTF-8, no lone surrogates, no envelope."""
-    if line.find(CONNECTION_META_MARK) >= 0 or (
-        line.find(b"\\u") >= 0 and SURROGATE_ESCAPE.search(line)
-    ):
+    if CONNECTION_META_MARK in line or (b"\\u" in line and SURROGATE_ESCAPE.search(line)):
         return False
     if line.isascii():
         return True

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import anyio
 from fastmcp import Client, FastMCP
+from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
 from fastmcp.server.providers.proxy import FastMCPProxy
 
@@ -79,12 +80,14 @@ class Supervisor:
         self.restarts = 0  # sessions started again after one ended (dpt_external_server_restarts)
         self.last_error = ""
         self.relay = StderrRelay(name) if entry.command else None
-        self._client: Client | None = None
+        self._client: Client[ClientTransport] | None = None
         self._counted = False
         self._http = HttpStatusNote()  # what a URL server answered last
         self._needs_login = False  # this round found no usable login (entry.auth)
         self._stamp = ""  # the token store's stamp when this round read the login
-        self._listing: Client | None = None  # the cached tool list, served while needs-login
+        self._listing: Client[ClientTransport] | None = (
+            None  # the cached tool list, served while needs-login
+        )
         self._store: TokenStore | None = None
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
@@ -160,7 +163,7 @@ class Supervisor:
         """Whether the server's tools are listed from the cache (it needs a login)."""
         return self.state == "needs-login" and self._listing is not None
 
-    async def client(self) -> Client:
+    async def client(self) -> Client[ClientTransport]:
         """The live session's client (the proxy's client factory)."""
         user = self.subject()
         if user is not None:
@@ -345,13 +348,13 @@ class Supervisor:
             if uri is not None:
                 await self.front.resource_updated(str(uri))
 
-    def calls_in_flight(self, client: Client) -> int:
+    def calls_in_flight(self, client: Client[ClientTransport]) -> int:
         """Requests of ours the server has not answered yet: on the SDK session (relayed calls
         over HTTP, prompts, resources, listings) and on the stdio fast path's pipe."""
         pipe = self.pipe
         return requests_in_flight(client) + (len(pipe.pending) if pipe is not None else 0)
 
-    async def _watch(self, client: Client) -> str:
+    async def _watch(self, client: Client[ClientTransport]) -> str:
         """Return when the session is gone (a call saw it close, or a ping failed): why, when it
         is worth more than the server's last stderr line.
 

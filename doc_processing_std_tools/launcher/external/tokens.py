@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import DptError
+from ...shared.install_hint import install_extra
 from ...shared.workspace import user_data_dir
 
 SERVICE = "dpt-launch"  # the keyring's service name
@@ -49,7 +50,7 @@ def _keyring() -> Any | None:
         if choice == "keyring":
             raise TokenStoreError(
                 "DPTTOOLS_TOKEN_STORE=keyring, but the keyring package is not installed "
-                "(pip install 'doc-processing-std-tools[oauth]')"
+                f"({install_extra('oauth')})"
             ) from None
         return None
     if choice == "keyring" or keyring.get_keyring().priority > 0:

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import anyio
 from fastmcp import Client
+from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
 
 from ..config.schema import ServerEntry
@@ -38,7 +39,7 @@ class UserSession:
     def __init__(self, user: str, stamp: str) -> None:
         self.user = user
         self.stamp = stamp  # the user's login as this session read it
-        self.client: Client | None = None
+        self.client: Client[ClientTransport] | None = None
         self.listing = False
         self.error = ""
         self.ready = anyio.Event()
@@ -53,7 +54,7 @@ class UserSessions:
         self._users: dict[str, UserSession] = {}
         self.tasks: Any = None  # the task group the sessions live in (Supervisor.run())
 
-    async def client(self, user: str) -> Client:
+    async def client(self, user: str) -> Client[ClientTransport]:
         """*user*'s own session (opened on their first call), or their listing while they have no
         usable login."""
         supervisor = self._supervisor

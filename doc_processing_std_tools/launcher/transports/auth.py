@@ -164,7 +164,7 @@ def one_line_refusals() -> None:
             logger.addFilter(_OneLineRefusals())
 
 
-def static_bearer_tokens(tokens: list[str]) -> Any:
+def static_bearer_tokens(tokens: list[str]) -> TokenVerifier:
     """A fastmcp ``TokenVerifier`` for fixed tokens, compared in constant time.
 
     (fastmcp's ``StaticTokenVerifier`` looks tokens up in a dict: not constant-time.)
@@ -199,7 +199,7 @@ def lifetime_problem(
     return None
 
 
-def jwt_verifier(config: JwtAuthConfig) -> Any:
+def jwt_verifier(config: JwtAuthConfig) -> TokenVerifier:
     """fastmcp's ``JWTVerifier`` for *config*, refusing tokens that name no subject or expiry,
     that were issued in the future, or that live longer than ``max_token_lifetime``.
 
@@ -269,7 +269,7 @@ class SayFailures(httpx2.AsyncHTTPTransport):
         return response
 
 
-def caller_tokens(static: Any, by_jwt: Any) -> Any:
+def caller_tokens(static: TokenVerifier | None, by_jwt: TokenVerifier | None) -> TokenVerifier:
     """One verifier for both: a static token first (cheap, constant-time), then a JWT."""
     return CallerTokens(static, by_jwt)
 
@@ -293,7 +293,7 @@ class StaticBearerTokens(TokenVerifier):
 class CallerTokens(TokenVerifier):
     """A static token first (cheap, constant-time), then a JWT."""
 
-    def __init__(self, static: Any, by_jwt: Any) -> None:
+    def __init__(self, static: TokenVerifier | None, by_jwt: TokenVerifier | None) -> None:
         super().__init__()
         self.static, self.by_jwt = static, by_jwt
 

@@ -57,6 +57,7 @@ from .asgi import (
 from .auth import IncomingAuth
 from .header_guard import slow_header_guard
 from .identity import scope_caller
+from .session_binding import PROFILE_SCOPE_KEY, SessionEndpoints
 
 if sys.platform != "win32":
     import resource
@@ -213,6 +214,8 @@ def build_app(
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
     if not transport.json_response:
         mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
+    if profiles:  # (a session is used only at the endpoint that opened it)
+        mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)
     protected = auth.protected
 
@@ -292,9 +295,6 @@ def event_store(transport: TransportConfig) -> Any:
         max_events_per_stream=config.max_events_per_stream,
         ttl=config.ttl,
     )
-
-
-PROFILE_SCOPE_KEY = "dpt.profile"  # read by compose/profile_gate.py's ProfileGate
 
 
 class ProfileTag:

@@ -377,7 +377,7 @@ async def _write_replies(
 def _encode(message: Any) -> bytes:
     """One message as a line; a reply that cannot be encoded becomes an error for its id."""
     try:
-        text = message.model_dump_json(by_alias=True, exclude_unset=True)
+        text: str = message.model_dump_json(by_alias=True, exclude_unset=True)
         return text.encode("utf-8") + b"\n"
     except Exception as exc:
         request_id = getattr(message, "id", None)

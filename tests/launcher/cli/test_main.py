@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from doc_processing_std_tools.launcher.cli.client_config import CLIENTS
 from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config import load_config
 from helpers.launch import launched, launcher_command, run_main, text_of
@@ -54,6 +55,13 @@ def test_version_and_help(capsys) -> None:
     assert "--config" in help_text
     assert "--check" in help_text
     assert "Exit status" in help_text
+    assert (
+        "claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code"
+        in (help_text)
+    )
+    flat = " ".join(help_text.split())
+    for client in CLIENTS:  # every client client-config knows is named
+        assert re.search(rf"\b{client}\b", flat), client
 
 
 def test_import_is_cheap() -> None:
@@ -468,7 +476,7 @@ def test_a_server_that_fails_to_build_is_skipped_unless_required(
     path = write_config("servers:\n" + memory + "  broken:\n    module: broken_server:make\n")
     status, out, err = run_main(["--config", str(path), "--check"], capsys)
     assert status == 1
-    assert "FAIL" in out and "the database is down" in out
+    assert "FAIL" in out and "the database is down" in " ".join(out.split())
     assert "write_memory" in out
     for flags, text in (([], "    required: true\n"), (["--strict"], "")):
         strict = write_config(
@@ -558,3 +566,31 @@ def test_a_person_at_a_terminal_is_told_what_is_served_and_how_to_connect(tmp_pa
     assert _initialize(piped)["result"]["serverInfo"]  # serving, past the point of the line
     _, err = piped.communicate(timeout=30)  # EOF on stdin ends it
     assert b"Ctrl-C" not in err and b"client-config" not in err, err
+
+
+def test_a_mistyped_verb_gets_the_closest_one(capsys) -> None:
+    status, _out, err = run_main(["tool", "--config", "x.yaml"], capsys)
+    assert status == 2 and "did you mean 'tools'?" in err
+    assert len(err.strip().splitlines()) == 1
+    status, _out, err = run_main(["frobnicate"], capsys)
+    assert status == 2 and "the verbs are tools, call" in err
+
+
+def test_a_missing_config_is_worded_one_way_by_every_verb(tmp_path: Path, capsys) -> None:
+    absent = str(tmp_path / "absent.yaml")
+    said = set()
+    for argv in (
+        ["--config", absent, "--check"],
+        ["tools", "--config", absent],
+        ["call", "--config", absent, "read_memory"],
+        ["client-config", "cursor", "--config", absent],
+        ["pins", "diff", "--config", absent],
+        ["login", "--list", "--config", absent],
+    ):
+        status, _out, err = run_main(argv, capsys)
+        assert status == 2, (argv, err)
+        said.add(err.strip())
+    assert said == {
+        f"dpt-launch: error: {absent}: config file not found; write a starter one with: "
+        f"dpt-launch init {absent} (or pass --config with the path of yours)"
+    }

@@ -218,7 +218,7 @@ def test_client_config_write_merges_keeps_others_and_backs_up(tmp_path: Path) ->
         env={"HOME": str(home)},
         here=True,
     )
-    assert twice.returncode == 1 and "already has" in twice.stderr
+    assert twice.returncode == 0 and "already has this 'dpt' entry" in twice.stderr
     broken = home / ".config" / "Claude" / "claude_desktop_config.json"
     broken.parent.mkdir(parents=True)
     broken.write_text("{oops")
@@ -255,13 +255,16 @@ def test_client_config_write_refuses_what_it_would_break(tmp_path: Path) -> None
 
     for text, expected in [
         ('model = "o3"\n[broken\n', "is not valid TOML"),
-        ('mcp_servers = { dpt = { command = "old" } }\n', "already has mcp_servers.dpt"),
-        ('[mcp_servers."dpt"]\ncommand = "old"\n', "already has mcp_servers.dpt"),
+        ('mcp_servers = { dpt = { command = "old" } }\n', "a different mcp_servers.dpt (old)"),
+        ('[mcp_servers."dpt"]\ncommand = "old"\n', "a different mcp_servers.dpt (old)"),
     ]:
         codex.write_text(text)
         refused = write("codex")
-        assert refused.returncode == 1 and expected in refused.stderr, refused.stderr
+        assert refused.returncode in (1, 2) and expected in refused.stderr, refused.stderr
         assert codex.read_text() == text
+    codex.write_text('mcp_servers = { dpt = { command = "old" } }\n')
+    inline = write("codex", "--force")  # (an inline table: not rewritten by hand-made TOML)
+    assert inline.returncode == 1 and "remove it by hand" in inline.stderr
 
     real = home / "dotfiles" / "cursor-mcp.json"
     real.parent.mkdir()
@@ -421,3 +424,69 @@ def test_tools_and_call_say_why_a_server_serves_nothing(tmp_path: Path) -> None:
     assert "no tool 'read_memory' is served now: servers.memory-tools serves nothing" in (
         called.stderr
     )
+
+
+FILE_CLIENTS = {
+    "claude-desktop": ("home", ".config/Claude/claude_desktop_config.json", "mcpServers"),
+    "cursor": ("home", ".cursor/mcp.json", "mcpServers"),
+    "vscode": ("cwd", ".vscode/mcp.json", "servers"),
+    "windsurf": ("home", ".codeium/windsurf/mcp_config.json", "mcpServers"),
+    "codex": ("home", ".codex/config.toml", "mcp_servers"),
+}
+
+
+@pytest.mark.parametrize("client", sorted(FILE_CLIENTS))
+def test_client_config_write_replaces_a_different_entry_only_with_force(
+    tmp_path: Path, client: str
+) -> None:
+    """Every client's file: a different ``dpt`` entry is refused (exit 2, naming what it runs)
+    unless ``--force``, which replaces it, says what it replaced and keeps a backup; the same
+    entry again changes nothing."""
+    import tomllib
+
+    config = write_memory_config(tmp_path)
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    where, relative, key = FILE_CLIENTS[client]
+    target = (home if where == "home" else work) / relative
+    target.parent.mkdir(parents=True)
+    if client == "codex":
+        old = 'model = "o3"\n\n[mcp_servers.dpt]\ncommand = "/old/dpt-launch"\nargs = ["--old"]\n'
+        old += '\n[mcp_servers.dpt.env]\nX = "1"\n\n[mcp_servers.other]\ncommand = "x"\n'
+    else:
+        entries = {
+            "dpt": {"command": "/old/dpt-launch", "args": ["--old"]},
+            "other": {"command": "x"},
+        }
+        old = json.dumps({key: entries})
+    target.write_text(old)
+
+    def write(*extra: str) -> subprocess.CompletedProcess:
+        return run(
+            "client-config", client, "--config", str(config), "--write", *extra,
+            cwd=work, env={"HOME": str(home)}, here=True,
+        )  # fmt: skip
+
+    def entries_now() -> dict:
+        text = target.read_text()
+        return tomllib.loads(text)[key] if client == "codex" else json.loads(text)[key]
+
+    refused = write()
+    assert refused.returncode == 2, refused.stderr
+    assert "/old/dpt-launch --old" in refused.stderr and "--force" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert target.read_text() == old and not list(target.parent.glob("*.bak-*"))
+
+    forced = write("--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "replaced the 'dpt' entry" in forced.stderr and "/old/dpt-launch --old" in forced.stderr
+    (backup,) = target.parent.glob("*.bak-*")
+    assert backup.read_text() == old and str(backup) in forced.stderr
+    now = entries_now()
+    assert now["other"] == {"command": "x"}
+    assert now["dpt"]["args"] == ["--config", str(config), "--profile", client]
+    assert "env" not in now["dpt"]
+
+    again = write()
+    assert again.returncode == 0 and "already has this 'dpt' entry" in again.stderr
+    assert len(list(target.parent.glob("*.bak-*"))) == 1

@@ -164,21 +164,27 @@ def test_profiles_search_and_a_session_used_at_another_endpoint(users: Users) ->
         assert refused.body.decode() == "access denied: 'alice' may not use profile 'ops' " + (
             "(no rule of access: allows it)"
         )
-    # her session of /mcp at /mcp/finder: search and call_tool see only her tools
-    assert searched(port, users.alice, alice, "/mcp/finder") == described(ALICE_SEES)
-    assert call(port, users.alice, alice, "call_tool", "/mcp/finder", name="a_change") == (
+    # her session of /mcp is not one of /mcp/finder's (a session belongs to its endpoint) ...
+    elsewhere = rpc(port, "tools/list", {}, session=alice, headers=users.alice, path="/mcp/finder")
+    assert elsewhere.status == 404 and b"opened at the plain endpoint" in elsewhere.body
+    # ... her session of /mcp/finder: search and call_tool see only her tools
+    finder = open_session(port, headers=users.alice, path="/mcp/finder")
+    assert searched(port, users.alice, finder, "/mcp/finder") == described(ALICE_SEES)
+    assert call(port, users.alice, finder, "call_tool", "/mcp/finder", name="a_change") == (
         False,
         "changed",
     )
-    failed, text = call(port, users.alice, alice, "call_tool", "/mcp/finder", name="b_secret")
+    failed, text = call(port, users.alice, finder, "call_tool", "/mcp/finder", name="b_secret")
     assert (failed, text) == (True, DENIED.format(user="alice", tool="b_secret"))
-    # bob opens his session at /mcp/ops and uses it at /mcp/finder and /mcp too
+    # bob's session of /mcp/ops serves him there, and nowhere else
     bob = open_session(port, headers=users.bob, path="/mcp/ops")
-    for path in ("/mcp/ops", "/mcp/finder"):
-        assert searched(port, users.bob, bob, path) == described(BOB_SEES)
-        failed, text = call(port, users.bob, bob, "call_tool", path, name="b_secret")
-        assert (failed, text) == (True, DENIED.format(user="bob", tool="b_secret"))
-    assert listed(port, users.bob, bob) == BOB_SEES
+    assert searched(port, users.bob, bob, "/mcp/ops") == described(BOB_SEES)
+    failed, text = call(port, users.bob, bob, "call_tool", "/mcp/ops", name="b_secret")
+    assert (failed, text) == (True, DENIED.format(user="bob", tool="b_secret"))
+    for path in ("/mcp/finder", "/mcp"):
+        moved = rpc(port, "tools/list", {}, session=bob, headers=users.bob, path=path)
+        assert moved.status == 404 and b"opened at the 'ops' profile's endpoint" in moved.body
+    assert listed(port, users.bob, open_session(port, headers=users.bob)) == BOB_SEES
 
 
 async def test_over_stdio_only_rules_naming_no_one_apply_to_the_local_user(

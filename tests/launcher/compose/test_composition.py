@@ -70,7 +70,7 @@ async def test_overlapping_sync_calls_of_an_unlocked_server_finish_exactly(
                         {"path": "/memories/log.md", "insert_line": 0, "insert_text": f"n{i}"},
                     )
         assert (await client.call_tool("count", {})).data == OVERLAP
-    lines = (tmp_path / "mem" / "memories" / "log.md").read_text().split()
+    lines = (tmp_path / "mem" / "log.md").read_text().split()  # (/memories is the root)
     assert sorted(lines) == sorted(f"n{i}" for i in range(OVERLAP))
 
 

@@ -383,7 +383,9 @@ def test_ready_is_503_only_when_a_required_server_is_not_up() -> None:
     """How /ready sums up states. (Live states come from the supervisor: stand-ins here.)"""
 
     def mount(name: str, state: str, required: bool) -> SimpleNamespace:
-        return SimpleNamespace(name=name, state=state, entry=SimpleNamespace(required=required))
+        return SimpleNamespace(
+            name=name, state=state, entry=SimpleNamespace(required=required), supervisor=None
+        )
 
     composition = SimpleNamespace(
         mounts=[mount("a", "up", False), mount("b", "up", True)],
