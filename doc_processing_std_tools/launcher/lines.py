@@ -73,7 +73,7 @@ class LineBuffer:
             if self.dropping:
                 self._dropped += size
             elif self._held + size > limit:
-                self._head = (b"".join(self.unfinished) + chunk[start : start + HEAD])[:HEAD]
+                self._head = _head_of(self.unfinished, chunk[start : start + HEAD])
                 self._dropped, self.dropping = self._held + size, True
                 self.unfinished.clear()
                 self._held = 0
@@ -102,6 +102,17 @@ class LineBuffer:
             self._overlong()
             return None
         return b"".join(self.unfinished) if self.unfinished else None
+
+
+def _head_of(parts: list[bytes], tail: bytes) -> bytes:
+    """The first :data:`HEAD` bytes of *parts* then *tail*, copying no more than that (a join
+    of an overlong line's pieces, to be dropped, would copy up to ``max_line`` bytes)."""
+    head = bytearray()
+    for part in (*parts, tail):
+        head += part[: HEAD - len(head)]
+        if len(head) >= HEAD:
+            break
+    return bytes(head)
 
 
 def read_lines(fd: int) -> Iterator[bytes]:

@@ -1,17 +1,22 @@
 """The mcp SDK's streamable HTTP pieces: its session manager (with each session's events kept
-apart in a shared event store), how many sessions it holds, and its default HTTP client.
+apart in a shared event store, and no reply to a cancelled request), how many sessions it
+holds, and its default HTTP client.
 
 Pinned by ``tests/seams/``.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 from uuid import uuid4
 
 from fastmcp.server.session_scoped_event_store import SessionScopedEventStore
+from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left open
 
 
 class ScopedSessions(StreamableHTTPSessionManager):
@@ -31,6 +36,39 @@ class ScopedSessions(StreamableHTTPSessionManager):
     @event_store.setter
     def event_store(self, value: Any) -> None:
         self._shared_event_store = value
+
+    def _admit_session(self, requestor: Any) -> StreamableHTTPServerTransport | None:
+        """The SDK's new session, whose cancelled requests get no reply (see
+        :class:`_Unanswered`)."""
+        transport = super()._admit_session(requestor)
+        if transport is not None:
+            transport._terminate_unanswered_request = _Unanswered(transport)  # type: ignore[method-assign]
+        return transport
+
+
+class _Unanswered:
+    """Replaces the transport's ``_terminate_unanswered_request``, which answers a request that
+    settled without a response (one the client cancelled) with -32800. MCP says the receiver of
+    ``notifications/cancelled`` should not reply: its SSE stream is left open, as a server
+    without the launcher leaves it (the client ends it, or the session's end does; an SDK
+    client that saw the stream end would make up an error of its own). At most
+    :data:`HELD_STREAMS` are kept per session: past that the oldest ends, still unanswered. A
+    JSON response (not SSE) must carry a body: that one keeps the SDK's answer."""
+
+    def __init__(self, transport: StreamableHTTPServerTransport) -> None:
+        self.transport = transport
+        self.held: deque[str] = deque()
+
+    async def __call__(self, request_id: Any) -> None:
+        transport = self.transport
+        if transport.is_json_response_enabled:
+            await StreamableHTTPServerTransport._terminate_unanswered_request(transport, request_id)
+            return
+        streams = transport._request_streams
+        self.held = deque(held for held in self.held if held in streams)  # (the ended ones out)
+        self.held.append(str(request_id))
+        while len(self.held) > HELD_STREAMS:
+            await transport._clean_up_memory_streams(self.held.popleft())
 
 
 def session_manager(event_store: Any = None, **options: Any) -> ScopedSessions:

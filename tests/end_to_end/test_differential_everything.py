@@ -277,10 +277,6 @@ async def test_url_elicitation_error_passes_through(
     await assert_same(scenario, *pair_http_fast)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 4: a child's JSON-RPC error is replaced by the launcher's own",
-)
 async def test_read_errors_keep_the_childs_code_message_and_data(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
@@ -340,10 +336,6 @@ def _initialize_result(client: Client) -> dict[str, Any]:
 # --- row 6: smaller differences ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: _meta.fastmcp.tags added to every item, arguments: [] to a prompt with none",
-)
 async def test_lists_are_the_servers_own(pair_http_fast: tuple[Endpoint, Endpoint]) -> None:
     async def scenario(run: Run) -> None:
         # (every capability, roots too: the tool list then has the same tools on both sides)
@@ -377,10 +369,6 @@ async def test_no_extra_roots_request(config: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: over HTTP a cancelled request gets a -32800 reply (the spec says none)",
-)
 async def test_cancelled_request_gets_no_reply_over_http(
     direct_http: Endpoint, mounted_http: Endpoint
 ) -> None:
@@ -395,10 +383,6 @@ async def test_cancelled_request_gets_no_reply_over_http(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: a reload that changes nothing still sends list_changed",
-)
 async def test_reload_that_changes_nothing_sends_no_list_changed(
     direct_http: Endpoint, config: Path, tmp_path: Path
 ) -> None:
@@ -438,10 +422,6 @@ async def test_reload_that_changes_nothing_sends_no_list_changed(
 # --- row 8: quiet logs ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 8: an unknown resource read logs a multi-line rich traceback",
-)
 async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoint) -> None:
     errlog = mounted_http.errlog
     assert errlog is not None
@@ -456,4 +436,7 @@ async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoin
             logged.extend(errlog.read_text().splitlines()[before:])
 
     await run_scenario(scenario, mounted_http)
-    assert len(logged) <= 1, "\n".join(logged)
+    # (the child's own stderr, prefixed with its name, says what it likes when it likes: a
+    # roots request of its start-up can land here)
+    ours = [line for line in logged if not line.startswith(f"[{mounted_http.mount}]")]
+    assert len(ours) <= 1, "\n".join(logged)

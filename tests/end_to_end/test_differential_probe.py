@@ -201,10 +201,6 @@ def _reply(launcher: RawStdio) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: a call before initialize is refused with 'Invalid request parameters'",
-)
 def test_a_call_before_initialize_is_told_to_initialize(raw: RawStdio) -> None:
     raw.send(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}')
     reply = _reply(raw)
@@ -213,10 +209,6 @@ def test_a_call_before_initialize_is_told_to_initialize(raw: RawStdio) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: progressToken true is accepted (a bool passes the integer check)",
-)
 def test_a_boolean_progress_token_is_refused(raw: RawStdio) -> None:
     raw.send(INITIALIZE)
     _reply(raw)
@@ -244,11 +236,6 @@ def test_a_parse_error_has_a_null_id(raw: RawStdio) -> None:
     assert reply["id"] is None and reply["error"]["code"] == -32700, reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 7: docs/ promise a parse error's reply carries the request's id "
-    "'when it can be read'; JSON-RPC 2.0 (and the launcher) say id null",
-)
 def test_the_docs_say_a_parse_error_has_a_null_id() -> None:
     promise = "each with the request's `id` when it can be read"
     promising = [str(page) for page in DOCS.rglob("*.md") if promise in page.read_text()]
@@ -261,11 +248,6 @@ LIMIT = 32 << 20
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 8: a line over max_line_bytes peaks at about 3x max_line_bytes "
-    "(LineBuffer._feed_capped joins what it drops to keep a 1 KB head)",
-)
 def test_an_overlong_line_costs_at_most_about_max_line_bytes(tmp_path: Path) -> None:
     config = probe_config(
         tmp_path / "tools.yaml",

@@ -693,3 +693,20 @@ async def test_oauth_requests_with_a_valid_token_are_in_flight_at_once() -> None
             group.start_soon(post)
             group.start_soon(post)
     assert replies == [({"both": True}, "Bearer old")] * 2
+
+
+async def test_a_cancelled_request_of_a_session_is_left_unanswered() -> None:
+    """The manager's new transport answers a request that settled without a response with
+    nothing (the SDK's own ``_terminate_unanswered_request`` sends -32800); the oldest held
+    stream ends once more than ``HELD_STREAMS`` are held."""
+    sessions = http_sessions.session_manager(app=fastmcp_server.low_level_server(FastMCP("x")))
+    transport = sessions._admit_session(None)
+    assert transport is not None and not transport.is_json_response_enabled
+    for request_id in range(http_sessions.HELD_STREAMS + 1):
+        transport._request_streams[str(request_id)] = anyio.create_memory_object_stream(1)
+        await transport._terminate_unanswered_request(request_id)
+    assert "0" not in transport._request_streams
+    assert len(transport._request_streams) == http_sessions.HELD_STREAMS
+    for send, receive in transport._request_streams.values():
+        send.close()
+        receive.close()

@@ -8,11 +8,13 @@ exactly one plain ERROR line.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import textwrap
 
 import anyio
 
+from doc_processing_std_tools.shared.tool_call_logs import TOOL_CALL_LOGGER, quiet_tool_call_logs
 from helpers.launch import launched, text_of
 
 BOOM_SERVER = '''\
@@ -99,3 +101,31 @@ async def test_at_debug_each_refusal_is_one_plain_line_without_its_text(tmp_path
     assert not BOX_DRAWING & set(
         "".join(line for line in log.splitlines() if "Error calling tool" in line)
     )
+
+
+def test_a_read_error_passed_through_two_servers_is_one_plain_line() -> None:
+    """A mounted server's resource error is logged by it and again by the launcher's root:
+    one plain line for both, the traceback kept for DEBUG."""
+    quiet_tool_call_logs()
+    fastmcp_log = logging.getLogger(TOOL_CALL_LOGGER)
+    ours = logging.getLogger("doc_processing_std_tools.tools")
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append  # type: ignore[method-assign]
+    levels = fastmcp_log.level, ours.level
+    fastmcp_log.setLevel(logging.DEBUG)
+    ours.setLevel(logging.DEBUG)
+    ours.addHandler(handler)
+    error = LookupError("Unknown resource: demo://x")
+    try:
+        for uri in ("demo://x", "demo://ns/x"):
+            try:
+                raise error
+            except LookupError:
+                fastmcp_log.exception("Error reading resource %r", uri)
+    finally:
+        ours.removeHandler(handler)
+        fastmcp_log.setLevel(levels[0])
+        ours.setLevel(levels[1])
+    lines = [r.getMessage() for r in records]
+    assert lines == ["Error reading resource 'demo://x': LookupError: Unknown resource: demo://x"]

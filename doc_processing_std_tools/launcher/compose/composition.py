@@ -36,10 +36,12 @@ from .instructions import merge_instructions
 from .lock_policy import use_fleet_lock
 from .mount import Mount
 from .mounting import exposed, listed_live, mount_into
+from .own_lists import install_own_lists
 from .pinning import gate_for
 from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .telemetry_setup import telemetry_of
+from .unlisted_reads import install_unlisted_reads
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -347,4 +349,6 @@ async def compose(
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
     install_access(composition)  # (before the relay: lists are cut per caller)
+    install_own_lists(composition)
+    install_unlisted_reads(composition)
     return composition

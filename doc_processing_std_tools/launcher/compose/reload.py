@@ -4,7 +4,7 @@ An unchanged entry keeps its server instance and its child process; a removed
 one is closed; a new or changed one is started. The new set is validated in
 full first (the YAML, every setting, every tool name): a config that fails, or
 would collide, changes nothing, and the launcher keeps serving the old one.
-Connected clients are then told that the tool, prompt and resource lists changed.
+Connected clients are then told which of the tool, prompt and resource lists changed, if any.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from pathlib import Path
 import anyio
 
 from ...seams.fastmcp_server import remove_provider
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, LauncherConfig, load_config
 from ..errors import LauncherError
 from .building import ServerStartError, build_servers
 from .composition import Composition
 from .exposure import CompositionError, refuse_bad_names
 from .instructions import merge_instructions
 from .mount import Mount
-from .mounting import listed_live, mount_into
+from .mounting import exposed, listed_live, mount_into
 from .pinning import reread
 from .profile_gate import follow_names, gate_of
 from .profile_names import plain_problems
@@ -43,6 +43,7 @@ class ReloadError(LauncherError):
 async def apply(composition: Composition, path: Path | None = None) -> str:
     """Re-read the config and swap in what changed; returns a one-line summary."""
     path = path or composition.loaded.path
+    before = (composition.loaded.config, _pinned(composition), composition.mounts)
     try:
         loaded = load_config(path)
     except ConfigError as exc:
@@ -121,12 +122,34 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
     composition.loaded = loaded
     root.instructions = merge_instructions(loaded.config.instructions, ordered)
     registry = registry_of(root)
-    told = await registry.notify_lists_changed() if registry else 0
+    changed = _changed_kinds(before, (loaded.config, _pinned(composition), ordered))
+    told = await registry.notify_lists_changed(changed) if registry and changed else 0
     return (
         f"reloaded {path}: {len(kept)} kept, {len(fresh)} started, {len(removed)} removed"
         + (f", {len(skipped)} not mounted" if skipped else "")
         + f"; {told} client(s) told"
     )
+
+
+def _pinned(composition: Composition) -> tuple[object, ...]:
+    gate = composition.pins
+    return (gate.policy, gate.pins, gate.lock_path)
+
+
+def _changed_kinds(
+    before: tuple[LauncherConfig, tuple[object, ...], list[Mount]],
+    after: tuple[LauncherConfig, tuple[object, ...], list[Mount]],
+) -> list[str]:
+    """The lists a reload may have changed for a client: all of them when the config or the pins
+    differ (profiles, access rules and filters decide what a client sees), else those a kept
+    server lists differently now. A reload that changes nothing tells no client anything."""
+    kinds = ["tools", "prompts", "resources"]
+    if before[:2] != after[:2]:
+        return kinds
+    old, new = before[2], after[2]
+    return [
+        kind for kind in kinds if [exposed(m, kind) for m in old] != [exposed(m, kind) for m in new]
+    ]
 
 
 def refuse_plain_collisions(composition: Composition, mounts: list[Mount], fresh: set[str]) -> None:

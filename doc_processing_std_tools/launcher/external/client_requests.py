@@ -311,6 +311,12 @@ class FrontLink:
             await send_raw_request(self._live(), "resources/subscribe", {"uri": own})
         self._subscribers.setdefault(own, {})[id(session_connection(session))] = (session, exposed)
 
+    async def read(self, session: Any, request_id: Any, own: str) -> dict[str, Any]:
+        """Read this server's resource *own* for *session*; its error (code, message, data)
+        reaches the client as it is."""
+        with self.calling(session, request_id):
+            return await send_raw_request(self._live(), "resources/read", {"uri": own})
+
     async def unsubscribe(self, session: Any, own: str) -> None:
         """Client *session* unsubscribes; the server is told when no client is left."""
         subscribers = self._subscribers.get(own, {})

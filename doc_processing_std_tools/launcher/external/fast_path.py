@@ -295,13 +295,14 @@ class FastPath:
 
 def _plain_meta(meta: Any) -> bool:
     """A _meta the SDK accepts (absent, null, or an object whose progressToken is a string or
-    an integer) with no 2026-era connection keys (those keep the SDK path, as does anything
+    an integer, not a boolean) with no 2026-era connection keys (those keep the SDK path, as does anything
     the SDK refuses: it answers that)."""
     if meta is None:
         return True
     if not isinstance(meta, dict):
         return False
-    if "progressToken" in meta and not isinstance(meta["progressToken"], str | int):
+    token = meta.get("progressToken", "")
+    if isinstance(token, bool) or not isinstance(token, str | int):  # (a bool is an int)
         return False
     return not any(str(key).startswith(CONNECTION_META_PREFIX) for key in meta)
 

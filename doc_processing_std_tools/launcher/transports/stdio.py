@@ -6,7 +6,7 @@ Why not the SDK's ``mcp.server.stdio.stdio_server``:
   JSON, a lone-surrogate escape such as ``"\\ud800"``, a message without
   ``method``) without replying, so the client waits forever. Here such a line gets
   a JSON-RPC error: ``-32700`` (parse error) or ``-32600`` (invalid request), with
-  the request's ``id`` whenever it can be read from the line, else ``null``;
+  ``id: null`` when the JSON cannot be read to its end, else the request's ``id``;
 * **a signal stops serving at once.** The SDK reads stdin in an AnyIO worker
   thread that cannot be interrupted; here a daemon thread reads the raw
   descriptor, so cancelling serving never waits for the client to write;
@@ -44,9 +44,12 @@ from ..lines import LineBuffer, read_lines
 from .identity import note_stdio_client
 from .line_writer import LineWriter
 from .wire_errors import (
+    BOOLEAN_TOKEN_TEXT,
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
     INVALID_REQUEST_TEXT,
+    boolean_progress_token,
     encode_error,
     error_reply,
 )
@@ -63,6 +66,31 @@ log = logging.getLogger("dpt-launch")
 
 FLUSH_TIMEOUT = 2.0  # seconds to let queued replies reach the client at exit
 CANCELLED = "notifications/cancelled"
+INITIALIZED = "notifications/initialized"
+# what the launcher serves whatever it mounts; the SDK refuses these before initialize as
+# "Invalid request parameters", which does not say what is wrong
+GATED = frozenset(
+    {
+        "tools/list",
+        "tools/call",
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+NOT_INITIALIZED_TEXT = (
+    "Invalid request parameters: the connection is not initialized; send initialize first"
+)
+
+
+class _Handshake:
+    """Whether the client has begun the handshake (``initialize``, or a bare
+    ``notifications/initialized``), as the SDK's gate judges it."""
+
+    def __init__(self) -> None:
+        self.begun = False
 
 
 class _Wire:
@@ -128,6 +156,7 @@ async def stdio_streams(
     wire = _Wire()
     wire.claim()
     writer = LineWriter(wire.stdout)
+    handshake = _Handshake()
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     token = anyio.lowlevel.current_token()
@@ -136,11 +165,13 @@ async def stdio_streams(
             if fast is not None:
                 fast.bind(group, writer.put, writer.expect, writer.answered)
             if _pollable(wire.stdin):
-                group.start_soon(_pump_on_loop, wire.stdin, read_send, writer, on_eof, fast)
+                group.start_soon(
+                    _pump_on_loop, wire.stdin, read_send, writer, handshake, on_eof, fast
+                )
             else:
                 threading.Thread(
                     target=_pump,
-                    args=(wire.stdin, read_send, writer, token, on_eof, fast),
+                    args=(wire.stdin, read_send, writer, handshake, token, on_eof, fast),
                     name="dpt-launch stdin",
                     daemon=True,
                 ).start()
@@ -156,7 +187,7 @@ async def stdio_streams(
         wire.restore()
 
 
-def _route(line: bytes, writer: LineWriter, fast: FastPath | None) -> Any:
+def _route(line: bytes, writer: LineWriter, handshake: _Handshake, fast: FastPath | None) -> Any:
     """The SessionMessage for the SDK in *line* (one the fast path did not take), or None
     when it was answered here."""
     if not line.strip(b" \t\r\n"):
@@ -176,11 +207,22 @@ def _route(line: bytes, writer: LineWriter, fast: FastPath | None) -> Any:
         log.warning("stdio: answered a request whose id is not a string or integer")
         return None
     if isinstance(message, JSONRPCRequest):
+        if boolean_progress_token(message.params):
+            writer.put(encode_error(message.id, INVALID_PARAMS, BOOLEAN_TOKEN_TEXT))
+            log.warning("stdio: answered a request whose progressToken is a boolean")
+            return None
+        if not handshake.begun and message.method in GATED:
+            writer.put(encode_error(message.id, INVALID_PARAMS, NOT_INITIALIZED_TEXT))
+            log.warning("stdio: answered a %s sent before initialize", message.method)
+            return None
         writer.expect(message.id)
         if message.method == "initialize":
+            handshake.begun = True
             note_stdio_client(message.params)
             if fast is not None:
                 fast.initialize_id = message.id
+    elif isinstance(message, JSONRPCNotification) and message.method == INITIALIZED:
+        handshake.begun = True
     elif isinstance(message, JSONRPCNotification) and message.method == CANCELLED:
         cancelled = (message.params or {}).get("requestId")
         if isinstance(cancelled, str | int):  # (a list or an object names no request)
@@ -204,6 +246,7 @@ async def _pump_on_loop(
     fd: int,
     send: MemoryObjectSendStream[SessionMessage | Exception],
     writer: LineWriter,
+    handshake: _Handshake,
     on_eof: Callable[[], None] | None,
     fast: FastPath | None,
 ) -> None:
@@ -238,7 +281,7 @@ async def _pump_on_loop(
         for line in lines:
             if fast is not None and fast.take(line, on_loop=True):
                 continue  # a relayed call (or its cancellation): served without the SDK
-            if (message := _route(line, writer, fast)) is not None:
+            if (message := _route(line, writer, handshake, fast)) is not None:
                 waiting.append(message)
         if waiting or ended:
             reading(False)
@@ -269,6 +312,7 @@ def _pump(
     fd: int,
     send: MemoryObjectSendStream[SessionMessage | Exception],
     writer: LineWriter,
+    handshake: _Handshake,
     token: object,
     on_eof: Callable[[], None] | None,
     fast: FastPath | None = None,
@@ -279,7 +323,7 @@ def _pump(
         for line in read_lines(fd):
             if fast is not None and fast.take(line):
                 continue  # a relayed call (or its cancellation): served without the SDK
-            if (message := _route(line, writer, fast)) is not None:
+            if (message := _route(line, writer, handshake, fast)) is not None:
                 anyio.from_thread.run(send.send, message, token=token)  # type: ignore[arg-type]
         if on_eof is not None:
             on_eof()

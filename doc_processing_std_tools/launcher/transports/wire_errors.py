@@ -13,6 +13,7 @@ from typing import Any
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 SURROGATE_HINT = (
     "a \\ud800-\\udfff escape without its pair is not valid Unicode; escape the character "
@@ -76,6 +77,18 @@ def _readable(text: str) -> Any:
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+BOOLEAN_TOKEN_TEXT = (
+    "Invalid params: _meta.progressToken must be a string or an integer, not true or false"
+)
+
+
+def boolean_progress_token(params: Any) -> bool:
+    """Whether *params* carry a ``true``/``false`` progressToken: pydantic reads it as 1 or
+    0 (a bool is an int), where MCP allows only a string or an integer."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and isinstance(meta.get("progressToken"), bool)
 
 
 def encode_error(request_id: int | str | None, code: int, text: str) -> bytes:

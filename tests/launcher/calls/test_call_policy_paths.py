@@ -72,7 +72,6 @@ START = 90.0  # seconds a launcher and its servers have to start, or a server to
 WAIT = 30.0  # seconds anything else awaited has to come
 OBSERVER_LINE = re.compile(r"policy observer on port (\d+)")
 SAMPLE = re.compile(r"^([a-z_]+)(?:\{(.*)\})? (\S+)$")
-CANCELLED_BY_TRANSPORT = -32800  # what the SDK's HTTP transport closes a cancelled POST with
 
 FAILURES = (
     "lock_timeout",
@@ -481,7 +480,9 @@ class HttpLauncher(Launcher):
         self.url_servers = url_servers
         self.port = int(self.starting(lambda: SERVING_LINE.search(self.stderr())).group(2))
         self.starting(self._health)
-        self.pool = ThreadPoolExecutor(4)
+        # (a cancelled call's POST stays open, unanswered, until the launcher stops: a thread
+        # each, one per way)
+        self.pool = ThreadPoolExecutor(4 + len(WAYS))
         self.sessions: dict[str, str] = {}
         self.ids = itertools.count(1)
 
@@ -524,10 +525,13 @@ class HttpLauncher(Launcher):
         assert self.post(sent.endpoint, note, self.session(sent.endpoint)).status == 202
 
     def unanswered(self, sent: Posted) -> dict[str, Any] | None:
-        """What a cancelled call's POST was closed with: the transport's error, never a result."""
-        got = self.reply(sent)
-        assert got.get("error", {}).get("code") == CANCELLED_BY_TRANSPORT, got
-        return got if "result" in got else None
+        """Whatever a cancelled call's POST got by the time a later request of its session is
+        answered: nothing (MCP: no reply to a cancelled request; its stream stays open)."""
+        ping = message("ping", id=next(self.ids))
+        answer = self.post(sent.endpoint, ping, self.session(sent.endpoint))
+        assert answer.status == 200, answer
+        assert not sent.response.done(), sent.response.result()
+        return None
 
     def metrics_text(self) -> str:  # (the launcher's own /metrics: the same registry)
         reply = request(self.port, "GET", "/metrics")
