@@ -31,7 +31,7 @@ def lane(args: list[str]) -> tuple[float, dict[str, int]]:
     """Seconds of ``pytest ARGS`` in the checkout, and its summary's counts."""
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],  # (addopts has -q)
         cwd=REPO,
         capture_output=True,
         text=True,
