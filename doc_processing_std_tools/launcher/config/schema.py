@@ -31,7 +31,6 @@ from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
-    SecretStr,
     ValidationError,
     field_validator,
     model_validator,
@@ -43,6 +42,7 @@ from .model_base import StrictModel
 from .pins import PinsConfig
 from .rate_limits import RateLimitRule
 from .transport import TransportConfig
+from .upstream_auth import OAuthSettings, UpstreamAuth
 from .yaml_file import (
     ConfigError,
     describe_validation_error,
@@ -100,47 +100,6 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answer initialize
 DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
-
-
-class OAuthSettings(StrictModel):
-    """A ``url:`` server's OAuth login (``auth: oauth``): tokens come from ``dpt-launch login``.
-
-    Without ``client_id`` the launcher registers itself with the authorization server
-    (dynamic client registration); with one, that client is used (register the redirect URI
-    ``http://127.0.0.1:PORT/callback`` with it and set ``callback_port``)."""
-
-    client_id: str | None = Field(None, min_length=1)
-    client_secret: SecretStr | None = None
-    scopes: list[str] = Field(default_factory=list)
-    callback_port: int | None = Field(None, ge=1, le=65535)
-
-    @field_validator("scopes", mode="before")
-    @classmethod
-    def _space_separated(cls, value: Any) -> Any:
-        return value.split() if isinstance(value, str) else value
-
-    @model_validator(mode="after")
-    def _secret_needs_id(self) -> OAuthSettings:
-        if self.client_secret is not None and self.client_id is None:
-            raise ValueError("'client_secret' needs the 'client_id' it belongs to")
-        return self
-
-
-class UpstreamAuth(StrictModel):
-    """How the launcher signs in to a ``url:`` server: ``auth: oauth`` or ``auth: {oauth: {...}}``."""
-
-    oauth: OAuthSettings
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if value.strip().lower() == "oauth":
-                return {"oauth": {}}
-            raise ValueError(f"{value[:40]!r} is not a known auth; write auth: oauth")
-        if isinstance(value, dict) and value.get("oauth") is None and "oauth" in value:
-            return {**value, "oauth": {}}
-        return value
 
 
 class ServerEntry(StrictModel):
