@@ -61,6 +61,7 @@ class RedisMemory:
         self.k_files, self.k_versions, self.k_dirs, self.k_meta = self.keys
         self._client: Any = None
         self._scripts: dict[str, Any] = {}
+        self._script_flags: bool | None = None  # whether the server reads #!lua lines (asked once)
         self._lock = threading.Lock()
 
     @property
@@ -86,14 +87,17 @@ class RedisMemory:
                     ),  # a lost reply is an error, never a change sent twice
                 )
                 self._scripts = {}
+                self._script_flags = None
             return self._client
 
     def script(self, source: str) -> Any:
         client = self.client()
         found = self._scripts.get(source)
         if found is None:
+            if self._script_flags is None:
+                self._script_flags = _takes_script_flags(client)
             sent = source
-            if source.startswith("#!lua") and not _takes_script_flags(client):
+            if source.startswith("#!lua") and not self._script_flags:
                 sent = source.split("\n", 1)[1]  # (Redis 6: no shebang; no allow-oom either)
             found = self._scripts[source] = client.register_script(sent)
         return found

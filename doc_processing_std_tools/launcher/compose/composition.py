@@ -117,8 +117,8 @@ class Composition:
         a login (``tools``, ``call`` and ``/ready`` say why, as ``--check`` does)."""
         found = list(self.skipped)
         for mount in self.mounts:
-            if mount.supervisor is not None and mount.state != "up":
-                why = mount.supervisor.unavailable() or f"server {mount.name!r} is {mount.state}"
+            why = _why_not_up(mount)
+            if why is not None:
                 found.append((mount.name, why))
         return found
 
@@ -133,10 +133,9 @@ class Composition:
         servers: dict[str, dict[str, Any]] = {}
         for mount in self.mounts:
             servers[mount.name] = {"state": mount.state, "required": mount.entry.required}
-            if mount.state != "up" and mount.supervisor is not None:
-                servers[mount.name]["reason"] = (
-                    mount.supervisor.unavailable() or f"server {mount.name!r} is {mount.state}"
-                )
+            why = _why_not_up(mount)
+            if why is not None:
+                servers[mount.name]["reason"] = why
             drifted = self.pins.drifted_of(mount.name)
             if drifted:  # definitions not as approved (pins)
                 servers[mount.name]["drifted"] = drifted
@@ -249,6 +248,13 @@ class Composition:
             ``(mount name, level, text)`` triples.
         """
         return [(m.name, level, text) for m in self.mounts for level, text in m.findings()]
+
+
+def _why_not_up(mount: Mount) -> str | None:
+    """Why an external server serves no call now (its supervisor's line), or None when up."""
+    if mount.supervisor is None or mount.state == "up":
+        return None
+    return mount.supervisor.unavailable() or f"server {mount.name!r} is {mount.state}"
 
 
 async def compose(
