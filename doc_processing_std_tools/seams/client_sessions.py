@@ -13,23 +13,33 @@ from typing import Any
 import mcp_types
 
 
-def answer_server_requests(client: Any, *, sampling: Any, elicitation: Any, roots: Any) -> None:
+def answer_server_requests(
+    client: Any,
+    *,
+    sampling: Any,
+    elicitation: Any,
+    roots: Any,
+    sampling_capability: mcp_types.SamplingCapability | None = None,
+) -> None:
     """Answer a fastmcp ``Client``'s server-initiated requests with SDK callbacks as they are.
 
     fastmcp's ``sampling_handler``/``elicitation_handler``/``roots`` wrap a handler so that
     any error becomes -32603 and an elicitation's content is re-typed; a relay passes the
     client's answer and error on unchanged, so it sets the session's callbacks itself
     (``Client._session_kwargs``, read when the session opens). The SDK session then
-    declares sampling (with ``tools``), elicitation and roots (``listChanged``) in
-    ``initialize``.
+    declares sampling (*sampling_capability*, by default with ``tools``), elicitation and
+    roots (``listChanged``) in ``initialize``: each one whose callback is not None.
     """
     kwargs = client._session_kwargs
-    kwargs["sampling_callback"] = sampling
-    kwargs["sampling_capabilities"] = mcp_types.SamplingCapability(
-        tools=mcp_types.SamplingToolsCapability()
-    )
-    kwargs["elicitation_callback"] = elicitation
-    kwargs["list_roots_callback"] = roots
+    if sampling is not None:
+        kwargs["sampling_callback"] = sampling
+        kwargs["sampling_capabilities"] = sampling_capability or mcp_types.SamplingCapability(
+            tools=mcp_types.SamplingToolsCapability()
+        )
+    if elicitation is not None:
+        kwargs["elicitation_callback"] = elicitation
+    if roots is not None:
+        kwargs["list_roots_callback"] = roots
 
 
 async def send_raw_request(

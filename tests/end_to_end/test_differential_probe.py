@@ -130,11 +130,6 @@ def test_names_and_volatile_values_map_back() -> None:
 # --- issue 34, rows 5 and 6: what the child is told ---------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 rows 5-6: the child sees the launcher's clientInfo (fastmcp 4.2.3) and "
-    "capabilities, not the client's",
-)
 async def test_the_child_is_told_who_its_client_is(mounted: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", SPEC) as client:
@@ -144,10 +139,6 @@ async def test_the_child_is_told_who_its_client_is(mounted: Endpoint) -> None:
     await assert_same(scenario, direct(), mounted)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: logging/setLevel never reaches the child (the launcher filters instead)",
-)
 async def test_log_level_reaches_the_child(mounted: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", SPEC) as client:

@@ -25,7 +25,7 @@ case compares to what it is about.
 
 Before comparing, names are mapped back to the server's own (:func:`normalized`): a tool or
 prompt ``ns_x`` is ``x``, a URI ``scheme://ns/rest`` is ``scheme://rest``, a log message's
-logger ``mount/x`` is ``x``; ids, UUIDs, clock times and progress tokens are replaced by
+logger ``mount/x`` is ``x`` (``mount`` alone: none); ids, UUIDs, clock times and progress tokens are replaced by
 placeholders. Anything else that differs is reported as a unified diff of the two transcripts.
 
 The reference servers live in ``tests/helpers/reference_servers`` (``npm ci`` there; ``.ci/run`` does it).
@@ -713,6 +713,8 @@ def normalized(value: Any, names: Names, key: str = "") -> Any:
                 k == "logger" and isinstance(v, str) and names.logger and v.startswith(names.logger)
             ):
                 out[k] = v[len(names.logger) :]
+            elif k == "logger" and names.logger and v == names.logger[:-1]:
+                continue  # (the server named no logger: the launcher names the mount)
             elif k == "blob" and isinstance(v, str):
                 out[k] = _blob(v, names)
             else:

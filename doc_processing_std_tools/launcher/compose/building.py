@@ -109,7 +109,7 @@ async def build_servers(
     for name, entry, _source in found:
         if entry.external:
             supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir, fronts)
-            if entry.auth is not None:  # (its calls use the signed-in user's own login)
+            if entry.session_mode == "per_user":  # (an OAuth server's: the user's own login)
                 supervisor.subject = current_subject
             sessions.callback(supervisor.close)
             group.start_soon(supervisor.run)

@@ -49,8 +49,29 @@ class SessionRegistry(RootsWatch):
                     self.sessions.popitem(last=False)
                 await self.fronts.client_ready(session, stdio=ctx.transport == "stdio")
         elif getattr(context, "method", None) == "notifications/roots/list_changed":
-            await self.fronts.roots_changed()
+            await self.fronts.roots_changed(self._session_of(context))
         return await super().on_notification(context, call_next)
+
+    async def on_request(self, context: Any, call_next: Any) -> Any:
+        """A client's ``logging/setLevel`` also reaches the external servers' sessions of its
+        own (``sessions: per_client``), which then filter their log messages themselves."""
+        result = await call_next(context)
+        if getattr(context, "method", None) == "logging/setLevel":
+            message = context.message  # (the raw params: this method has no typed pass)
+            level = message.get("level") if isinstance(message, dict) else None
+            session = self._session_of(context)
+            if isinstance(level, str) and session is not None:
+                await self.fronts.set_level(session, level)
+        return result
+
+    @staticmethod
+    def _session_of(context: Any) -> Any:
+        ctx = context.fastmcp_context
+        if ctx is None:
+            return None
+        with contextlib.suppress(RuntimeError):  # fastmcp: no session established
+            return ctx.session
+        return None
 
     async def on_list_tools(self, context: Any, call_next: Any) -> Any:
         """Ask a client that declares roots for them now, in this small reply's stream.

@@ -48,13 +48,15 @@ class Subscriptions:
     async def subscribe(self, ctx: Any, params: Any) -> dict[str, Any]:
         mount, own = await self._owner(str(params.uri))
         assert mount.supervisor is not None
-        await mount.supervisor.front.subscribe(ctx.session, str(params.uri), own)
+        front = await mount.supervisor.front_of(ctx.session)  # (a client's own session's)
+        await front.subscribe(ctx.session, str(params.uri), own)
         return {}
 
     async def unsubscribe(self, ctx: Any, params: Any) -> dict[str, Any]:
         mount, own = await self._owner(str(params.uri))
         assert mount.supervisor is not None
-        await mount.supervisor.front.unsubscribe(ctx.session, own)
+        front = await mount.supervisor.front_of(ctx.session)
+        await front.unsubscribe(ctx.session, own)
         return {}
 
     async def _owner(self, uri: str) -> tuple[Any, str]:

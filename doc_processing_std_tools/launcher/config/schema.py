@@ -54,8 +54,11 @@ from .yaml_file import (
 __all__ = [  # ConfigError and describe_validation_error are re-exported from yaml_file
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_MAX_SESSIONS",
     "DEFAULT_NAME",
     "DEFAULT_PING_TIMEOUT",
+    "DEFAULT_SESSIONS",
+    "DEFAULT_SESSION_IDLE_TIMEOUT",
     "DEFAULT_START_GRACE",
     "DEFAULT_START_TIMEOUT",
     "HEADER_NAME",
@@ -68,6 +71,7 @@ __all__ = [  # ConfigError and describe_validation_error are re-exported from ya
     "OAuthSettings",
     "ProfileConfig",
     "ServerEntry",
+    "SessionMode",
     "TelemetryConfig",
     "ToolFilter",
     "UpstreamAuth",
@@ -100,6 +104,14 @@ DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answer initialize
 DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
+# How an external server's upstream sessions map to client sessions (``sessions:``): with
+# ``per_client`` each client session has its own (its roots, log level, subscriptions,
+# capabilities, clientInfo); with ``shared`` every client shares the launcher's one; with
+# ``per_user`` each signed-in user has one. The default when unset: see ServerEntry.session_mode.
+SessionMode = Literal["shared", "per_client", "per_user"]
+DEFAULT_SESSIONS: dict[str, SessionMode] = {"command": "per_client", "url": "per_client"}
+DEFAULT_MAX_SESSIONS = 16  # upstream sessions per server beside the launcher's own
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0  # seconds an unused per-client/per-user session stays open
 
 
 class ServerEntry(StrictModel):
@@ -140,6 +152,9 @@ class ServerEntry(StrictModel):
     ping_timeout: float = Field(DEFAULT_PING_TIMEOUT, gt=0)
     max_line_bytes: int = Field(DEFAULT_MAX_LINE_BYTES, ge=1024)
     start_timeout: float = Field(DEFAULT_START_TIMEOUT, gt=0)
+    sessions: SessionMode | None = None
+    max_sessions: int = Field(DEFAULT_MAX_SESSIONS, ge=1)
+    session_idle_timeout: float = Field(DEFAULT_SESSION_IDLE_TIMEOUT, gt=0)
     tools: ToolFilter = Field(default_factory=ToolFilter)
     settings: dict[str, Any] = Field(default_factory=dict)
 
@@ -153,7 +168,13 @@ class ServerEntry(StrictModel):
         for key in ("args", "env", "cwd"):
             if getattr(self, key) and not self.command:
                 raise ValueError(f"{key!r} applies only to a 'command' server")
-        for key in ("ping_timeout", "start_timeout"):
+        for key in (
+            "ping_timeout",
+            "start_timeout",
+            "sessions",
+            "max_sessions",
+            "session_idle_timeout",
+        ):
             if key in self.model_fields_set and not (self.command or self.url):
                 raise ValueError(f"{key!r} applies only to an external server")
         if self.headers and not self.url:
@@ -163,6 +184,11 @@ class ServerEntry(StrictModel):
         if self.auth is not None and any(h.lower() == "authorization" for h in self.headers):
             raise ValueError(
                 "give either 'auth' or an Authorization header, not both (the login sets it)"
+            )
+        if self.auth is not None and self.sessions not in (None, "per_user"):
+            raise ValueError(
+                "an 'auth: oauth' server has one session per signed-in user (each with their "
+                "own login): leave 'sessions' out or give 'per_user'"
             )
         if self.settings and (self.command or self.url):
             raise ValueError("an external server ('command' or 'url') takes no 'settings'")
@@ -199,6 +225,16 @@ class ServerEntry(StrictModel):
     @property
     def external(self) -> bool:
         return bool(self.command or self.url)
+
+    @property
+    def session_mode(self) -> SessionMode:
+        """``sessions`` as given, else ``per_user`` for an OAuth server, else the kind's default
+        (:data:`DEFAULT_SESSIONS`)."""
+        if self.sessions is not None:
+            return self.sessions
+        if self.auth is not None:
+            return "per_user"
+        return DEFAULT_SESSIONS["command" if self.command else "url"]
 
 
 PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"  # one URL path segment: /mcp/NAME

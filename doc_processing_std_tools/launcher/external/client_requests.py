@@ -70,6 +70,7 @@ class Fronts:
     def __init__(self) -> None:
         self.lone: Any = None  # the stdio client's session, once it is initialized
         self.links: weakref.WeakSet[FrontLink] = weakref.WeakSet()
+        self.servers: weakref.WeakSet[Any] = weakref.WeakSet()  # the external servers' supervisors
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
 
@@ -91,10 +92,17 @@ class Fronts:
                     link.asked_roots_early = False
                     await link.tell_roots_changed()
 
-    async def roots_changed(self) -> None:
-        """The client's roots changed: every external server is told, so it asks again."""
+    async def set_level(self, session: Any, level: str) -> None:
+        """Client *session* asked for *level*: each server's session of its own is told."""
+        for server in list(self.servers):
+            await server.set_level(session, level)
+
+    async def roots_changed(self, session: Any = None) -> None:
+        """The roots of the client of *session* changed: every external server's session that
+        serves it is told (the shared ones, and that client's own), so it asks again."""
         for link in list(self.links):
-            await link.tell_roots_changed()
+            if session is None or link.follows(session):
+                await link.tell_roots_changed()
 
 
 class SessionTurns:
@@ -155,6 +163,8 @@ class SessionTurns:
 class FrontLink:
     """One external server's way to the client: its session's callbacks (see the module)."""
 
+    filters_levels = True  # the client's logging/setLevel is applied here (not the server's)
+
     def __init__(self, name: str, fronts: Fronts) -> None:
         self.name = name
         self.fronts = fronts
@@ -166,6 +176,11 @@ class FrontLink:
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
         self._count = 0
         fronts.links.add(self)
+
+    def follows(self, session: Any) -> bool:
+        """Whether this link's session serves the client of *session* (a shared one serves
+        every client)."""
+        return True
 
     @contextlib.contextmanager
     def calling(self, session: Any, request_id: Any) -> Iterator[None]:
@@ -289,7 +304,7 @@ class FrontLink:
         except MCPError as exc:
             log.debug("servers.%s: log message dropped: %s", self.name, exc.error.message)
             return
-        least = client_log_level(session)
+        least = client_log_level(session) if self.filters_levels else None
         if least is not None and LOG_SEVERITY[params.level] < LOG_SEVERITY[least]:
             return
         logger = f"{self.name}/{params.logger}" if params.logger else self.name

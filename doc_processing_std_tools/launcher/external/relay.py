@@ -237,6 +237,10 @@ class ToolRelay:
             # A signed-in user's own session: nothing it asks reaches a client, so it neither
             # waits for other client sessions' turns nor stands for their calls.
             return await self._send(target, out, on_progress, None, request_id)
+        own = await target.supervisor.own_session(caller)
+        if own is not None and own.link is not None:
+            # The client session's own upstream session: what the server asks is its client's.
+            return await self._send(target, out, on_progress, caller, request_id, own)
         front = target.supervisor.front
         # One client session's calls at a time: what the server asks meanwhile is that session's.
         async with front.turns.turn(caller):
@@ -249,10 +253,14 @@ class ToolRelay:
         on_progress: Any,
         caller: Any,
         request_id: Any,
+        own: Any = None,
     ) -> dict[str, Any]:
+        """*own*: the caller's own pooled session (:meth:`.Supervisor.own_session`)."""
         assert target.supervisor is not None
-        front = target.supervisor.front
-        client = await target.supervisor.client()
+        if own is not None:
+            front, client = own.link, own.client
+        else:
+            front, client = target.supervisor.front, await target.supervisor.client(caller)
         # The SDK tells the server of a cancelled call with a shielded write that may take 5 s
         # when the server hangs; that write goes on in the background, so the caller's timeout
         # answers on time.

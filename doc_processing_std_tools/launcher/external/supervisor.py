@@ -4,8 +4,10 @@ Each server has a :class:`Supervisor`: a task that opens the session, keeps it f
 every call (never a process or an HTTP session per request), notices when it
 dies, and opens it again with exponential backoff (1 s doubling to 30 s). While
 it is down, the server's tools stay listed and calls to them return an error
-saying so. How the session is reached: :mod:`.session_transports`; an OAuth
-server's per-user sessions: :mod:`.user_sessions`.
+saying so. How the session is reached: :mod:`.session_transports`. Beside it, the sessions
+of single clients (``sessions: per_client``: :mod:`.per_client`) or users (``per_user``, and
+every OAuth server) are in its :class:`.session_pool.SessionPool`; over the launcher's stdio
+there is one client, and its session is the supervisor's own.
 """
 
 from __future__ import annotations
@@ -22,12 +24,16 @@ from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
 from fastmcp.server.providers.proxy import FastMCPProxy
 
-from ...seams.client_sessions import answer_server_requests, requests_in_flight
+from ...seams.client_sessions import answer_server_requests, requests_in_flight, send_raw_request
+from ...seams.fastmcp_server import request_sources
+from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
 from .child_pipe import ChildPipe
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
+from .per_client import OwnFront, client_key, own_client
+from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import (
     HTTP_HINTS,
     ExternalStartError,
@@ -38,7 +44,6 @@ from .session_transports import (
     shown_url,
 )
 from .tokens import TokenStore
-from .user_sessions import UserSessions
 
 log = logging.getLogger("dpt-launch")
 
@@ -91,9 +96,10 @@ class Supervisor:
         self._store: TokenStore | None = None
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
-        self._users = UserSessions(self)
+        self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
+        self.front.fronts.servers.add(self)
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -148,7 +154,13 @@ class Supervisor:
         """A call's error: when it shows the session is gone, start the restart and say so."""
         user = self.subject()
         if user is not None:
-            return self._users.call_failed(user, exc)
+            return self.pool.call_failed(f"user:{user}", exc)
+        if self.entry.session_mode == "per_client" and is_connection_loss(exc):
+            lost = self.pool.lost()
+            if lost:
+                return (
+                    f"server {self.name!r}: the session of {lost} closed; the next call reopens it"
+                )
         if self._needs_login:
             return needs_login_line(self.name)
         if not is_connection_loss(exc):
@@ -163,16 +175,81 @@ class Supervisor:
         """Whether the server's tools are listed from the cache (it needs a login)."""
         return self.state == "needs-login" and self._listing is not None
 
-    async def client(self) -> Client[ClientTransport]:
-        """The live session's client (the proxy's client factory)."""
-        user = self.subject()
-        if user is not None:
-            return await self._users.client(user)
+    async def client(self, front: Any = None) -> Client[ClientTransport]:
+        """The session's client for the client session *front* (by default the one of the
+        request being served): its own or its user's (:meth:`own_session`), else the shared
+        one. The proxy's client factory."""
+        own = await self.own_session(front)
+        if own is not None:
+            assert own.client is not None  # (SessionPool.session raises when it did not open)
+            return own.client
         if self.state == "needs-login" and self._listing is not None:
             return self._listing  # (lists the cached tools; calls are refused before this)
         if self._client is None or self.state != "up":
             raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
         return self._client
+
+    async def own_session(self, front: Any = None) -> PooledSession | None:
+        """The pooled session that serves client session *front* (default: the request's), or
+        None when the shared one does: ``shared``, the stdio client (the one client: the
+        shared session is its own), no client session (the launcher's own listing)."""
+        user = self.subject()
+        if user is not None:
+            return await user_session(self.pool, self, user)
+        if self.entry.session_mode != "per_client":
+            return None
+        if front is None:
+            front = request_sources()[2]
+        lone = self.front.fronts.lone
+        if front is None or (
+            lone is not None and session_connection(front) is session_connection(lone)
+        ):
+            return None
+        if self.state != "up":
+            raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
+        key = client_key(front)
+        known = self.pool.get(key)
+        session = await self.pool.session(
+            key, lambda pooled: self._open_own(pooled, front), what="a client session"
+        )
+        if known is None:
+            self._close_with(front, key)
+        return session
+
+    async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
+        link = pooled.link = OwnFront(self.name, self.front.fronts, front)
+        return own_client(self.transport(), link, self._handler(link))
+
+    def _close_with(self, front: Any, key: str) -> None:
+        """The client session's end (HTTP DELETE, expiry, disconnect: its connection's teardown)
+        closes its own session."""
+        stack = getattr(session_connection(front), "exit_stack", None)
+        if stack is not None:
+            stack.callback(self.pool.close, key)
+
+    async def front_of(self, session: Any) -> FrontLink:
+        """The link that serves client *session*: its own session's, else the shared one."""
+        own = await self.own_session(session)
+        if own is not None and own.link is not None:
+            return own.link  # type: ignore[no-any-return]
+        return self.front
+
+    async def set_level(self, session: Any, level: str) -> None:
+        """Client *session*'s ``logging/setLevel``, forwarded to its own session when it has one
+        and the server declares ``logging`` (a shared session's level is every client's: the
+        launcher filters instead)."""
+        if self.entry.session_mode != "per_client" or self.state != "up":
+            return
+        try:
+            own = await self.own_session(session)
+            if own is None or own.client is None:
+                return
+            declared = own.client.initialize_result
+            if declared is None or declared.capabilities.logging is None:
+                return
+            await send_raw_request(own.client, "logging/setLevel", {"level": level})
+        except Exception as exc:  # (the client still has the launcher's filter)
+            log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
 
     def proxy(self) -> FastMCP:
         return FastMCPProxy(client_factory=self.client, name=self.name)
@@ -200,9 +277,9 @@ class Supervisor:
         its pipe and thread would otherwise stay until the launcher exits, one per reload."""
         try:
             with self._scope:
-                async with anyio.create_task_group() as self._users.tasks:
+                async with anyio.create_task_group() as self.pool.tasks:
                     await self._keep()
-                    self._users.tasks.cancel_scope.cancel()
+                    self.pool.tasks.cancel_scope.cancel()
             if self.state == "starting":
                 self.last_error = "stopped before it started"
                 self._set("failed")
@@ -299,7 +376,7 @@ class Supervisor:
         self._http.clear()
         front = self.front
         client = Client(
-            transport, mode="legacy", message_handler=self._on_message, log_handler=front.log
+            transport, mode="legacy", message_handler=self._handler(front), log_handler=front.log
         )
         answer_server_requests(
             client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
@@ -336,17 +413,22 @@ class Supervisor:
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
 
-    async def _on_message(self, message: Any) -> None:
-        """A server's ``notifications/*/list_changed`` is handed on (the session's reader must
-        not wait: listing again needs it); ``notifications/resources/updated`` reaches the
-        clients subscribed to that resource."""
-        method = getattr(message, "method", None)
-        if method in LIST_CHANGED and self.on_list_changed is not None:
-            self.on_list_changed()
-        elif method == "notifications/resources/updated":
-            uri = getattr(getattr(message, "params", None), "uri", None)
-            if uri is not None:
-                await self.front.resource_updated(str(uri))
+    def _handler(self, link: FrontLink) -> Callable[[Any], Any]:
+        """The message handler of a session whose client side is *link*: a server's
+        ``notifications/*/list_changed`` is handed on (the session's reader must not wait:
+        listing again needs it); ``notifications/resources/updated`` reaches the clients of
+        *link* subscribed to that resource."""
+
+        async def on_message(message: Any) -> None:
+            method = getattr(message, "method", None)
+            if method in LIST_CHANGED and self.on_list_changed is not None:
+                self.on_list_changed()
+            elif method == "notifications/resources/updated":
+                uri = getattr(getattr(message, "params", None), "uri", None)
+                if uri is not None:
+                    await link.resource_updated(str(uri))
+
+        return on_message
 
     def calls_in_flight(self, client: Client[ClientTransport]) -> int:
         """Requests of ours the server has not answered yet: on the SDK session (relayed calls

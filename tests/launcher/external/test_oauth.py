@@ -344,6 +344,10 @@ async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_sessi
             carried = server_log(server)["calls"][-1] if not result.is_error else ""
             return text, bool(result.is_error), carried
 
+    async def session_of(user: str) -> Any:
+        with acting_as(user):
+            return await supervisor.client()
+
     async with anyio.create_task_group() as group:
         group.start_soon(supervisor.run)
         await supervisor.wait_started()
@@ -351,17 +355,17 @@ async def test_each_signed_in_user_calls_with_their_own_login_on_their_own_sessi
         assert await call_as("alice") == ("hello", False, tokens["alice"])
         assert await call_as("bob") == ("hello", False, tokens["bob"])
         assert await call_as("alice") == ("hello", False, tokens["alice"])
-        first = await supervisor._users.client("alice")
-        assert first is not await supervisor._users.client("bob")  # one session per user
+        first = await session_of("alice")
+        assert first is not await session_of("bob")  # one session per user
         _post(server, "/admin/expire")  # alice's next call refreshes her token on her session
         text, is_error, refreshed = await call_as("alice")
         assert (text, is_error) == ("hello", False) and refreshed != tokens["alice"]
         assert store.get("linear", "alice")["tokens"]["access_token"] == refreshed  # type: ignore[index]
-        assert await supervisor._users.client("alice") is first  # her own refresh: kept open
+        assert await session_of("alice") is first  # her own refresh: kept open
         await login_in_process(config, "linear", env, user="alice")  # a new login: reopened
         again = store.get("linear", "alice")["tokens"]["access_token"]  # type: ignore[index]
         assert await call_as("alice") == ("hello", False, again)
-        assert await supervisor._users.client("alice") is not first
+        assert await session_of("alice") is not first
         carol = await call_as("carol")
         assert carol[:2] == (
             "server 'linear' needs a login for user 'carol': run dpt-launch login linear "

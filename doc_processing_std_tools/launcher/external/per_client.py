@@ -1,0 +1,75 @@
+"""A client session's own upstream session (``sessions: per_client``): opened with what the client
+said in its ``initialize`` (its ``clientInfo``, and only the capabilities it declared), and whose
+server-to-client traffic goes to that client alone.
+
+Everything the server keeps per session then follows the client as on a direct connection: its
+roots (asked outside a call too) and their changes, its log level (``logging/setLevel`` is
+forwarded, and the launcher filters nothing), its subscriptions, and the tool list the server
+shows a client with those capabilities. The session ends with the client's connection (its
+teardown closes it; :class:`.session_pool.SessionPool`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types
+from fastmcp import Client
+from fastmcp.client.transports import ClientTransport
+
+from ...seams.client_sessions import answer_server_requests
+from ...seams.server_sessions import session_connection
+from .client_requests import FrontLink, Fronts
+
+
+class OwnFront(FrontLink):
+    """One client session's link from its own upstream session: every request and log message
+    of the server is that client's (tied to its latest call in flight, else sent on the
+    connection's own stream)."""
+
+    filters_levels = False  # (its logging/setLevel reached the server, which filters)
+
+    def __init__(self, name: str, fronts: Fronts, session: Any) -> None:
+        super().__init__(name, fronts)
+        self.session = session
+        self.connection = session_connection(session)
+
+    def follows(self, session: Any) -> bool:
+        return session_connection(session) is self.connection
+
+    def _front(self, what: str) -> tuple[Any, Any]:
+        calls = list(self._calls.values())
+        if calls:
+            return calls[-1]
+        return self.session, None
+
+
+def client_key(session: Any) -> str:
+    """The pool's key of a client session: its connection (one per client)."""
+    return f"client:{id(session_connection(session))}"
+
+
+def own_client(transport: Any, link: OwnFront, message_handler: Any) -> Client[ClientTransport]:
+    """A client for *link*'s session that tells the server what its client told the launcher:
+    its ``clientInfo`` and the capabilities it declared (sampling as declared, elicitation,
+    roots), each answered by that client."""
+    params = getattr(link.connection, "client_params", None)
+    info = getattr(params, "client_info", None)
+    declared = getattr(link.connection, "client_capabilities", None)
+    declared = declared if isinstance(declared, mcp_types.ClientCapabilities) else None
+    client: Client[ClientTransport] = Client(
+        transport,
+        mode="legacy",
+        message_handler=message_handler,
+        log_handler=link.log,
+        client_info=info if isinstance(info, mcp_types.Implementation) else None,
+    )
+    sampling = declared.sampling if declared is not None else None
+    answer_server_requests(
+        client,
+        sampling=link.sampling if sampling is not None else None,
+        sampling_capability=sampling,
+        elicitation=link.elicitation if declared and declared.elicitation else None,
+        roots=link.roots if declared and declared.roots else None,
+    )
+    return client
