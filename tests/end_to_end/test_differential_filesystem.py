@@ -115,11 +115,6 @@ async def test_roots_and_their_changes_reach_it_over_stdio(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 1: over HTTP the client's roots and roots/list_changed never reach "
-    "the filesystem server (it asks outside a call), so it keeps the folders it started with",
-)
 async def test_roots_and_their_changes_reach_it_over_http(
     folders: dict[str, Path], direct_stdio: Endpoint, mounted_http: Endpoint
 ) -> None:
@@ -127,10 +122,6 @@ async def test_roots_and_their_changes_reach_it_over_http(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 1: two HTTP clients share one upstream session and its roots",
-)
 async def test_two_http_clients_each_work_in_their_own_roots(
     folders: dict[str, Path], direct_stdio: Endpoint, mounted_http: Endpoint
 ) -> None:

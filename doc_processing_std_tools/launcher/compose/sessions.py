@@ -61,7 +61,10 @@ class SessionRegistry(RootsWatch):
             level = message.get("level") if isinstance(message, dict) else None
             session = self._session_of(context)
             if isinstance(level, str) and session is not None:
-                await self.fronts.set_level(session, level)
+                request_id = None
+                with contextlib.suppress(Exception):  # (its messages then go out unrelated)
+                    request_id = context.fastmcp_context.request_id
+                await self.fronts.set_level(session, level, request_id)
         return result
 
     @staticmethod

@@ -79,10 +79,13 @@ class Fronts:
         self.settled.set()
 
     async def client_ready(self, session: Any, *, stdio: bool) -> None:
-        """A client finished its handshake: over stdio it is the one client, and servers that
-        asked for roots before it could answer are told the roots changed (over HTTP a server
-        asking outside a call gets an error anyway: nothing to tell)."""
+        """A client finished its handshake: over HTTP each server with sessions per client opens
+        its session now (as a direct connection would be, when the client initialized); over
+        stdio it is the one client, and servers that asked for roots before it could answer are
+        told the roots changed."""
         if not stdio:
+            for server in list(self.servers):
+                server.client_joined(session)
             return
         self.lone = session
         self.settled.set()
@@ -92,10 +95,11 @@ class Fronts:
                     link.asked_roots_early = False
                     await link.tell_roots_changed()
 
-    async def set_level(self, session: Any, level: str) -> None:
-        """Client *session* asked for *level*: each server's session of its own is told."""
+    async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
+        """Client *session* asked for *level* (its request *request_id*): each server's session
+        of its own is told; the log messages that answers go out before the reply."""
         for server in list(self.servers):
-            await server.set_level(session, level)
+            await server.set_level(session, level, request_id)
 
     async def roots_changed(self, session: Any = None) -> None:
         """The roots of the client of *session* changed: every external server's session that

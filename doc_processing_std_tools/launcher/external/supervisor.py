@@ -13,6 +13,7 @@ there is one client, and its session is the supervisor's own.
 from __future__ import annotations
 
 import contextlib
+from contextlib import nullcontext
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -216,6 +217,20 @@ class Supervisor:
             self._close_with(front, key)
         return session
 
+    def client_joined(self, session: Any) -> None:
+        """A client session finished its handshake: with sessions per client, its own is opened
+        now, in the background (the server sees its client initialize, and may ask for its roots
+        at once, as on a direct connection)."""
+        if self.entry.session_mode != "per_client" or self.state != "up" or not self.pool.tasks:
+            return
+        self.pool.tasks.start_soon(self._open_early, session)
+
+    async def _open_early(self, session: Any) -> None:
+        try:
+            await self.own_session(session)
+        except Exception as exc:  # (its first request says why again)
+            log.debug("servers.%s: a client's session did not open: %s", self.name, exc)
+
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
         return own_client(self.transport(), link, self._handler(link))
@@ -234,7 +249,7 @@ class Supervisor:
             return own.link  # type: ignore[no-any-return]
         return self.front
 
-    async def set_level(self, session: Any, level: str) -> None:
+    async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session*'s ``logging/setLevel``, forwarded to its own session when it has one
         and the server declares ``logging`` (a shared session's level is every client's: the
         launcher filters instead)."""
@@ -247,7 +262,9 @@ class Supervisor:
             declared = own.client.initialize_result
             if declared is None or declared.capabilities.logging is None:
                 return
-            await send_raw_request(own.client, "logging/setLevel", {"level": level})
+            link = own.link if own.link is not None else self.front
+            with link.calling(session, request_id) if request_id is not None else nullcontext():
+                await send_raw_request(own.client, "logging/setLevel", {"level": level})
         except Exception as exc:  # (the client still has the launcher's filter)
             log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
 
