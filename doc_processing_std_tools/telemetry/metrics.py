@@ -104,6 +104,8 @@ class _Gauges:
         # each external server's state and restarts, by mount name
         self.states: Callable[[], Mapping[str, str]] = dict
         self.restarts: Callable[[], Mapping[str, int]] = dict
+        # each external server's pooled sessions (of single clients or users): (open, max)
+        self.pools: Callable[[], Mapping[str, tuple[int, int]]] = dict
         self.sessions: Callable[[], int] | None = None  # open MCP sessions
         self.connections: Callable[[], int] | None = None  # open HTTP connections
         self.fleet_lock_lost: Callable[[], int] | None = None  # grants lost during a call
@@ -128,7 +130,20 @@ class _Gauges:
         )
         for server, count in sorted(self.restarts().items()):
             restarts.add_metric((server,), float(count))
-        found = [state, restarts]
+        pool_open = GaugeMetricFamily(
+            "dpt_external_sessions_open",
+            "Sessions each external server has open for single clients or users (its pool).",
+            labels=("server",),
+        )
+        pool_max = GaugeMetricFamily(
+            "dpt_external_sessions_max",
+            "The most sessions each external server's pool opens (servers.NAME.max_sessions).",
+            labels=("server",),
+        )
+        for server, (opened, most) in sorted(self.pools().items()):
+            pool_open.add_metric((server,), float(opened))
+            pool_max.add_metric((server,), float(most))
+        found = [state, restarts, pool_open, pool_max]
         if self.sessions is not None:
             found.append(
                 GaugeMetricFamily(

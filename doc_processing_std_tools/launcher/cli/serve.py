@@ -70,6 +70,7 @@ async def serve(
             if metrics is not None:
                 metrics.gauges.states = composition.external_states
                 metrics.gauges.restarts = composition.external_restarts
+                metrics.gauges.pools = composition.external_sessions
                 metrics.gauges.pins_drifted = composition.pins.drifted
                 fleet = fleet_lock_in_use()
                 if fleet is not None:

@@ -111,6 +111,14 @@ class Composition:
         """
         return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
+    def external_sessions(self) -> dict[str, tuple[int, int]]:
+        """Each external server's pool of sessions of single clients or users.
+
+        Returns:
+            Mount name to (sessions open, ``max_sessions``).
+        """
+        return {m.name: m.supervisor.pool_size() for m in self.mounts if m.supervisor is not None}
+
     def not_serving(self) -> list[tuple[str, str]]:
         """``(mount name, why)`` for each enabled server that serves no call now: skipped at
         start (a missing extra, an unreachable store), or an external one that is down or needs
@@ -136,6 +144,13 @@ class Composition:
             why = _why_not_up(mount)
             if why is not None:
                 servers[mount.name]["reason"] = why
+            if mount.supervisor is not None:
+                open_now, most = mount.supervisor.pool_size()
+                servers[mount.name]["sessions"] = {
+                    "mode": mount.entry.session_mode,
+                    "open": open_now,
+                    "max": most,
+                }
             drifted = self.pins.drifted_of(mount.name)
             if drifted:  # definitions not as approved (pins)
                 servers[mount.name]["drifted"] = drifted

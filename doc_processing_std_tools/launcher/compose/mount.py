@@ -51,7 +51,10 @@ class Mount:
         return self.entry.command or self.name
 
     def describe(self) -> list[tuple[str, str]]:
-        """Rows for ``--check``: the server's own ``describe(settings)``, if any."""
+        """Rows for ``--check``: the server's own ``describe(settings)``, if any; an external
+        server's sessions (how clients map to them, what they share)."""
+        if self.supervisor is not None:
+            return [("sessions", self.supervisor.sessions_line())]
         return self.spec.rows(self.settings) if self.spec else []
 
     def findings(self) -> list[tuple[str, str]]:

@@ -183,6 +183,7 @@ class SessionPool:
                 session.client = client
                 if session.link is not None:
                     session.link.client = client
+                session.last_used = anyio.current_time()  # (idle from now, not from the ask)
                 session.ready.set()
                 while not session.done.is_set():
                     if not client.is_connected():

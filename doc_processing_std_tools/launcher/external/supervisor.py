@@ -13,9 +13,9 @@ there is one client, and its session is the supervisor's own.
 from __future__ import annotations
 
 import contextlib
-from contextlib import nullcontext
 import logging
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Literal
 
@@ -58,6 +58,12 @@ LOGIN_POLL = 1.0  # seconds between looks for a new login while a server needs o
 WANTS_OAUTH = (
     "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.{name} in the "
     "config, then run dpt-launch login {name}"
+)
+
+SHARED_LINE = (
+    "shared: every client shares one session: its roots (the last client asked), its log level "
+    "(the launcher filters per client), its subscriptions, the capabilities and clientInfo it "
+    "was opened with (every capability; the launcher's name), and any state the server keeps"
 )
 
 State = Literal["starting", "up", "restarting", "failed", "needs-login"]
@@ -267,6 +273,27 @@ class Supervisor:
                 await send_raw_request(own.client, "logging/setLevel", {"level": level})
         except Exception as exc:  # (the client still has the launcher's filter)
             log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
+
+    def pool_size(self) -> tuple[int, int]:
+        """(sessions of single clients or users open now, ``max_sessions``)."""
+        return self.pool.open, self.entry.max_sessions
+
+    def sessions_line(self) -> str:
+        """How client sessions map to this server's sessions, for ``--check``: with a shared
+        session, exactly what the clients share."""
+        entry = self.entry
+        mode = entry.session_mode
+        if mode == "shared":
+            return SHARED_LINE
+        open_now, most = self.pool_size()
+        who = "client session" if mode == "per_client" else "signed-in user"
+        line = (
+            f"{mode}: one per {who} ({open_now} of {most} open, closed after "
+            f"{entry.session_idle_timeout:g} s unused)"
+        )
+        if mode == "per_client":
+            line += "; over stdio the one client's is the launcher's own"
+        return line
 
     def proxy(self) -> FastMCP:
         return FastMCPProxy(client_factory=self.client, name=self.name)

@@ -252,6 +252,7 @@ async def test_a_server_logged_in_while_the_launcher_runs_shows_its_tools(
         "state": "needs-login",
         "required": False,
         "reason": corp_line,
+        "sessions": {"mode": "per_user", "open": 0, "max": 16},
     }
     assert "corp_whoami" not in await listed(url)  # no tool list kept yet
     await login_in_process(served.config, "corp", oauth_env)
