@@ -351,11 +351,6 @@ async def test_lists_are_the_servers_own(pair_http_fast: tuple[Endpoint, Endpoin
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: the launcher asks a stdio client for its roots on tools/list, "
-    "once more than a direct connection",
-)
 async def test_no_extra_roots_request(config: Path) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", FULL) as client:

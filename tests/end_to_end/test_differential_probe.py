@@ -151,19 +151,7 @@ async def test_the_child_is_told_who_its_client_is(
     await assert_same(scenario, direct(), mounted)
 
 
-async def test_log_level_reaches_the_child(
-    mounted: Endpoint, request: pytest.FixtureRequest
-) -> None:
-    if mounted.transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "issue #34 row 6 over stdio: logging/setLevel is forwarded only to a client's own session (HTTP); over stdio the launcher filters"
-                ),
-            )
-        )
-
+async def test_log_level_reaches_the_child(mounted: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", SPEC) as client:
             await client.set_level("error")

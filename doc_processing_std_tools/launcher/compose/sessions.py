@@ -84,7 +84,7 @@ class SessionRegistry(RootsWatch):
         cached, a session's first big ``read_text_file`` goes out as one JSON body.
         """
         ctx = context.fastmcp_context
-        if ctx is not None:
+        if ctx is not None and ctx.transport != "stdio":  # (stdio has no such cap: asked later)
             with contextlib.suppress(Exception):  # a client that does not answer: asked later
                 await client_roots(ctx)
         return await call_next(context)

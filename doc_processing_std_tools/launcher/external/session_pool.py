@@ -198,6 +198,7 @@ class SessionPool:
                         break
                     with anyio.move_on_after(min(max(left, 0.1), WATCH_INTERVAL)):
                         await session.done.wait()
+                self._forget(session)  # (out of the count while it closes)
             finally:
                 session.client = None
                 if session.link is not None:

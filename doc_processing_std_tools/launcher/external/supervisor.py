@@ -257,20 +257,25 @@ class Supervisor:
 
     async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session*'s ``logging/setLevel``, forwarded to its own session when it has one
-        and the server declares ``logging`` (a shared session's level is every client's: the
-        launcher filters instead)."""
+        (over stdio the launcher's: the one client's) and the server declares ``logging``; a
+        shared session's level is every client's: the launcher filters instead."""
         if self.entry.session_mode != "per_client" or self.state != "up":
             return
         try:
             own = await self.own_session(session)
-            if own is None or own.client is None:
+            if own is not None:
+                client, link = own.client, own.link or self.front
+            elif self.front.fronts.lone is None:
                 return
-            declared = own.client.initialize_result
+            else:
+                client, link = self._client, self.front
+            if client is None:
+                return
+            declared = client.initialize_result
             if declared is None or declared.capabilities.logging is None:
                 return
-            link = own.link if own.link is not None else self.front
             with link.calling(session, request_id) if request_id is not None else nullcontext():
-                await send_raw_request(own.client, "logging/setLevel", {"level": level})
+                await send_raw_request(client, "logging/setLevel", {"level": level})
         except Exception as exc:  # (the client still has the launcher's filter)
             log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
 

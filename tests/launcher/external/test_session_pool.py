@@ -88,6 +88,7 @@ async def test_each_client_has_its_own_child_stopped_and_reaped_when_it_leaves(
         assert alive(bob_pid) and alive(shared)
 
 
+@pytest.mark.slow  # (children of its own: seconds)
 async def test_the_pool_is_bounded_and_closes_the_least_recently_used(tmp_path: Path) -> None:
     async with supervised(tmp_path, max_sessions=2) as supervisor:
         first, second, third = FakeSession("1"), FakeSession("2"), FakeSession("3")
@@ -99,6 +100,7 @@ async def test_the_pool_is_bounded_and_closes_the_least_recently_used(tmp_path: 
         assert supervisor.pool_size() == (2, 2) and alive(first_pid)
 
 
+@pytest.mark.slow  # (children of its own: seconds)
 async def test_a_full_pool_of_busy_sessions_says_which_setting_to_raise(tmp_path: Path) -> None:
     async with supervised(tmp_path, max_sessions=1) as supervisor:
         busy = await supervisor.client(FakeSession("busy"))
@@ -113,6 +115,7 @@ async def test_a_full_pool_of_busy_sessions_says_which_setting_to_raise(tmp_path
             group.cancel_scope.cancel()
 
 
+@pytest.mark.slow  # (children of its own: seconds)
 async def test_an_idle_session_is_closed(tmp_path: Path) -> None:
     async with supervised(tmp_path, session_idle_timeout=1.0) as supervisor:
         pid = await pid_of(supervisor, FakeSession("idle"))
