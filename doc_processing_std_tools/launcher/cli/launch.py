@@ -40,7 +40,11 @@ async def run(args: argparse.Namespace, loaded: LoadedConfig, transport: Transpo
             grace = None if args.check else loaded.config.start_grace
             stdio_client = not args.check and transport.type == "stdio"
             composition = await compose(
-                loaded, strict=args.strict, grace=grace, stdio_client=stdio_client
+                loaded,
+                strict=args.strict,
+                grace=grace,
+                stdio_client=stdio_client,
+                one_shot=args.check,
             )
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)

@@ -41,7 +41,7 @@ async def composed(
     try:
         loaded = config if isinstance(config, LoadedConfig) else load_config(config)
         with contextlib.redirect_stdout(sys.stderr):
-            composition = await compose(loaded, only=only, pins=pins)
+            composition = await compose(loaded, only=only, pins=pins, one_shot=True)
     except ConfigError as exc:
         return _fail(str(exc), EXIT_USAGE)
     except (CompositionError, ServerStartError) as exc:

@@ -279,6 +279,7 @@ async def compose(
     only: set[str] | None = None,
     grace: float | None = None,
     stdio_client: bool = False,
+    one_shot: bool = False,
     telemetry: Telemetry | None = None,
     pins: PinGate | None = None,
 ) -> Composition:
@@ -301,6 +302,8 @@ async def compose(
         pins: Judges every definition; default: the config's ``pins`` and lock file.
         stdio_client: A stdio client will connect once serving starts: a server's
             ``roots/list`` sent before then waits for it instead of failing.
+        one_shot: Only the launcher itself lists or calls (``--check``, ``tools``, ``call``):
+            no client session gets a session of its own (``sessions: per_client``).
 
     Returns:
         The composed server with its mounts and the servers skipped (and why).
@@ -328,6 +331,7 @@ async def compose(
         registry = SessionRegistry()
         if not stdio_client:  # (servers asking for roots at their start wait for none)
             registry.fronts.no_lone_client()
+        registry.fronts.own_sessions = not one_shot
         built, skipped = await build_servers(
             loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )

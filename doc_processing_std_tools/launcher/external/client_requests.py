@@ -71,6 +71,9 @@ class Fronts:
         self.lone: Any = None  # the stdio client's session, once it is initialized
         self.links: weakref.WeakSet[FrontLink] = weakref.WeakSet()
         self.servers: weakref.WeakSet[Any] = weakref.WeakSet()  # the external servers' supervisors
+        # client sessions may have sessions of their own (sessions: per_client); not when only
+        # the launcher itself lists and calls (--check, the tools and call verbs)
+        self.own_sessions = True
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
 

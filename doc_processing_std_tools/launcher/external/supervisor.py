@@ -203,7 +203,7 @@ class Supervisor:
         user = self.subject()
         if user is not None:
             return await user_session(self.pool, self, user)
-        if self.entry.session_mode != "per_client":
+        if self.entry.session_mode != "per_client" or not self.front.fronts.own_sessions:
             return None
         if front is None:
             front = request_sources()[2]
