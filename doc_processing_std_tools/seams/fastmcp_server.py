@@ -6,7 +6,8 @@ Pinned by ``tests/seams/``: a fastmcp upgrade that changes one of these fails th
 
 from __future__ import annotations
 
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 from fastmcp import FastMCP
@@ -88,6 +89,20 @@ def request_sources() -> tuple[Any, Any, Any]:
     if ctx is None:
         return None, None, None
     return ctx.meta, getattr(ctx.request, "headers", None), ctx.session
+
+
+@contextmanager
+def outside_requests() -> Iterator[None]:
+    """Code under it (and every task it starts) serves no request: ``fastmcp_request_ctx`` unset.
+
+    A task inherits the context it was started in; one started while a request was served
+    (a client's own upstream session, opened by its first request) would otherwise take that
+    request for its own in everything it runs later."""
+    token = fastmcp_request_ctx.set(None)
+    try:
+        yield
+    finally:
+        fastmcp_request_ctx.reset(token)
 
 
 def client_log_level(session: Any) -> str | None:

@@ -472,6 +472,44 @@ async def test_raw_callbacks_answer_server_requests_unchanged_and_are_declared()
     assert result.data == "['sampling', 'elicitation', 'roots'] True -32042: not here"
 
 
+async def test_only_the_callbacks_given_are_declared() -> None:
+    """``answer_server_requests`` with None for some: the session declares only the others
+    (a client's own session tells the server what its client declared)."""
+    server = FastMCP("asker")
+
+    @server.tool
+    async def declared(ctx: Context) -> str:
+        caps = ctx.session.client_capabilities
+        assert caps is not None
+        return str([k for k in ("sampling", "elicitation", "roots") if getattr(caps, k)])
+
+    async def never(*_args: object) -> None:
+        raise AssertionError("not asked")
+
+    client = Client(server, mode="legacy")
+    client_sessions.answer_server_requests(client, sampling=never, elicitation=None, roots=None)
+    async with client:
+        result = await client.call_tool("declared", {})
+    assert result.data == "['sampling']"
+
+
+async def test_outside_requests_hides_the_request_being_served() -> None:
+    """A task started under ``outside_requests`` while a request is served sees none."""
+    server = FastMCP("outside")
+    seen: list[Any] = []
+
+    @server.tool
+    def look() -> str:
+        with fastmcp_server.outside_requests():
+            seen.append(fastmcp_server.request_sources())
+        seen.append(fastmcp_server.request_sources()[2] is not None)
+        return "seen"
+
+    async with Client(server) as client:
+        await client.call_tool("look", {})
+    assert seen == [(None, None, None), True]
+
+
 async def test_client_log_level_is_what_the_client_set() -> None:
     import warnings
 

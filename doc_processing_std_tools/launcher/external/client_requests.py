@@ -184,6 +184,10 @@ class FrontLink:
         self._count = 0
         fronts.links.add(self)
 
+    def has_subscribers(self) -> bool:
+        """Whether a client is subscribed to a resource through this link."""
+        return any(self._subscribers.values())
+
     def follows(self, session: Any) -> bool:
         """Whether this link's session serves the client of *session* (a shared one serves
         every client)."""

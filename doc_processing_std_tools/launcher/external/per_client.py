@@ -11,6 +11,7 @@ teardown closes it; :class:`.session_pool.SessionPool`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import mcp_types
@@ -20,6 +21,8 @@ from fastmcp.client.transports import ClientTransport
 from ...seams.client_sessions import answer_server_requests
 from ...seams.server_sessions import session_connection
 from .client_requests import FrontLink, Fronts
+
+log = logging.getLogger("dpt-launch")
 
 
 class OwnFront(FrontLink):
@@ -36,6 +39,21 @@ class OwnFront(FrontLink):
 
     def follows(self, session: Any) -> bool:
         return session_connection(session) is self.connection
+
+    async def list_changed(self, method: str) -> None:
+        """The server says one of its lists changed for this client: the client is told (the
+        launch-time names still decide what it may see)."""
+        send = {
+            "notifications/tools/list_changed": "send_tool_list_changed",
+            "notifications/prompts/list_changed": "send_prompt_list_changed",
+            "notifications/resources/list_changed": "send_resource_list_changed",
+        }.get(method)
+        if send is None:
+            return
+        try:
+            await getattr(self.session, send)()
+        except Exception as exc:  # (the client went away meanwhile)
+            log.debug("servers.%s: could not pass %s on: %s", self.name, method, exc)
 
     def _front(self, what: str) -> tuple[Any, Any]:
         calls = list(self._calls.values())

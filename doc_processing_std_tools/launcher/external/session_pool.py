@@ -23,6 +23,7 @@ from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
 
 from ...seams.client_sessions import requests_in_flight
+from ...seams.fastmcp_server import outside_requests
 from ..config.schema import ServerEntry
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .session_transports import is_connection_loss
@@ -65,8 +66,13 @@ class PooledSession:
         self.last_used = anyio.current_time()
 
     def busy(self) -> bool:
+        """A request in flight, or a subscription its client holds: neither idle nor evicted."""
         client = self.client
-        return client is not None and requests_in_flight(client) > 0
+        if client is None:
+            return False
+        return requests_in_flight(client) > 0 or (
+            self.link is not None and self.link.has_subscribers()
+        )
 
 
 class SessionPool:
@@ -175,6 +181,11 @@ class SessionPool:
         connection, idle too long, or the supervisor ends)."""
         supervisor = self._supervisor
         idle = supervisor.entry.session_idle_timeout
+        with outside_requests():
+            await self._keep(session, opener, idle)
+
+    async def _keep(self, session: PooledSession, opener: Opener, idle: float) -> None:
+        supervisor = self._supervisor
         try:
             client = await opener(session)
             with anyio.fail_after(supervisor.entry.start_timeout):

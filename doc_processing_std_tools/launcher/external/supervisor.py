@@ -26,7 +26,7 @@ from fastmcp.exceptions import ToolError
 from fastmcp.server.providers.proxy import FastMCPProxy
 
 from ...seams.client_sessions import answer_server_requests, requests_in_flight, send_raw_request
-from ...seams.fastmcp_server import request_sources
+from ...seams.fastmcp_server import client_log_level, request_sources
 from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
@@ -196,10 +196,14 @@ class Supervisor:
             raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
         return self._client
 
-    async def own_session(self, front: Any = None) -> PooledSession | None:
+    async def own_session(
+        self, front: Any = None, *, with_level: bool = True
+    ) -> PooledSession | None:
         """The pooled session that serves client session *front* (default: the request's), or
         None when the shared one does: ``shared``, the stdio client (the one client: the
-        shared session is its own), no client session (the launcher's own listing)."""
+        shared session is its own), no client session (the launcher's own listing). A session
+        opened again for a client that set a log level is told it (unless *with_level* is
+        False: the caller tells it)."""
         user = self.subject()
         if user is not None:
             return await user_session(self.pool, self, user)
@@ -216,11 +220,15 @@ class Supervisor:
             raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
         key = client_key(front)
         known = self.pool.get(key)
+        # (read before it opens: a level set meanwhile is told by set_level itself)
+        level = client_log_level(front) if with_level and known is None else None
         session = await self.pool.session(
             key, lambda pooled: self._open_own(pooled, front), what="a client session"
         )
         if known is None:
             self._close_with(front, key)
+            if level is not None:  # (a session opened again after its client set a level)
+                await self._tell_level(session.client, None, front, level, None)
         return session
 
     def client_joined(self, session: Any) -> None:
@@ -262,19 +270,26 @@ class Supervisor:
         if self.entry.session_mode != "per_client" or self.state != "up":
             return
         try:
-            own = await self.own_session(session)
-            if own is not None:
-                client, link = own.client, own.link or self.front
-            elif self.front.fronts.lone is None:
-                return
-            else:
-                client, link = self._client, self.front
-            if client is None:
-                return
-            declared = client.initialize_result
-            if declared is None or declared.capabilities.logging is None:
-                return
-            with link.calling(session, request_id) if request_id is not None else nullcontext():
+            own = await self.own_session(session, with_level=False)
+        except Exception as exc:  # (the client still has the launcher's filter)
+            log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
+            return
+        if own is not None:
+            await self._tell_level(own.client, own.link, session, level, request_id)
+        elif self.front.fronts.lone is not None:
+            await self._tell_level(self._client, self.front, session, level, request_id)
+
+    async def _tell_level(
+        self, client: Any, link: FrontLink | None, session: Any, level: str, request_id: Any
+    ) -> None:
+        """``logging/setLevel`` on *client*'s session when the server declares ``logging``; its
+        log messages meanwhile are tied to the client's request *request_id*."""
+        declared = client.initialize_result if client is not None else None
+        if declared is None or declared.capabilities.logging is None:
+            return
+        tied = link is not None and request_id is not None
+        try:
+            with link.calling(session, request_id) if tied else nullcontext():  # type: ignore[union-attr]
                 await send_raw_request(client, "logging/setLevel", {"level": level})
         except Exception as exc:  # (the client still has the launcher's filter)
             log.debug("servers.%s: logging/setLevel not forwarded: %s", self.name, exc)
@@ -470,7 +485,9 @@ class Supervisor:
 
         async def on_message(message: Any) -> None:
             method = getattr(message, "method", None)
-            if method in LIST_CHANGED and self.on_list_changed is not None:
+            if method in LIST_CHANGED and isinstance(link, OwnFront):
+                await link.list_changed(method)  # (that client's lists: it alone is told)
+            elif method in LIST_CHANGED and self.on_list_changed is not None:
                 self.on_list_changed()
             elif method == "notifications/resources/updated":
                 uri = getattr(getattr(message, "params", None), "uri", None)

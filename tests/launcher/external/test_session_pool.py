@@ -34,6 +34,7 @@ class FakeConnection:
         )
         self.client_capabilities = self.client_params.capabilities
         self.exit_stack = AsyncExitStack()
+        self.state: dict[str, Any] = {}
 
 
 class FakeSession:
