@@ -36,6 +36,7 @@ class OwnFront(FrontLink):
         super().__init__(name, fronts)
         self.session = session
         self.connection = session_connection(session)
+        self.settled = False  # (the server's set-up is over: its list_changed mean a change)
 
     def follows(self, session: Any) -> bool:
         return session_connection(session) is self.connection
@@ -48,7 +49,7 @@ class OwnFront(FrontLink):
             "notifications/prompts/list_changed": "send_prompt_list_changed",
             "notifications/resources/list_changed": "send_resource_list_changed",
         }.get(method)
-        if send is None:
+        if send is None or not self.settled:
             return
         try:
             await getattr(self.session, send)()

@@ -193,6 +193,11 @@ class SessionPool:
             try:
                 session.client = client
                 if session.link is not None:
+                    # What the server sent as it set the session up (server-everything: a
+                    # tools/list_changed per tool it adds for the client's capabilities) is
+                    # what the client's first list shows: a ping's answer comes after it.
+                    await client.ping()
+                    session.link.settled = True
                     session.link.client = client
                 session.last_used = anyio.current_time()  # (idle from now, not from the ask)
                 session.ready.set()
