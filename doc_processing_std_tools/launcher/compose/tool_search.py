@@ -31,6 +31,11 @@ On the query's side:
   (``subscriber``/``subscription``), or the two it is made of (``rollback``: ``roll``, ``back``),
   at half weight.
 
+With the ``semantic`` extra (``tool_embedding``), each tool's BM25 score, over the query's best,
+is added to :data:`SEMANTIC_WEIGHT` times the cosine of static embeddings of the query's need
+and of the tool's name, description and parameter names: a sense of words neither the catalog
+nor the lexicon has ("bill" a customer, "create an invoice").
+
 None of this is fitted to a catalog or a query set: ``benchmarks/tool_retrieval.py`` measures it
 on a held-out set written by someone who never saw this module.
 """
@@ -68,6 +73,10 @@ _NEAR_WEIGHT = 0.5  # such a catalog word against the query's own
 # this times the cosine of the query's and the tool's embeddings (tuned on the dev, old
 # held-out and first fresh sets: 1 to 3 score alike; benchmarks/tool_retrieval.py).
 SEMANTIC_WEIGHT = 2.0
+# A query none of whose words a tool uses gets the tools whose cosine with it reaches this (a
+# gibberish or off-topic query stays under 0.2 with the shipped model; a need worded another way
+# is over 0.25).
+_SEMANTIC_FLOOR = 0.2
 _STOP = frozenset(
     [
         "a",
@@ -299,8 +308,8 @@ class CatalogIndex:
         return found
 
     def search(self, query: str, limit: int = 5) -> list[str]:
-        """Exposed names of the best matches, best first; none when *query* has no word that
-        counts (without embeddings: none when no word of it matches)."""
+        """Exposed names of the best matches, best first; none when no word of *query* matches
+        (with embeddings: none when it is near no tool in meaning either)."""
         if limit <= 0 or not self.names:
             return []
         weights = self.weights(query)
@@ -309,13 +318,20 @@ class CatalogIndex:
             for i, score in self._postings.get(token, ()):
                 scores[i] = scores.get(i, 0.0) + weight * score
         if self._embedder is not None and weights:
+            need = _PAYLOAD.sub(" ", query)  # as for the words: the payload is not the need
+            near = self._embedder.similarities(self._vectors, need if need.strip() else query)
             best = max(scores.values(), default=0.0)
-            scale = 1 / best if best > 0 else 0.0
-            near = self._embedder.similarities(self._vectors, query)
-            scores = {
-                i: scores.get(i, 0.0) * scale + SEMANTIC_WEIGHT * cosine
-                for i, cosine in enumerate(near)
-            }
+            if best > 0:
+                scores = {
+                    i: scores.get(i, 0.0) / best + SEMANTIC_WEIGHT * cosine
+                    for i, cosine in enumerate(near)
+                }
+            else:  # no word matches: only a tool the query is near in meaning
+                scores = {
+                    i: SEMANTIC_WEIGHT * cosine
+                    for i, cosine in enumerate(near)
+                    if cosine >= _SEMANTIC_FLOOR
+                }
             ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
             return [self.names[i] for i in ranked]
         ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
