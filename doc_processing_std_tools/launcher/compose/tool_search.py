@@ -73,9 +73,9 @@ _NEAR_WEIGHT = 0.5  # such a catalog word against the query's own
 # this times the cosine of the query's and the tool's embeddings (tuned on the dev, old
 # held-out and first fresh sets: 1 to 3 score alike; benchmarks/tool_retrieval.py).
 SEMANTIC_WEIGHT = 2.0
-# A query none of whose words a tool uses gets the tools whose cosine with it reaches this (a
-# gibberish or off-topic query stays under 0.2 with the shipped model; a need worded another way
-# is over 0.25).
+# A tool none of the query's words meets is ranked when its cosine with the query reaches this
+# (a gibberish or off-topic query stays under 0.2 with the shipped model; a need worded another
+# way is over 0.25).
 _SEMANTIC_FLOOR = 0.2
 _STOP = frozenset(
     [
@@ -321,17 +321,12 @@ class CatalogIndex:
             need = _PAYLOAD.sub(" ", query)  # as for the words: the payload is not the need
             near = self._embedder.similarities(self._vectors, need if need.strip() else query)
             best = max(scores.values(), default=0.0)
-            if best > 0:
-                scores = {
-                    i: scores.get(i, 0.0) / best + SEMANTIC_WEIGHT * cosine
-                    for i, cosine in enumerate(near)
-                }
-            else:  # no word matches: only a tool the query is near in meaning
-                scores = {
-                    i: SEMANTIC_WEIGHT * cosine
-                    for i, cosine in enumerate(near)
-                    if cosine >= _SEMANTIC_FLOOR
-                }
+            # a tool no word of the query meets is ranked only when near it in meaning
+            scores = {
+                i: (scores.get(i, 0.0) / best if best > 0 else 0.0) + SEMANTIC_WEIGHT * cosine
+                for i, cosine in enumerate(near)
+                if i in scores or cosine >= _SEMANTIC_FLOOR
+            }
             ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
             return [self.names[i] for i in ranked]
         ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
