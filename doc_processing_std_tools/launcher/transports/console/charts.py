@@ -49,8 +49,14 @@ def nice_top(value: float) -> float:
     return float(next(step * power for step in (1, 2, 5, 10) if step * power >= value))
 
 
+def _before(xy: str) -> str:
+    """A point a little left of *xy*: a line of one point is drawn as a short dash."""
+    x, y = xy.split(",")
+    return f"{float(x) - 4:.1f},{y}"
+
+
 def _label(value: float) -> str:
-    return f"{value:g}" if value >= 0.01 else f"{value:.1g}"
+    return f"{value:.3g}"
 
 
 def chart(title: str, measures: Sequence[Measure], series: Series, now: float) -> dict[str, Any]:
@@ -87,7 +93,7 @@ def chart(title: str, measures: Sequence[Measure], series: Series, now: float) -
                 segments[-1].append(xy(at, value))
             lines.extend(
                 {
-                    "points": " ".join(s if len(s) > 1 else [*s, s[0]]),
+                    "points": " ".join(s if len(s) > 1 else [_before(s[0]), s[0]]),
                     "colour": COLOURS[i % len(COLOURS)],
                     "dashed": measure.dashed,
                     "server": server,
