@@ -86,7 +86,7 @@ async def serve(
                 profiles=_profiles(composition),
                 access=composition.guards.access if composition.guards is not None else None,
                 default_profile=_default_profile(composition),
-                console=console_sources(composition),
+                console=console_sources(composition) if transport.console else None,
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return

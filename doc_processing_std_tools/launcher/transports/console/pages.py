@@ -30,10 +30,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ...calls.pins import LockFile, PinError, definition_diff
+from ...calls.pins import PinError
 from .charts import HEIGHT, WIDTH, charts
 from .forms import BadInput, arguments_of, fields_of
 from .loopback import Loopback
+from .pin_rows import approve_served, drifted_rows
 from .responses import SecurityHeaders, one_line, shown_result
 from .samples import PERIOD, Sampler
 from .server_rows import server_rows
@@ -314,26 +315,6 @@ class Console:
 
     # -- Pins ------------------------------------------------------------------------------
 
-    def _drifted(self) -> list[dict[str, Any]]:
-        gate = self.sources.pins
-        if gate is None:
-            return []
-        served = self.sources.served()
-        rows = []
-        for finding in gate.findings():
-            pinned = (gate.pins.servers if gate.pins else {}).get(finding.server, {})
-            before = pinned.get(finding.kind, {}).get(finding.name)
-            after = served.get(finding.server, {}).get(finding.kind, {}).get(finding.name)
-            rows.append(
-                {
-                    "key": finding.key,
-                    "line": finding.line(),
-                    "problem": finding.problem,
-                    "diff": definition_diff(finding.kind, before, after, finding.key),
-                }
-            )
-        return rows
-
     async def pins(self, request: Request, visitor: Visitor) -> Response:
         gate = self.sources.pins
         return self.render(
@@ -341,7 +322,7 @@ class Console:
             visitor,
             "pins.html",
             page="pins",
-            drifted=self._drifted(),
+            drifted=drifted_rows(self.sources),
             lock=str(gate.lock_path) if gate is not None and gate.lock_path else None,
             policy=gate.policy if gate is not None else None,
             message=request.query_params.get("done"),
@@ -356,10 +337,7 @@ class Console:
         target = form.get("target")
         only = target if isinstance(target, str) and target else None
         try:
-            lock = LockFile.read(gate.lock_path) if gate.lock_path.exists() else LockFile()
-            taken = lock.approve(dict(self.sources.served()), only=only)
-            if taken:
-                lock.write(gate.lock_path)
+            taken = approve_served(gate.lock_path, self.sources, only)
         except (PinError, OSError) as exc:
             return self.render(
                 request,
@@ -367,7 +345,7 @@ class Console:
                 "pins.html",
                 status=500,
                 page="pins",
-                drifted=self._drifted(),
+                drifted=drifted_rows(self.sources),
                 lock=str(gate.lock_path),
                 policy=gate.policy,
                 message=f"cannot approve: {one_line(exc)}",
