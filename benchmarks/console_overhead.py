@@ -9,7 +9,7 @@ block (the order reversed every other round), so all see the same machine. Repor
 daemon's median block rate and own CPU ms per call (its child not counted; Linux), the on / off
 ratio (1.0: no cost) and the twin / on ratio.
 
-Run: ``python benchmarks/console_overhead.py [--rounds 30]``. Machines here are shared and noisy:
+Run: ``python benchmarks/console_overhead.py [--quick]`` (run.py's ``console_overhead`` section). Machines here are shared and noisy:
 read the ratios, not the absolute numbers.
 """
 
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import sys
 import tempfile
@@ -31,11 +30,14 @@ from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+from report import Section, print_figures  # noqa: E402  (benchmarks/ is on sys.path: see run.py)
+
 from helpers.launch import http_launcher  # noqa: E402  (tests/ holds the helpers benchmarks share)
 from helpers.processes import cpu_seconds  # noqa: E402
 
 PY = sys.executable
 CALLS_PER_BLOCK = 40
+LABEL = "relayed tool over HTTP"
 # The third daemon is the second's twin: the spread between twins is the noise to read against.
 DAEMONS = (("console on", "true"), ("console off", "false"), ("console on, twin", "true"))
 CONFIG = """\
@@ -84,31 +86,42 @@ async def measure(urls: dict[str, str], pids: dict[str, int], rounds: int) -> di
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30, help="blocks per daemon")
-    args = parser.parse_args()
+def measured(rounds: int) -> dict[str, Any]:
+    """Each daemon of :data:`DAEMONS` (label -> its calls/s and CPU ms per call)."""
     with (
         tempfile.TemporaryDirectory(prefix="dpt-bench-console-") as tmp,
         contextlib.ExitStack() as stack,
     ):
         urls, pids = {}, {}
-        for name, console in DAEMONS:
-            folder = Path(tmp) / name.replace(" ", "-")
+        for i, (name, console) in enumerate(DAEMONS):
+            folder = Path(tmp) / f"daemon-{i}"
             folder.mkdir()
             config = folder / "tools.yaml"
             config.write_text(CONFIG.format(console=console, py=PY, memory=folder / "memory"))
             env = {"HOME": str(folder), "FASTMCP_LOG_LEVEL": "WARNING"}
             launched = stack.enter_context(http_launcher(config, env=env))
             urls[name], pids[name] = launched.url, launched.proc.pid
-        got = anyio.run(measure, urls, pids, args.rounds)
-    for name, figures in got.items():
-        print(f"{name}: {figures['calls/s']:.0f} calls/s, {figures['cpu ms/call']:.3f} CPU ms/call")
-    ratio = got["console on"]["calls/s"] / got["console off"]["calls/s"]
-    print(f"console on / off calls/s ratio: {ratio:.3f} (1.0: no cost)")
-    twins = got["console on, twin"]["calls/s"] / got["console on"]["calls/s"]
-    print(f"twin / console on calls/s ratio: {twins:.3f} (the noise: same config)")
-    print(f"({args.rounds} interleaved rounds of {CALLS_PER_BLOCK} calls each; pid {os.getpid()})")
+        return anyio.run(measure, urls, pids, rounds)
+
+
+def figures(quick: bool = False) -> dict[str, float]:
+    got = measured(8 if quick else 30)
+    on, off, twin = (got[name] for name, _ in DAEMONS)
+    return {
+        f"{LABEL}: calls/s, console on": on["calls/s"],
+        f"{LABEL}: calls/s, console off": off["calls/s"],
+        f"{LABEL}: dpt-launch CPU ms per call, console on": on["cpu ms/call"],
+        f"{LABEL}: dpt-launch CPU ms per call, console off": off["cpu ms/call"],
+        f"console on / off calls/s ratio, {LABEL}": on["calls/s"] / off["calls/s"],
+        f"twin / console on calls/s ratio, {LABEL} (the noise)": twin["calls/s"] / on["calls/s"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (a smoke run)")
+    args = parser.parse_args()
+    print_figures(Section("console_overhead", "this checkout", figures(quick=args.quick)))
 
 
 if __name__ == "__main__":

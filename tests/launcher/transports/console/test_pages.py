@@ -14,6 +14,7 @@ from starlette.requests import Request
 
 from doc_processing_std_tools.launcher.transports.console.visitors import loopback_client
 from helpers.console import (
+    config_text,
     console_launcher,
     csrf_of,
     get,
@@ -175,3 +176,11 @@ def test_charts_show_a_call_at_once_and_a_stray_login_callback_is_refused(
     assert '<polyline points="' in page and 'data-server="echo"' in page
     stray = get(daemon.port, "/ui/login/callback?code=x&state=y")
     assert stray.status == 400 and "no login is waiting" in stray.text  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow  # (a launcher of its own)
+def test_transport_console_false_serves_no_console(tmp_path: Path) -> None:
+    text = config_text(tmp_path).replace("type: http\n", "type: http\n  console: false\n")
+    with console_launcher(tmp_path, text) as launched:
+        assert get(launched.port, "/ui/signin").status == 404
+        assert get(launched.port, "/health").status == 200
