@@ -112,6 +112,7 @@ def figures(quick: bool = False) -> dict[str, float]:
         f"{LABEL}: calls/s, console off": off["calls/s"],
         f"{LABEL}: dpt-launch CPU ms per call, console on": on["cpu ms/call"],
         f"{LABEL}: dpt-launch CPU ms per call, console off": off["cpu ms/call"],
+        f"{LABEL}: dpt-launch CPU ms per call, console on, twin": twin["cpu ms/call"],
         f"console on / off calls/s ratio, {LABEL}": on["calls/s"] / off["calls/s"],
         f"twin / console on calls/s ratio, {LABEL} (the noise)": twin["calls/s"] / on["calls/s"],
     }

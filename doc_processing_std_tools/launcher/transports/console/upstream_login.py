@@ -94,7 +94,10 @@ class Logins:
 
         async def show_url(url: str) -> None:
             nonlocal state
-            state = (parse_qs(urlsplit(url).query).get("state") or [""])[0]
+            parts = urlsplit(url)
+            if parts.scheme not in ("https", "http"):  # (the page links to it)
+                raise LoginRefused(f"the authorization URL is not http(s): {parts.scheme}:")
+            state = (parse_qs(parts.query).get("state") or [""])[0]
             if not state:
                 raise LoginRefused("the authorization URL carries no state")
             self._pending[state] = pending
