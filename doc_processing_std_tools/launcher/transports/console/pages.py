@@ -64,13 +64,15 @@ class Console:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
-        """While the daemon serves: the Charts' sampler, when there are metrics to sample."""
+        """While the daemon serves: the Charts' sampler, when there are metrics to sample; on the
+        way out, the logins still waiting for a browser end."""
         async with anyio.create_task_group() as group:
             if self.sampler.on:
                 group.start_soon(self.sampler.run)
             try:
                 yield
             finally:
+                self.logins.cancel()
                 group.cancel_scope.cancel()
 
     # -- who may see a page ----------------------------------------------------------------

@@ -62,6 +62,11 @@ class Logins:
         self._pending: dict[str, Pending] = {}  # by the OAuth state of its authorization URL
         self._tasks: set[asyncio.Task[None]] = set()
 
+    def cancel(self) -> None:
+        """Stop every login still waiting for its browser (the daemon is stopping)."""
+        for task in list(self._tasks):
+            task.cancel()
+
     def servers(self) -> frozenset[str]:
         """The servers whose login the console can run: ``url:`` ones with ``auth: oauth``."""
         return frozenset(n for n, e in self.entries().items() if e.url and e.auth is not None)
