@@ -119,6 +119,19 @@ class Composition:
         """
         return {m.name: m.supervisor.pool_size() for m in self.mounts if m.supervisor is not None}
 
+    def last_errors(self) -> dict[str, str]:
+        """Why each mounted external server's last session ended or failed to open ("": none)."""
+        return {m.name: m.supervisor.last_error for m in self.mounts if m.supervisor is not None}
+
+    def upstream_sessions(self) -> dict[str, int]:
+        """How many upstream sessions each mounted external server holds now: its shared one
+        while up, and those of its pool (single clients or users)."""
+        return {
+            m.name: int(m.supervisor.state == "up") + m.supervisor.pool_size()[0]
+            for m in self.mounts
+            if m.supervisor is not None
+        }
+
     def not_serving(self) -> list[tuple[str, str]]:
         """``(mount name, why)`` for each enabled server that serves no call now: skipped at
         start (a missing extra, an unreachable store), or an external one that is down or needs
