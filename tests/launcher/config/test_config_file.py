@@ -332,3 +332,37 @@ def test_an_unknown_server_name_suggests_the_closest(write_config, capsys) -> No
     status, _, err = run_main(["--config", str(path), "--check"], capsys)
     assert status == 2
     assert "unknown server 'memory'; did you mean 'memory-tools'?" in err
+
+
+@pytest.mark.parametrize(
+    ("entry", "said"),
+    [
+        ("command: node\n    sessions: each", "servers.x.sessions:"),
+        ("command: node\n    max_sessions: 0", "servers.x.max_sessions:"),
+        ("command: node\n    session_idle_timeout: 0", "servers.x.session_idle_timeout:"),
+        (
+            "server: memory-tools\n    sessions: per_client",
+            "'sessions' applies only to an external",
+        ),
+        (
+            "url: https://mcp.example.com/mcp\n    auth: oauth\n    sessions: shared",
+            "an 'auth: oauth' server has one session per signed-in user",
+        ),
+    ],
+)
+def test_session_keys_are_checked(write_config, capsys, entry: str, said: str) -> None:
+    _, message = config_error(write_config, f"servers:\n  x:\n    {entry}\n", capsys)
+    assert said in message, message
+
+
+def test_session_defaults_follow_the_server_kind(write_config) -> None:
+    """Each client its own session by default; an OAuth server's are per signed-in user."""
+    path = write_config(
+        "servers:\n  cmd:\n    command: node\n  web:\n    url: https://mcp.example.com/mcp\n"
+        "  corp:\n    url: https://corp.example.com/mcp\n    auth: oauth\n"
+        "  one:\n    command: node\n    sessions: shared\n"
+    )
+    servers = load_config(path).config.servers
+    modes = {name: entry.session_mode for name, entry in servers.items()}
+    assert modes == {"cmd": "per_client", "web": "per_client", "corp": "per_user", "one": "shared"}
+    assert (servers["cmd"].max_sessions, servers["cmd"].session_idle_timeout) == (16, 600.0)
