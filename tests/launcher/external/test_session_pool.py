@@ -122,3 +122,22 @@ async def test_an_idle_session_is_closed(tmp_path: Path) -> None:
         pid = await pid_of(supervisor, FakeSession("idle"))
         await until(lambda: gone(pid), "the idle session's child stopped")
         assert supervisor.pool_size()[0] == 0
+
+
+async def test_check_says_how_clients_map_to_sessions_and_what_a_shared_one_shares(
+    tmp_path: Path,
+) -> None:
+    def line(**keys: Any) -> str:
+        entry = ServerEntry(command=sys.executable, **keys)
+        return Supervisor("ext", entry, tmp_path).sessions_line()
+
+    assert line() == (
+        "per_client: one per client session (0 of 16 open, closed after 600 s unused); "
+        "over stdio the one client's is the launcher's own"
+    )
+    assert line(sessions="per_user", max_sessions=4).startswith(
+        "per_user: one per signed-in user (0 of 4 open"
+    )
+    shared = line(sessions="shared")
+    for what in ("roots", "log level", "subscriptions", "capabilities", "clientInfo"):
+        assert what in shared
