@@ -17,12 +17,14 @@ from typing import Any
 import mcp_types
 from fastmcp import Client
 from fastmcp.client.transports import ClientTransport
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ...seams.client_sessions import answer_server_requests
 from ...seams.server_sessions import session_connection
 from .client_requests import FrontLink, Fronts
 
 log = logging.getLogger("dpt-launch")
+HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 class OwnFront(FrontLink):
@@ -61,6 +63,13 @@ class OwnFront(FrontLink):
         if calls:
             return calls[-1]
         return self.session, None
+
+
+def lasting(session: Any) -> bool:
+    """Whether the client of *session* holds a session that lasts (a handshake-era connection,
+    from ``initialize`` to its end). A 2026-era request stands alone (its connection is made for
+    it): such a client shares the launcher's session, never one opened per request."""
+    return getattr(session_connection(session), "protocol_version", None) in HANDSHAKE_ERA
 
 
 def client_key(session: Any) -> str:

@@ -33,7 +33,7 @@ from ..reasons import error_reason
 from .child_pipe import ChildPipe
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .per_client import OwnFront, client_key, own_client
+from .per_client import OwnFront, client_key, lasting, own_client
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import (
     HTTP_HINTS,
@@ -212,8 +212,10 @@ class Supervisor:
         if front is None:
             front = request_sources()[2]
         lone = self.front.fronts.lone
-        if front is None or (
-            lone is not None and session_connection(front) is session_connection(lone)
+        if (
+            front is None
+            or not lasting(front)
+            or (lone is not None and session_connection(front) is session_connection(lone))
         ):
             return None
         if self.state != "up":

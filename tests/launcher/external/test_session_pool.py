@@ -26,9 +26,10 @@ EXTERNAL = SERVERS / "external_server.py"
 class FakeConnection:
     """What the pool reads of a client's MCP connection: its handshake and its teardown."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, protocol_version: str = "2025-11-25") -> None:
+        self.protocol_version = protocol_version
         self.client_params = mcp_types.InitializeRequestParams(
-            protocol_version="2025-11-25",
+            protocol_version=protocol_version,
             capabilities=mcp_types.ClientCapabilities(),
             client_info=mcp_types.Implementation(name=name, version="1.0"),
         )
@@ -40,8 +41,8 @@ class FakeConnection:
 class FakeSession:
     """A client session as the launcher's request handlers see it."""
 
-    def __init__(self, name: str) -> None:
-        self._connection = FakeConnection(name)
+    def __init__(self, name: str, protocol_version: str = "2025-11-25") -> None:
+        self._connection = FakeConnection(name, protocol_version)
 
 
 @asynccontextmanager
@@ -141,3 +142,10 @@ async def test_check_says_how_clients_map_to_sessions_and_what_a_shared_one_shar
     shared = line(sessions="shared")
     for what in ("roots", "log level", "subscriptions", "capabilities", "clientInfo"):
         assert what in shared
+
+
+async def test_a_2026_era_client_shares_the_launchers_session(tmp_path: Path) -> None:
+    """Its requests each stand alone: a session opened per request would be a child each."""
+    entry = ServerEntry(command=sys.executable, sessions="per_client")
+    supervisor = Supervisor("ext", entry, tmp_path)
+    assert await supervisor.own_session(FakeSession("modern", "2026-07-28")) is None
