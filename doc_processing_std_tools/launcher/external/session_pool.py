@@ -164,18 +164,6 @@ class SessionPool:
         name = self._supervisor.name
         return f"server {name!r}: the session of {session.what} closed; the next call reopens it"
 
-    def lost(self) -> str:
-        """Close every session whose connection is gone (a child that died): whom they served,
-        or "" when none was."""
-        gone = [
-            session
-            for session in self._sessions.values()
-            if session.client is not None and not session.client.is_connected()
-        ]
-        for session in gone:
-            self._forget(session)
-        return ", ".join(sorted({session.what for session in gone}))
-
     async def _serve(self, session: PooledSession, opener: Opener) -> None:
         """Keep *session* open until it is done (its client left, a new login, a lost
         connection, idle too long, or the supervisor ends)."""

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from contextlib import nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,6 +60,9 @@ WANTS_OAUTH = (
     "HTTP 401: the server wants an OAuth login; add 'auth: oauth' under servers.{name} in the "
     "config, then run dpt-launch login {name}"
 )
+
+# the supervisor and pool key of the client's own session serving the current call, if any
+SERVED_BY: ContextVar[tuple[Supervisor, str] | None] = ContextVar("dpt_served_by", default=None)
 
 SHARED_LINE = (
     "shared: every client shares one session: its roots (the last client asked), its log level "
@@ -162,12 +166,13 @@ class Supervisor:
         user = self.subject()
         if user is not None:
             return self.pool.call_failed(f"user:{user}", exc)
-        if self.entry.session_mode == "per_client" and is_connection_loss(exc):
-            lost = self.pool.lost()
-            if lost:
-                return (
-                    f"server {self.name!r}: the session of {lost} closed; the next call reopens it"
-                )
+        served = SERVED_BY.get()
+        if served is not None and served[0] is self:  # (the caller's own session failed)
+            if not is_connection_loss(exc):
+                return None
+            self.pool.close(served[1])  # (the shared session is not the one that ended)
+            detail = (self.relay.last_line if self.relay else "") or SESSION_CLOSED
+            return f"server {self.name!r} is restarting (attempt 1): {detail}"
         if self._needs_login:
             return needs_login_line(self.name)
         if not is_connection_loss(exc):
@@ -227,6 +232,7 @@ class Supervisor:
         session = await self.pool.session(
             key, lambda pooled: self._open_own(pooled, front), what="a client session"
         )
+        SERVED_BY.set((self, key))  # (its call's failure is this session's: call_failed)
         if known is None:
             self._close_with(front, key)
             if level is not None:  # (a session opened again after its client set a level)

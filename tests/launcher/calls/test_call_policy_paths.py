@@ -569,6 +569,7 @@ def external(name: str, timeout: float, down_file: Path | None = None) -> str:
         f"  {name}:\n    command: {sys.executable}\n"
         f"    args: ['{EXTERNAL}'{down}]\n"
         f"    namespace: {name}\n    timeout: {timeout}\n"
+        "    sessions: shared\n"  # (a cell takes the server's one process down)
     )
 
 
@@ -609,7 +610,8 @@ def http_launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpLaun
     config = folder / "tools.yaml"
     url_servers = {"urlshort": UrlServer(), "urllong": UrlServer()}
     urls = "".join(
-        f"  {name}: {{url: '{server.url}', namespace: {name}, timeout: {timeout}}}\n"
+        f"  {name}: {{url: '{server.url}', namespace: {name}, timeout: {timeout}, "
+        "sessions: shared}\n"
         for (name, server), timeout in zip(url_servers.items(), (SHORT, 60), strict=True)
     )
     config.write_text(

@@ -214,7 +214,8 @@ async def test_the_clients_roots_list_changed_reaches_the_child(write_config: An
 
 @pytest.mark.slow
 async def test_over_http_each_sessions_call_reaches_that_session(write_config: Any) -> None:
-    """Two clients over streamable HTTP, one after the other on the same child: each one's
+    """Two clients over streamable HTTP sharing one session (``sessions: shared``), one after the
+    other on the same child: each one's
     sampling (with tools too), elicitation, roots, log messages and resource updates come from
     or go to that client; calls from both at once take turns; outside a call nothing is
     guessed."""
@@ -266,11 +267,12 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
             "message_handler": on_message,
         }
 
-    # (lock: never: its tools change no state; the process lock would make calls one at a time)
+    # (lock: never: its tools change no state; the process lock would make calls one at a time;
+    # sessions: shared: this is the shared session's routing, each client's own is elsewhere)
     config = asker_config(
         write_config,
-        f"    lock: never\n  notes:\n    command: {sys.executable}\n    args: [{NOTES}]\n"
-        "    namespace: notes\n",
+        f"    lock: never\n    sessions: shared\n  notes:\n    command: {sys.executable}\n"
+        f"    args: [{NOTES}]\n    namespace: notes\n    sessions: shared\n",
     )
     with http_launcher(config) as launched, anyio.fail_after(60):
         async with AsyncExitStack() as stack:
