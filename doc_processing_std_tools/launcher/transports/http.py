@@ -117,7 +117,7 @@ async def serve_http(
     config = uvicorn.Config(
         app,
         lifespan="on",
-        http=slow_header_guard(
+        http=slow_header_guard(  # type: ignore[arg-type]  # (an asyncio.Protocol subclass)
             transport.header_timeout,
             tokens=transport.tokens,
             pending_timeout=transport.pending_header_timeout,
