@@ -7,7 +7,7 @@ When a fastmcp upgrade breaks one of these, fix the seams module (and this test)
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx2
@@ -710,3 +710,51 @@ async def test_a_cancelled_request_of_a_session_is_left_unanswered() -> None:
     for send, receive in transport._request_streams.values():
         send.close()
         receive.close()
+
+
+class _RecordedReply:
+    """A ``post_reply`` that records what the SDK hands it and answers as sse-starlette would."""
+
+    made: ClassVar[list[dict[str, str]]] = []
+
+    def __init__(self, content: Any, sender: Any, headers: dict[str, str]) -> None:
+        from sse_starlette import EventSourceResponse
+
+        _RecordedReply.made.append(headers)
+        self.response = EventSourceResponse(
+            content=content, data_sender_callable=sender, headers=headers
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.response(scope, receive, send)
+
+
+async def test_a_session_managers_post_reply_answers_each_post_the_sdk_streams() -> None:
+    """The SDK builds a POST's SSE response from its module's ``EventSourceResponse`` name with
+    the transport's ``_run_sse_writer`` as sender: a manager's ``post_reply`` is built there
+    instead (with the response headers), and managers without one keep sse-starlette's."""
+    _RecordedReply.made.clear()
+    sessions = http_sessions.session_manager(
+        app=fastmcp_server.low_level_server(FastMCP("x")), post_reply=_RecordedReply
+    )
+    plain = http_sessions.session_manager(app=fastmcp_server.low_level_server(FastMCP("y")))
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream"}
+    for manager, made in ((sessions, 1), (plain, 1)):
+        async with manager.run():
+            transport = httpx2.ASGITransport(app=manager.handle_request)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://t") as client:
+                reply = await client.post("/mcp", json=initialize, headers=headers)
+        assert reply.status_code == 200 and '"protocolVersion"' in reply.text
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        assert len(_RecordedReply.made) == made
+    assert "mcp-session-id" in {name.lower() for name in _RecordedReply.made[0]}

@@ -48,11 +48,11 @@ from .asgi import (
     ASGIApp,
     InFlight,
     InFlightTracker,
+    PostReply,
     Receive,
     RequireHostHeader,
     Scope,
     Send,
-    SingleReplyAsJson,
 )
 from .auth import IncomingAuth
 from .console import ConsoleSources
@@ -117,7 +117,7 @@ async def serve_http(
     config = uvicorn.Config(
         app,
         lifespan="on",
-        http=slow_header_guard(
+        http=slow_header_guard(  # type: ignore[arg-type]  # (an asyncio.Protocol subclass)
             transport.header_timeout,
             tokens=transport.tokens,
             pending_timeout=transport.pending_header_timeout,
@@ -215,11 +215,10 @@ def build_app(
         max_request_body_size=transport.max_body_bytes,
         # The Host/Origin guard below covers every route, so the SDK's own is off.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        post_reply=PostReply,  # (json_response: the SDK answers in JSON itself)
     )
 
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
-    if not transport.json_response:
-        mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
     if profiles:  # (a session is used only at the endpoint that opened it)
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)
