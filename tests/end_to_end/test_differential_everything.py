@@ -165,11 +165,6 @@ async def test_two_http_clients_get_their_own_progress_and_sampling(
     await assert_same(scenario, direct_http, mounted_http)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by this suite, beyond issue #34's list: a form elicitation request gains "
-    "'mode': 'form' on its way through the launcher",
-)
 async def test_elicitation_request_reaches_the_client_unchanged(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:

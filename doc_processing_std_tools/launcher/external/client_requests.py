@@ -43,7 +43,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import client_log_level
-from ...seams.server_sessions import session_connection
+from ...seams.server_sessions import send_raw_to_client, session_connection
 
 log = logging.getLogger("dpt-launch")
 
@@ -216,6 +216,11 @@ class FrontLink:
             if undeclared is not None:
                 return undeclared
             raise MCPError(INVALID_REQUEST, unsupported)
+        if isinstance(request, mcp_types.ElicitRequest):
+            # As the server wrote it: the typed request's dump adds its defaults (mode: form).
+            params = request.params.model_dump(by_alias=True, mode="json", exclude_unset=True)
+            answer = await send_raw_to_client(session, request.method, params, request_id)
+            return result_type.model_validate(answer, by_name=False)
         metadata = (
             None if request_id is None else ServerMessageMetadata(related_request_id=request_id)
         )
