@@ -255,10 +255,6 @@ async def test_resource_links_and_references_read_back(
 # --- row 4: a child's protocol errors flattened ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 4: the URL-elicitation error -32042 (data.elicitations) becomes isError text",
-)
 async def test_url_elicitation_error_passes_through(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:

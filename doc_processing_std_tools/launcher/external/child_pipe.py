@@ -50,6 +50,8 @@ REPLY_ID = re.compile(
     rb'"id"[ \t\r]*:[ \t\r]*("[^"\\]{1,100}"|-?[0-9]{1,18})[ \t\r]*,'
 )
 JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
+# the data of an error reply the launcher wrote itself (an overlong line): never the server's
+LAUNCHER_ERROR_DATA = {"from": "dpt-launch"}
 
 
 class ConnectionLost(DptError, anyio.BrokenResourceError):
@@ -127,6 +129,7 @@ class ChildPipe:
             "code": -32603,
             "message": f"the server's reply was over {self.max_line} bytes "
             f"(servers.{self.name}.max_line_bytes) and was dropped",
+            "data": LAUNCHER_ERROR_DATA,
         }
         line = (
             b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"error":' + json.dumps(error).encode()

@@ -47,7 +47,14 @@ from .child_pipe import (
     ConnectionLost,
     tell_cancelled,
 )
-from .relay_lines import child_request, client_reply, encode_line, error_result
+from .relay_lines import (
+    ErrorReply,
+    child_request,
+    client_reply,
+    encode_line,
+    error_reply,
+    error_result,
+)
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -237,6 +244,8 @@ class FastPath:
                         meta=params.get("_meta"),
                         arguments=params.get("arguments"),
                     )
+                except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
+                    reply = error_reply(request_id, exc.error)
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply

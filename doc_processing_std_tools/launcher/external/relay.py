@@ -19,6 +19,7 @@ import mcp_types
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
 from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -29,7 +30,9 @@ from ...seams.fastmcp_server import behaves_as_default, low_level_server
 from ...seams.server_sessions import initialize_accepted
 from ..calls.policed_tools import PolicedTool
 from .fast_path import FastPath
+from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
+from .session_transports import is_connection_loss
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -196,6 +199,9 @@ class ToolRelay:
                 session=ctx.session,
                 arguments=params.get("arguments"),
             )
+        except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
+            error = exc.error
+            raise MCPError(error["code"], error["message"], error.get("data")) from None
         except Exception as exc:
             text = str(target.policy.failed(exc))
             return {"content": [{"type": "text", "text": text}], "isError": True}
@@ -267,9 +273,16 @@ class ToolRelay:
             _ABANDONED.add(request)
             request.add_done_callback(_forget_abandoned)
             raise
-        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            message = exc.message if isinstance(exc, MCPError) else "the connection closed"
-            raise ToolError(f"Error calling tool {target.exposed!r}: {message}") from exc
+        except MCPError as exc:
+            error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+            passed = server_error({"error": error})
+            if passed is not None and exc.code != CONNECTION_CLOSED and not is_connection_loss(exc):
+                raise ErrorReply(target.exposed, passed) from exc
+            raise ToolError(f"Error calling tool {target.exposed!r}: {exc.message}") from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise ToolError(
+                f"Error calling tool {target.exposed!r}: the connection closed"
+            ) from exc
 
 
 _ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server

@@ -10,7 +10,38 @@ from typing import Any
 
 from fastmcp.exceptions import ToolError
 
-from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, JSON_SPACE, SURROGATE_ESCAPE
+from ...exceptions import DptError
+from .child_pipe import (
+    CONNECTION_META_MARK,
+    CONNECTION_META_PREFIX,
+    JSON_SPACE,
+    LAUNCHER_ERROR_DATA,
+    SURROGATE_ESCAPE,
+)
+
+
+class ErrorReply(DptError, ToolError):
+    """The server answered a call with a JSON-RPC error: the client gets that error as it is
+    (its code, message and data), as from a direct connection, never an ``isError`` text.
+    (A ``ToolError``: the call's policy counts it as the tool's own error.)"""
+
+    def __init__(self, tool: str, error: dict[str, Any]) -> None:
+        super().__init__(f"Error calling tool {tool!r}: {error.get('message')}"[:1000])
+        self.error = error
+
+
+def server_error(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error of a reply *message* when the server wrote it (a code and a message;
+    not one the launcher wrote in its place), else None."""
+    error = message.get("error") if isinstance(message, dict) else None
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+        or error.get("data") == LAUNCHER_ERROR_DATA
+    ):
+        return None
+    return error
 
 
 def _unencodable(value: Any) -> Any:
@@ -80,6 +111,8 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
         ) from exc
     result = message.get("result") if isinstance(message, dict) else None
     if not isinstance(result, dict):
+        if (passed := server_error(message)) is not None:
+            raise ErrorReply(tool, passed)
         error = message.get("error") if isinstance(message, dict) else None
         text = error.get("message") if isinstance(error, dict) else None
         raise ToolError(
@@ -137,6 +170,15 @@ def _clean(line: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def error_reply(request_id: int | str, error: dict[str, Any]) -> bytes:
+    """The JSON-RPC error reply to the client's *request_id*: the server's *error* as it is."""
+    reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return (
+        json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        + b"\n"
+    )
 
 
 def error_result(request_id: int | str, text: str) -> bytes:
