@@ -208,10 +208,6 @@ async def test_two_http_clients_see_their_own_roots(
 # --- row 2: completion/complete ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 2: completion/complete answers -32601 and completions is not declared",
-)
 async def test_completion_of_prompt_and_template_arguments(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:

@@ -501,6 +501,24 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert exposed != "note://a/b"
     assert fastmcp_server.own_uri("ns", exposed) == "note://a/b"
     assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
+    assert fastmcp_server.exposed_uri("ns", "note://a/b") == exposed
+    assert fastmcp_server.exposed_uri(None, "note://a/b") == "note://a/b"
+
+
+async def test_own_name_reverses_the_namespace_fastmcp_puts_on_a_prompt() -> None:
+    child = FastMCP("child")
+
+    @child.prompt
+    def greet() -> str:
+        return "hi"
+
+    root = FastMCP("root")
+    root.mount(child, namespace="ns")
+    (listed,) = await root.list_prompts()
+    assert listed.name == fastmcp_server.namespaced_name("ns", "greet")
+    assert fastmcp_server.own_name("ns", listed.name) == "greet"
+    assert fastmcp_server.own_name("ns", "other_greet") == "other_greet"
+    assert fastmcp_server.own_name(None, "greet") == "greet"
 
 
 class _Stored:

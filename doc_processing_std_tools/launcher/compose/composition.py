@@ -31,6 +31,7 @@ from ..external.session_transports import ExternalStartError
 from .access_gate import install_access
 from .building import build_servers
 from .callers import call_guards
+from .completions import install_completions
 from .exposure import Exposure, refuse_bad_names
 from .instructions import merge_instructions
 from .lock_policy import use_fleet_lock
@@ -357,4 +358,5 @@ async def compose(
     install_access(composition)  # (before the relay: lists are cut per caller)
     install_own_lists(composition)
     install_unlisted_reads(composition)
+    install_completions(composition)
     return composition
