@@ -43,7 +43,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import client_log_level
-from ...seams.server_sessions import send_raw_to_client, session_connection
+from ...seams.server_sessions import notify_client, send_raw_to_client, session_connection
 
 log = logging.getLogger("dpt-launch")
 
@@ -307,6 +307,17 @@ class FrontLink:
             await session.send_notification(note, related_request_id=request_id)
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Pass on a notification of the server's that no MCP version defines, as it is, to
+        the client it is for (as a log message goes); dropped when no one client can be told."""
+        try:
+            session, request_id = self._front(method)
+            await notify_client(session, method, params, request_id)
+        except MCPError as exc:
+            log.debug("servers.%s: %s dropped: %s", self.name, method, exc.error.message)
+        except Exception as exc:  # the client went away meanwhile
+            log.debug("servers.%s: could not pass %s on: %s", self.name, method, exc)
 
     async def subscribe(self, session: Any, exposed: str, own: str) -> None:
         """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):

@@ -267,6 +267,7 @@ class FastPath:
                 supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
             ) from ConnectionLost("the connection closed")
         call = pipe.open_call()
+        pipe.write_note = self._put
         progress = "progressToken" in (params.get("_meta") or {})
         if progress:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
