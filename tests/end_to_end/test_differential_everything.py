@@ -225,10 +225,6 @@ async def test_completion_of_prompt_and_template_arguments(
 # --- row 3: resource links under a namespace ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 3: links in results keep the server's own URIs; reading them: not found",
-)
 async def test_resource_links_and_references_read_back(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:

@@ -288,7 +288,8 @@ class FastPath:
                 raise
         finally:
             pipe.forget(call)
-        return client_reply(line, parsed, call.key, request_id, target.exposed)
+        namespace = supervisor.entry.namespace
+        return client_reply(line, parsed, call.key, request_id, target.exposed, namespace)
 
     def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
         def send(params: dict[str, Any]) -> None:

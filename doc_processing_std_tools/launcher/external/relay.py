@@ -32,6 +32,7 @@ from ..calls.policed_tools import PolicedTool
 from .fast_path import FastPath
 from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
+from .result_links import exposed_links
 from .session_transports import is_connection_loss
 
 if TYPE_CHECKING:
@@ -205,6 +206,8 @@ class ToolRelay:
         except Exception as exc:
             text = str(target.policy.failed(exc))
             return {"content": [{"type": "text", "text": text}], "isError": True}
+        assert target.supervisor is not None  # (_target takes relayed tools only)
+        result = exposed_links(result, target.supervisor.entry.namespace)
         meta = result.get("_meta")
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
             result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}

@@ -18,6 +18,7 @@ from .child_pipe import (
     LAUNCHER_ERROR_DATA,
     SURROGATE_ESCAPE,
 )
+from .result_links import URI_KEY, exposed_links
 
 
 class ErrorReply(DptError, ToolError):
@@ -84,14 +85,22 @@ def encode_line(message: dict[str, Any]) -> bytes:
         )
 
 
-def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
+def client_reply(
+    line: bytes,
+    parsed: Any,
+    key: str,
+    request_id: int | str,
+    tool: str,
+    namespace: str | None = None,
+) -> bytes:
     """The child's reply *line* to call *key* (one of ours: ``dpt~N``, nothing to escape), as
-    the reply to the client's *request_id*."""
+    the reply to the client's *request_id*; its resource links under *namespace*."""
     line = line.removesuffix(b"\r")
     head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
     if (
         parsed is None
         and line.startswith(head)
+        and (namespace is None or (line.find(URI_KEY) < 0 and line.find(b"\\u") < 0))
         # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
             (line.isascii() and b"\\u" not in line and CONNECTION_META_MARK not in line)
@@ -118,6 +127,7 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
         raise ToolError(
             f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
         )
+    result = exposed_links(result, namespace)
     meta = result.get("_meta")
     if isinstance(meta, dict):
         result["_meta"] = {
