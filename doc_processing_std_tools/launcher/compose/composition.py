@@ -41,6 +41,7 @@ from .own_lists import install_own_lists
 from .pinning import gate_for
 from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
+from .tasks import install_tasks
 from .telemetry_setup import telemetry_of
 from .unlisted_reads import install_unlisted_reads
 
@@ -359,4 +360,5 @@ async def compose(
     install_own_lists(composition)
     install_unlisted_reads(composition)
     install_completions(composition)
+    install_tasks(composition)
     return composition

@@ -164,6 +164,7 @@ class FrontLink:
         self.turns = SessionTurns()  # relayed calls: one client session at a time
         # the server's resource URI -> {client connection: (its session, the URI as exposed)}
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
+        self.tasks: set[str] = set()  # the ids of tasks this server made for a relayed call
         self._count = 0
         fronts.links.add(self)
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
     from .supervisor import Supervisor
 
-RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
+RELAYED_PARAMS = frozenset({"name", "arguments", "_meta", "task"})
 
 
 class RelayedMount(Protocol):
@@ -207,6 +207,9 @@ class ToolRelay:
             text = str(target.policy.failed(exc))
             return {"content": [{"type": "text", "text": text}], "isError": True}
         assert target.supervisor is not None  # (_target takes relayed tools only)
+        task = result.get("task")
+        if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+            target.supervisor.front.tasks.add(task["taskId"])  # (tasks/* go to its server)
         result = exposed_links(result, target.supervisor.entry.namespace)
         meta = result.get("_meta")
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
@@ -233,6 +236,8 @@ class ToolRelay:
         client meanwhile (sampling, elicitation, roots, logs), go to *caller* (the front session),
         tied to its request *request_id*."""
         out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
+        if "task" in params:  # (a task-augmented call: the server answers with its task)
+            out["task"] = params["task"]
         meta = params.get("_meta") or {}
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
