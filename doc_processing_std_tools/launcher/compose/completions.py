@@ -63,7 +63,7 @@ class Completions:
             raise MCPError(mcp_types.INVALID_PARAMS, "Invalid request parameters", "") from exc
         ref = params.ref
         prompt = isinstance(ref, mcp_types.PromptReference)
-        key = ref.name if prompt else ref.uri
+        key = ref.name if isinstance(ref, mcp_types.PromptReference) else ref.uri
         found = owner(self.composition.mounts, key, prompt=prompt)
         if found is None:
             return EMPTY
@@ -103,8 +103,8 @@ def with_capability(result: Any, name: str, value: Any) -> Any:
     if isinstance(result, mcp_types.InitializeResult):
         if getattr(result.capabilities, name) is not None:
             return result
-        capabilities = result.capabilities.model_copy(update={name: value})
-        return result.model_copy(update={"capabilities": capabilities})
+        declared = result.capabilities.model_copy(update={name: value})
+        return result.model_copy(update={"capabilities": declared})
     capabilities = result.get("capabilities") if isinstance(result, dict) else None
     if not isinstance(capabilities, dict) or name in capabilities:
         return result

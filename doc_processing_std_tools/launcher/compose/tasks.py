@@ -3,7 +3,8 @@
 
 A server that declares ``tasks`` may list tools a client can only call as a task
 (``execution.taskSupport: required``). The root declares ``tasks`` as the first external server
-that does; a task-augmented ``tools/call`` is relayed with its ``task`` (``ToolRelay``), which
+that does (with none, a task-only tool is not listed: no task could be made for it); a
+task-augmented ``tools/call`` is relayed with its ``task`` (``ToolRelay``), which
 notes the id of the task the server made; :class:`Tasks` sends each ``tasks/*`` request for that
 id to that server, tied to the asking client (what the server asks meanwhile, an elicitation
 of an ``input_required`` task, reaches it), and its answer or error back as it is. A
@@ -42,6 +43,14 @@ class Tasks:
             declared = next((told for _, told in self.offering()), None)
             if declared is not None:
                 return with_capability(result, "tasks", declared)
+        elif ctx.method == "tools/list" and isinstance(result, dict):
+            tools = result.get("tools")
+            if (
+                isinstance(tools, list)
+                and any(map(_task_only, tools))
+                and next(self.offering(), None) is None  # (no task can be made here)
+            ):
+                return {**result, "tools": [t for t in tools if not _task_only(t)]}
         return result
 
     def offering(self) -> Iterator[tuple[Any, Any]]:
@@ -89,6 +98,12 @@ class Tasks:
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
         with supervisor.front.calling(ctx.session, ctx.request_id):
             return await send_raw_request(client, ctx.method, params)
+
+
+def _task_only(tool: Any) -> bool:
+    """Whether a listed *tool* can only be called as a task (``execution.taskSupport``)."""
+    execution = tool.get("execution") if isinstance(tool, dict) else None
+    return isinstance(execution, dict) and execution.get("taskSupport") == "required"
 
 
 def install_tasks(composition: Any) -> Tasks:

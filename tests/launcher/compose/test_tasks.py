@@ -99,3 +99,20 @@ async def test_tasks_list_asks_every_server_declaring_tasks(asked: list[Any]) ->
     with pytest.raises(MCPError) as refused:
         await none(request("tasks/list", {}), None)
     assert refused.value.code == mcp_types.METHOD_NOT_FOUND
+
+
+async def test_task_only_tools_are_listed_only_when_tasks_are_declared() -> None:
+    tools = [
+        {"name": "ev_plain"},
+        {"name": "ev_either", "execution": {"taskSupport": "optional"}},
+        {"name": "ev_task", "execution": {"taskSupport": "required"}},
+    ]
+
+    async def listing(ctx: Any) -> dict[str, Any]:
+        return {"tools": tools}
+
+    offered = Tasks(SimpleNamespace(mounts=[external("ev", "ev")]))
+    assert (await offered(request("tools/list"), listing))["tools"] == tools
+    none = Tasks(SimpleNamespace(mounts=[external("ev", "ev", declares=False)]))
+    shown = (await none(request("tools/list"), listing))["tools"]
+    assert [t["name"] for t in shown] == ["ev_plain", "ev_either"]
