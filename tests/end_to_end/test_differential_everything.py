@@ -246,6 +246,21 @@ async def test_resource_links_and_references_read_back(
     await assert_same(scenario, *pair_http_fast)
 
 
+async def test_resources_embedded_in_a_prompt_read_back(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            reply = await client.get_prompt(
+                "resource-prompt", {"resourceType": "Text", "resourceId": "3"}
+            )
+            for message in reply["result"]["messages"]:
+                if message["content"]["type"] == "resource":
+                    await client.read(message["content"]["resource"]["uri"], as_given=True)
+
+    await assert_same(scenario, *pair_http_fast)
+
+
 # --- row 4: a child's protocol errors flattened ------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from .mount import Mount
 from .mounting import exposed, listed_live, mount_into
 from .own_lists import install_own_lists
 from .pinning import gate_for
+from .prompt_links import install_prompt_links
 from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .tasks import install_tasks
@@ -361,4 +362,5 @@ async def compose(
     install_unlisted_reads(composition)
     install_completions(composition)
     install_tasks(composition)
+    install_prompt_links(composition)
     return composition
