@@ -288,6 +288,17 @@ async def test_read_errors_keep_the_childs_code_message_and_data(
     await assert_same(scenario, *pair_http_fast)
 
 
+async def test_prompt_errors_keep_the_childs_code_message_and_data(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.get_prompt("resource-prompt", {"resourceType": "Nope", "resourceId": "1"})
+            await client.get_prompt("args-prompt", {})
+
+    await assert_same(scenario, *pair_http_fast)
+
+
 # --- row 5: the client's capabilities ----------------------------------------------------------
 
 

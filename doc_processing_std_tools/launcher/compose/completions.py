@@ -18,12 +18,13 @@ from typing import Any
 import mcp_types
 from fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import add_server_middleware, low_level_server, own_name, own_uri
 
 COMPLETE = "completion/complete"
+DECLARING = frozenset({"initialize", "server/discover"})  # the results that declare capabilities
 EMPTY = {"completion": {"values": [], "hasMore": False, "total": 0}}
 
 
@@ -38,7 +39,7 @@ class Completions:
         if ctx.method == COMPLETE:
             return await self.complete(ctx)
         result = await call_next(ctx)
-        if ctx.method == "initialize" and self.offered():
+        if ctx.method in DECLARING and self.offered():
             return with_capability(result, "completions", mcp_types.CompletionsCapability())
         return result
 
@@ -98,12 +99,13 @@ def owner(mounts: Sequence[Any], key: str, *, prompt: bool) -> tuple[Any, str] |
 
 
 def with_capability(result: Any, name: str, value: Any) -> Any:
-    """*result* (``initialize``'s: the SDK's typed result, or a dict a middleware made)
-    declaring the capability *name* as *value*, unless it declares it already."""
-    if isinstance(result, mcp_types.InitializeResult):
-        if getattr(result.capabilities, name) is not None:
+    """*result* (``initialize``'s or ``server/discover``'s: the SDK's typed result, or a dict a
+    middleware made) declaring the capability *name* as *value*, unless it declares it already."""
+    if isinstance(result, BaseModel):  # (InitializeResult; a 2026-era DiscoverResult)
+        capabilities = getattr(result, "capabilities", None)
+        if not isinstance(capabilities, BaseModel) or getattr(capabilities, name, 0) is not None:
             return result
-        declared = result.capabilities.model_copy(update={name: value})
+        declared = capabilities.model_copy(update={name: value})
         return result.model_copy(update={"capabilities": declared})
     capabilities = result.get("capabilities") if isinstance(result, dict) else None
     if not isinstance(capabilities, dict) or name in capabilities:

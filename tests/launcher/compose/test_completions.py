@@ -93,3 +93,23 @@ async def test_no_completions_declared_when_no_mounted_server_offers_them() -> N
     async with Client(composed(child), mode="legacy") as client:
         assert client.initialize_result is not None
         assert client.initialize_result.capabilities.completions is None
+
+
+async def test_a_2026_era_client_is_told_of_completions_too() -> None:
+    child = FastMCP("child")
+
+    @child.prompt
+    def poem(theme: str) -> str:
+        return theme
+
+    @child.completion
+    def complete(ref: Any, argument: Any, context: Any) -> list[str]:
+        return ["nature"]
+
+    async with Client(composed(child)) as client:  # (fastmcp's default: server/discover)
+        assert client.server_capabilities is not None
+        assert client.server_capabilities.completions is not None
+        completion = await client.complete(
+            mcp_types.PromptReference(name="ns_poem"), {"name": "theme", "value": "n"}
+        )
+    assert completion.values == ["nature"]
