@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types
+
 from ...seams.fastmcp_server import exposed_uri
 
 URI_KEY = b'"uri"'  # a result line without it holds no link (a line with \u escapes is parsed)
@@ -50,3 +52,24 @@ def _message(message: Any, namespace: str) -> Any:
     content = message.get("content")
     shown = _block(content, namespace)
     return message if shown is content else {**message, "content": shown}
+
+
+def exposed_result_links(namespace: str, result: Any) -> Any:
+    """A fastmcp ``ToolResult`` (a call fastmcp's proxy served) with its resource links and
+    embedded resources as :func:`exposed_links` names them; anything else as it is."""
+    content = getattr(result, "content", None)
+    if not isinstance(content, list):
+        return result
+    shown = [_typed_block(block, namespace) for block in content]
+    if all(new is old for new, old in zip(shown, content, strict=True)):
+        return result
+    result.content = shown
+    return result
+
+
+def _typed_block(block: Any, namespace: str) -> Any:
+    if not isinstance(block, mcp_types.ResourceLink | mcp_types.EmbeddedResource):
+        return block
+    raw = block.model_dump(by_alias=True, mode="json", exclude_none=True)
+    shown = _block(raw, namespace)
+    return block if shown == raw else type(block).model_validate(shown, by_name=False)

@@ -3,10 +3,21 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from typing import Any
 
+import mcp_types
+from fastmcp import Client, FastMCP
+
+from doc_processing_std_tools.launcher.calls.policed_tools import MountRules
+from doc_processing_std_tools.launcher.calls.policy import LockMode
+from doc_processing_std_tools.launcher.compose.mounting import mounted_provider
 from doc_processing_std_tools.launcher.external.relay_lines import client_reply
-from doc_processing_std_tools.launcher.external.result_links import exposed_links
+from doc_processing_std_tools.launcher.external.result_links import (
+    exposed_links,
+    exposed_result_links,
+)
 
 LINK = {"type": "resource_link", "uri": "demo://resource/dynamic/blob/1", "name": "one"}
 EMBEDDED = {"type": "resource", "resource": {"uri": "demo://resource/dynamic/text/4", "text": "t"}}
@@ -52,3 +63,32 @@ def test_a_fast_path_reply_with_a_link_is_rewritten_and_one_without_is_spliced()
     assert client_reply(plain, None, "dpt~2", 6, "ev_x", "ev") == (
         b'{"jsonrpc":"2.0","id":6,"result":{"content":[]}}\n'
     )
+
+
+async def test_a_call_fastmcp_serves_has_its_links_named_as_exposed_too() -> None:
+    """The path where the relay steps aside (a 2026-era client here): the mount's
+    ``MountRules.shown`` maps the tool's result."""
+    child = FastMCP("child")
+
+    @child.tool
+    def links() -> list[Any]:
+        return [
+            mcp_types.ResourceLink(uri="demo://resource/1", name="one"),
+            mcp_types.TextContent(type="text", text="t"),
+        ]
+
+    root = FastMCP("root")
+    rules = MountRules(
+        server="everything",
+        namespace="ev",
+        admits=lambda name: True,
+        lock_mode=lambda tool: LockMode.NONE,
+        timeout=10,
+        shown=functools.partial(exposed_result_links, "ev"),
+    )
+    root.add_provider(mounted_provider(child, rules))
+    async with Client(root) as client:
+        result = await client.call_tool("ev_links", {})
+    link, text = result.content
+    assert isinstance(link, mcp_types.ResourceLink) and str(link.uri) == "demo://ev/resource/1"
+    assert isinstance(text, mcp_types.TextContent) and text.text == "t"
