@@ -58,6 +58,7 @@ SEE_DOCS = "see 'Forwarded to the client' in docs/launcher.md"
 # seconds a server's roots/list sent before the stdio client connected waits for it (below the
 # 60 s the TypeScript SDK's requests wait for an answer)
 EARLY_ROOTS_WAIT = 30.0
+MAX_TASKS = 10_000  # task ids remembered per server (the oldest are forgotten first)
 
 
 class Fronts:
@@ -164,7 +165,8 @@ class FrontLink:
         self.turns = SessionTurns()  # relayed calls: one client session at a time
         # the server's resource URI -> {client connection: (its session, the URI as exposed)}
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
-        self.tasks: set[str] = set()  # the ids of tasks this server made for a relayed call
+        # the ids of tasks this server made for relayed calls, oldest first (at most MAX_TASKS)
+        self.tasks: dict[str, None] = {}
         self._count = 0
         fronts.links.add(self)
 
@@ -308,6 +310,12 @@ class FrontLink:
             await session.send_notification(note, related_request_id=request_id)
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    def made_task(self, task_id: str) -> None:
+        """The server made task *task_id* for a relayed call: its ``tasks/*`` requests go here."""
+        self.tasks[task_id] = None
+        if len(self.tasks) > MAX_TASKS:
+            del self.tasks[next(iter(self.tasks))]
 
     async def notify(self, method: str, params: Any) -> None:
         """Pass on a notification of the server's that no MCP version defines, as it is, to

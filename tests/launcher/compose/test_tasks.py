@@ -23,7 +23,7 @@ class FakeFront:
     def __init__(self, declares: bool) -> None:
         capabilities = mcp_types.ServerCapabilities(tasks=DECLARED if declares else None)
         self.client = SimpleNamespace(initialize_result=SimpleNamespace(capabilities=capabilities))
-        self.tasks: set[str] = set()
+        self.tasks: dict[str, None] = {}
         self.calls: list[Any] = []
 
     @contextlib.contextmanager
@@ -80,7 +80,7 @@ async def test_tasks_is_declared_as_the_first_server_declaring_it() -> None:
 
 async def test_a_tasks_request_goes_to_the_server_that_made_the_task(asked: list[Any]) -> None:
     a, b = external("a", "a"), external("b", "ev")
-    b.supervisor.front.tasks.add("t1")
+    b.supervisor.front.tasks["t1"] = None
     middleware = Tasks(SimpleNamespace(mounts=[a, b]))
     result = await middleware(request("tasks/result", {"taskId": "t1"}), None)
     assert asked == [("b", "tasks/result", {"taskId": "t1"})]
