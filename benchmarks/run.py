@@ -85,6 +85,7 @@ EXTRA_SECTIONS = [
     "tool_retrieval_baseline",
     "token_estimate",
     "telemetry",
+    "console_overhead",
     "fleet",
     "suite_time",
 ]

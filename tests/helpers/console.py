@@ -20,10 +20,12 @@ from urllib.parse import urlencode
 import pytest
 
 from helpers.launch import Launched, http_launcher
+from helpers.paths import REPO
 
 TOKEN = "console-token-5e1d"
 CHROMIUM = os.environ.get("DPT_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 FORM = "application/x-www-form-urlencoded"
+SHOTS = REPO / "docs" / "ui"
 
 
 def config_text(folder: Path, extra: str = "") -> str:
@@ -48,12 +50,50 @@ def config_text(folder: Path, extra: str = "") -> str:
 
 
 @contextmanager
-def console_launcher(folder: Path, text: str | None = None) -> Iterator[Launched]:
+def console_launcher(
+    folder: Path, text: str | None = None, env: dict[str, str] | None = None
+) -> Iterator[Launched]:
     """A ``dpt-launch`` serving the console, on :func:`config_text` (or *text*) in *folder*."""
     path = folder / "tools.yaml"
     path.write_text(text if text is not None else config_text(folder), encoding="utf-8")
-    with http_launcher(path) as launched:
+    with http_launcher(path, env=env) as launched:
         yield launched
+
+
+def screenshot(page: Any, name: str, folder: Path) -> None:
+    """*page*'s screenshot as ``NAME.png``: in docs/ui/ with ``DPT_UI_SCREENSHOTS=1`` (what
+    docs/ui.md shows), else in *folder* (a run leaves the tree as it was)."""
+    target = SHOTS if os.environ.get("DPT_UI_SCREENSHOTS") == "1" else folder
+    target.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(target / f"{name}.png"), full_page=True)
+
+
+# Run in the page by Playwright (CDP, not subject to the page's CSP): what a person cannot use.
+UNLABELLED = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                  && !(el.tagName === 'BUTTON' && el.textContent.trim()))
+  .map((el) => el.outerHTML)"""
+OVERFLOW = """() => {
+  const main = document.querySelector('main');
+  return {page: document.documentElement.scrollWidth - window.innerWidth,
+          main: main.scrollWidth - main.clientWidth};
+}"""
+
+
+def tab_to(page: Any, accessible: str, limit: int = 40) -> bool:
+    """Whether pressing Tab from the top of *page* reaches the control named *accessible* (its
+    label's text, or its own text), leaving the focus there."""
+    page.evaluate("() => document.activeElement && document.activeElement.blur()")
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        name = page.evaluate(
+            """() => { const el = document.activeElement; if (!el) return '';
+                 const label = el.labels && el.labels.length ? el.labels[0].textContent : '';
+                 return (el.getAttribute('aria-label') || label || el.textContent || '').trim(); }"""
+        )
+        if " ".join(name.rstrip("*").split()) == accessible:  # (a required field's label ends in *)
+            return True
+    return False
 
 
 def post(

@@ -30,6 +30,7 @@ from ..compose.composition import Composition
 from ..compose.pinning import served
 from ..compose.profile_gate import gate_of
 from ..compose.reload import reload_now, watch
+from ..compose.tool_search import search_catalog
 from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
 from ..transports.asgi import use_json_logs
@@ -85,7 +86,7 @@ async def serve(
                 profiles=_profiles(composition),
                 access=composition.guards.access if composition.guards is not None else None,
                 default_profile=_default_profile(composition),
-                console=console_sources(composition),
+                console=console_sources(composition) if transport.console else None,
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
@@ -106,11 +107,16 @@ def console_sources(composition: Composition) -> ConsoleSources:
     return ConsoleSources(
         states=composition.server_states,
         restarts=composition.external_restarts,
+        last_errors=composition.last_errors,
+        upstream_sessions=composition.upstream_sessions,
         tool_counts=lambda: {m.name: len(m.tools) for m in composition.mounts},
         audit=guards.audit if guards is not None else None,
         pins=composition.pins,
         served=lambda: served(composition),
         reload=lambda: reload_now(composition),
+        entries=lambda: composition.loaded.config.servers,
+        search=search_catalog,
+        metrics=lambda: composition.telemetry.metrics,
     )
 
 

@@ -114,6 +114,17 @@ class Composition:
         """
         return {m.name: m.supervisor.restarts for m in self.mounts if m.supervisor is not None}
 
+    def last_errors(self) -> dict[str, str]:
+        """Why each mounted external server's last session ended or failed to open ("": none)."""
+        return {m.name: m.supervisor.last_error for m in self.mounts if m.supervisor is not None}
+
+    def upstream_sessions(self) -> dict[str, int]:
+        """How many upstream sessions each mounted external server holds now: its shared one
+        while up (the one place a per-client session pool's count goes)."""
+        return {
+            m.name: int(m.supervisor.state == "up") for m in self.mounts if m.supervisor is not None
+        }
+
     def not_serving(self) -> list[tuple[str, str]]:
         """``(mount name, why)`` for each enabled server that serves no call now: skipped at
         start (a missing extra, an unreachable store), or an external one that is down or needs

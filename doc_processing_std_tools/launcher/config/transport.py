@@ -126,6 +126,7 @@ class TransportConfig(StrictModel):
     allowed_hosts: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     json_response: bool = False  # True: SDK JSON mode, no back-channel during calls
+    console: bool = True  # the operator console at /ui (HTTP; docs/ui.md)
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
     max_connections: int = Field(DEFAULT_MAX_CONNECTIONS, ge=1)
     header_timeout: float = Field(DEFAULT_HEADER_TIMEOUT, gt=0)

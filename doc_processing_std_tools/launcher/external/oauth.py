@@ -291,16 +291,13 @@ async def login(
     show_url: Callable[[str], Awaitable[None]],
     timeout: float = CALLBACK_TIMEOUT,
 ) -> list[dict[str, Any]]:
-    """Log in to *entry*'s server for *user*: the browser flow, then one session that lists the
-    tools (kept for when the login is missing later). *show_url* opens or prints the
-    authorization URL. Returns the tools as MCP JSON."""
+    """Log in to *entry*'s server for *user*: the browser flow with a loopback callback, then
+    one session that lists the tools (kept for when the login is missing later). *show_url*
+    opens or prints the authorization URL. Returns the tools as MCP JSON."""
     assert entry.url
     settings = _oauth(entry)
     port = settings.callback_port or find_available_port(host=CALLBACK_HOST)
     redirect = f"http://{CALLBACK_HOST}:{port}/callback"
-    storage = StoredLogin(
-        store, name, entry.url, user, static_client=static_client(settings, redirect), fresh=True
-    )
     result = OAuthCallbackResult()
     ready = anyio.Event()
     server = create_oauth_callback_server(
@@ -318,6 +315,43 @@ async def login(
             raise result.error
         return AuthorizationCodeResult(code=result.code or "", state=result.state, iss=result.iss)
 
+    async def serve() -> None:
+        try:
+            await server.serve()
+        except SystemExit:  # uvicorn exits when it cannot bind
+            raise OSError(f"cannot listen for the login's callback on {redirect}") from None
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(serve)
+        try:
+            listed = await login_flow(
+                name, entry, store, user, redirect=redirect, show_url=show_url, callback=callback
+            )
+        finally:
+            server.should_exit = True
+    return listed
+
+
+async def login_flow(
+    name: str,
+    entry: ServerEntry,
+    store: TokenStore,
+    user: str | None = None,
+    *,
+    redirect: str,
+    show_url: Callable[[str], Awaitable[None]],
+    callback: Callable[[], Awaitable[AuthorizationCodeResult]],
+) -> list[dict[str, Any]]:
+    """The login with the browser sent back to *redirect*, whose code *callback* hands over
+    (the SDK checks its ``state`` and sends the PKCE verifier): the tokens go to *store*, then
+    one session lists the tools. ``dpt-launch login`` serves *redirect* on loopback; the
+    console, at a route of the daemon. Returns the tools as MCP JSON."""
+    assert entry.url
+    settings = _oauth(entry)
+    storage = StoredLogin(
+        store, name, entry.url, user, static_client=static_client(settings, redirect), fresh=True
+    )
+
     async def refused() -> NoReturn:
         raise NeedsLogin("the authorization server refused the token request")
 
@@ -330,26 +364,14 @@ async def login(
         refused=refused,
         margin=refresh_margin,
     )
-
-    async def serve() -> None:
-        try:
-            await server.serve()
-        except SystemExit:  # uvicorn exits when it cannot bind
-            raise OSError(f"cannot listen for the login's callback on {redirect}") from None
-
     headers = dict(entry.headers)
-    async with anyio.create_task_group() as group:
-        group.start_soon(serve)
-        try:
-            client = Client(
-                SSETransport(entry.url, headers=headers, auth=auth)
-                if urlsplit(entry.url).path.rstrip("/").endswith("/sse")  # (as is_sse_url)
-                else StreamableHttpTransport(entry.url, headers=headers, auth=auth)
-            )
-            async with client:
-                tools = await client.list_tools()
-        finally:
-            server.should_exit = True
+    client = Client(
+        SSETransport(entry.url, headers=headers, auth=auth)
+        if urlsplit(entry.url).path.rstrip("/").endswith("/sse")  # (as is_sse_url)
+        else StreamableHttpTransport(entry.url, headers=headers, auth=auth)
+    )
+    async with client:
+        tools = await client.list_tools()
     listed = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
     await anyio.to_thread.run_sync(store.save_tools, name, listed)
     if (await storage.get_tokens()) is None:

@@ -224,6 +224,7 @@ def build_app(
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)
     protected = auth.protected
+    ui = _console(console, auth, transport) if console is not None else None
 
     def profile_endpoint(app: ASGIApp, profile: str | None) -> ASGIApp:
         if access is None or profile is None:
@@ -256,7 +257,7 @@ def build_app(
             methods=["POST", "DELETE"] if transport.stateless else None,
         ),
         *auth.routes(),
-        *(_console_routes(console, auth, transport) if console is not None else []),
+        *(ui.routes() if ui is not None else []),
         *(
             Route(
                 f"{transport.path.rstrip('/')}/{name}",
@@ -270,7 +271,7 @@ def build_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Any) -> AsyncIterator[None]:
-        async with sessions.run():
+        async with sessions.run(), ui.running() if ui is not None else contextlib.nullcontext():
             yield
 
     if metrics is not None:
@@ -283,13 +284,13 @@ def build_app(
     return app
 
 
-def _console_routes(console: ConsoleSources, auth: IncomingAuth, transport: TransportConfig) -> Any:
-    """The console's routes at ``/ui`` (docs/ui.md)."""
+def _console(console: ConsoleSources, auth: IncomingAuth, transport: TransportConfig) -> Any:
+    """The console at ``/ui`` (docs/ui.md): its routes, and what runs while it is served."""
     # Imported here, only for an HTTP app: Jinja2 and the console's pages add ~50 ms
     # (python -X importtime) to every launcher's start, stdio ones included.
-    from .console.pages import console_routes
+    from .console.pages import console_app
 
-    return console_routes(console, auth.verifier, transport.path)
+    return console_app(console, auth.verifier, transport.path)
 
 
 def event_store(transport: TransportConfig) -> Any:

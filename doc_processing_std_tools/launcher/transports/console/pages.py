@@ -1,73 +1,55 @@
-"""The console's routes under ``/ui``: sign-in, Servers, Tools, Activity and Pins.
+"""The console's routes under ``/ui``: sign-in, Servers (and an upstream's login), Tools,
+Activity, Pins and Charts.
 
 Every page is rendered here (Jinja2, autoescaped) and sent with a Content-Security-Policy that
 allows no inline script; the one script, ``static/console.js``, follows the Activity stream and
-filters lists. Nothing runs per tool call unless an Activity page is open: its server-sent events
-come from an audit subscription that exists only while the page listens.
+filters lists. Nothing runs per tool call for the console: Activity's server-sent events come
+from an audit subscription that exists only while the page listens, and Charts read the metrics
+registry every 10 s (:mod:`.samples`), not the calls.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from mcp.types import CallToolResult, ImageContent, TextContent
+import anyio
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from ...calls.pins import LockFile, PinError, definition_diff
-from ..asgi import ASGIApp, Message, Receive, Scope, Send
+from ...calls.pins import PinError
+from .charts import HEIGHT, WIDTH, charts
 from .forms import BadInput, arguments_of, fields_of
 from .loopback import Loopback
+from .pin_rows import approve_served, drifted_rows
+from .responses import SecurityHeaders, one_line, shown_result
+from .samples import PERIOD, Sampler
+from .server_rows import server_rows
 from .sources import ConsoleSources
+from .upstream_login import LoginRefused, Logins
 from .visitors import Visitor, Visitors, clear_cookie, loopback_client, same_origin, set_cookie
 
 log = logging.getLogger("dpt-launch")
 
 HERE = Path(__file__).parent
 PREFIX = "/ui"
-CSP = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-)
-SECURITY_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),  # (no-referrer: a POST's Origin is "null")
-    (b"x-frame-options", b"DENY"),
-    (b"cache-control", b"no-store"),
-]
-IMAGE_TYPE = re.compile(r"^image/(png|jpeg|gif|webp)$")
-PAGES = ("servers", "tools", "activity", "pins")
+PAGES = ("servers", "tools", "activity", "pins", "charts")
+SEARCH_LIMIT = 20  # tools a search shows
 
 Endpoint = Callable[[Request, Visitor], Awaitable[Response]]
-
-
-class SecurityHeaders:
-    """Every console response carries :data:`SECURITY_HEADERS`."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                names = {name for name, _ in message.get("headers", [])}
-                message["headers"] = [
-                    *message.get("headers", []),
-                    *(h for h in SECURITY_HEADERS if h[0] not in names),
-                ]
-            await send(message)
-
-        await self.app(scope, receive, with_headers)
 
 
 class Console:
@@ -77,6 +59,21 @@ class Console:
         self.sources, self.path = sources, path
         self.visitors = Visitors(verifier)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
+        self.logins = Logins(sources.entries)
+        self.sampler = Sampler(sources.metrics)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """While the daemon serves: the Charts' sampler, when there are metrics to sample; on the
+        way out, the logins still waiting for a browser end."""
+        async with anyio.create_task_group() as group:
+            if self.sampler.on:
+                group.start_soon(self.sampler.run)
+            try:
+                yield
+            finally:
+                self.logins.cancel()
+                group.cancel_scope.cancel()
 
     # -- who may see a page ----------------------------------------------------------------
 
@@ -182,20 +179,39 @@ class Console:
     # -- Servers ---------------------------------------------------------------------------
 
     async def servers(self, request: Request, visitor: Visitor) -> Response:
-        restarts, counts = self.sources.restarts(), self.sources.tool_counts()
-        rows = [
-            {
-                "name": name,
-                "state": state.get("state", "?"),
-                "required": bool(state.get("required")),
-                "reason": state.get("reason", ""),
-                "drifted": state.get("drifted", 0),
-                "restarts": restarts.get(name),
-                "tools": counts.get(name),
-            }
-            for name, state in sorted(self.sources.states().items())
-        ]
-        return self.render(request, visitor, "servers.html", page="servers", servers=rows)
+        rows = server_rows(self.sources, self.logins.servers())
+        return self.render(
+            request,
+            visitor,
+            "servers.html",
+            page="servers",
+            servers=rows,
+            message=request.query_params.get("done"),
+        )
+
+    async def login(self, request: Request, visitor: Visitor) -> Response:
+        """The "Log in" button: start the upstream's login, send the browser to authorize."""
+        name = request.path_params["name"]
+        redirect = str(request.url_for("login_callback"))
+        try:
+            url = await self.logins.start(name, redirect)
+        except LoginRefused as exc:
+            return RedirectResponse(f"{PREFIX}/servers?done={exc}", status_code=303)
+        log.warning("console: %s started the login of %s", visitor.user, name)
+        # (a page with a link, not a redirect: form-action 'self' would stop a form's redirect)
+        return self.render(request, visitor, "login.html", page="servers", server=name, url=url)
+
+    async def login_callback(self, request: Request) -> Response:
+        """Where the authorization server sends the browser back (no cookie: see
+        :mod:`.upstream_login`); the ``state`` names the login it belongs to."""
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        outcome, failed = await self.logins.finish(dict(request.query_params))
+        page = self.templates.get_template("logged_in.html").render(
+            prefix=PREFIX, outcome=outcome, failed=failed
+        )
+        return HTMLResponse(page, status_code=400 if failed else 200)
 
     # -- Tools -----------------------------------------------------------------------------
 
@@ -203,14 +219,23 @@ class Console:
         return Loopback(request, self.path, visitor.token)
 
     async def tools(self, request: Request, visitor: Visitor) -> Response:
+        """The tools the visitor may call; with ``q``, the best matches of ``search_tools``'s
+        ranking, best first."""
+        query = request.query_params.get("q", "").strip()
+        context: dict[str, Any] = {"page": "tools", "query": query, "error": None}
         try:
             listed = await self._loopback(request, visitor).tools()
         except Exception as exc:  # (the daemon's own endpoint: say why, keep the page)
             return self.render(
-                request, visitor, "tools.html", page="tools", tools=[], error=_one_line(exc)
+                request, visitor, "tools.html", tools=[], **context | {"error": one_line(exc)}
             )
-        rows = sorted(listed, key=lambda t: t.name)
-        return self.render(request, visitor, "tools.html", page="tools", tools=rows, error=None)
+        if query and self.sources.search is not None:
+            by_name = {t.name: t for t in listed}
+            found = self.sources.search(listed, query, SEARCH_LIMIT)
+            rows = [by_name[n] for n in found if n in by_name]
+        else:
+            rows = sorted(listed, key=lambda t: t.name)
+        return self.render(request, visitor, "tools.html", tools=rows, **context)
 
     async def _tool(self, request: Request, visitor: Visitor, name: str) -> Any:
         listed = await self._loopback(request, visitor).tools()
@@ -256,7 +281,7 @@ class Console:
             result = await self._loopback(request, visitor).call(name, arguments)
         except Exception as exc:
             return self.render(
-                request, visitor, "tool.html", values=values, error=_one_line(exc), **context
+                request, visitor, "tool.html", values=values, error=one_line(exc), **context
             )
         return self.render(
             request, visitor, "tool.html", values=values, result=shown_result(result), **context
@@ -292,26 +317,6 @@ class Console:
 
     # -- Pins ------------------------------------------------------------------------------
 
-    def _drifted(self) -> list[dict[str, Any]]:
-        gate = self.sources.pins
-        if gate is None:
-            return []
-        served = self.sources.served()
-        rows = []
-        for finding in gate.findings():
-            pinned = (gate.pins.servers if gate.pins else {}).get(finding.server, {})
-            before = pinned.get(finding.kind, {}).get(finding.name)
-            after = served.get(finding.server, {}).get(finding.kind, {}).get(finding.name)
-            rows.append(
-                {
-                    "key": finding.key,
-                    "line": finding.line(),
-                    "problem": finding.problem,
-                    "diff": definition_diff(finding.kind, before, after, finding.key),
-                }
-            )
-        return rows
-
     async def pins(self, request: Request, visitor: Visitor) -> Response:
         gate = self.sources.pins
         return self.render(
@@ -319,7 +324,7 @@ class Console:
             visitor,
             "pins.html",
             page="pins",
-            drifted=self._drifted(),
+            drifted=drifted_rows(self.sources),
             lock=str(gate.lock_path) if gate is not None and gate.lock_path else None,
             policy=gate.policy if gate is not None else None,
             message=request.query_params.get("done"),
@@ -334,10 +339,7 @@ class Console:
         target = form.get("target")
         only = target if isinstance(target, str) and target else None
         try:
-            lock = LockFile.read(gate.lock_path) if gate.lock_path.exists() else LockFile()
-            taken = lock.approve(dict(self.sources.served()), only=only)
-            if taken:
-                lock.write(gate.lock_path)
+            taken = approve_served(gate.lock_path, self.sources, only)
         except (PinError, OSError) as exc:
             return self.render(
                 request,
@@ -345,10 +347,10 @@ class Console:
                 "pins.html",
                 status=500,
                 page="pins",
-                drifted=self._drifted(),
+                drifted=drifted_rows(self.sources),
                 lock=str(gate.lock_path),
                 policy=gate.policy,
-                message=f"cannot approve: {_one_line(exc)}",
+                message=f"cannot approve: {one_line(exc)}",
             )
         log.warning(
             "console: %s approved %s in %s",
@@ -360,6 +362,22 @@ class Console:
             await self.sources.reload()
         done = f"approved {len(taken)} definition(s)" if taken else "nothing to approve"
         return RedirectResponse(f"{PREFIX}/pins?done={done}", status_code=303)
+
+    # -- Charts ----------------------------------------------------------------------------
+
+    async def charts(self, request: Request, visitor: Visitor) -> Response:
+        series = self.sampler.series()
+        return self.render(
+            request,
+            visitor,
+            "charts.html",
+            page="charts",
+            metrics=self.sampler.on,
+            charts=charts(series, self.sampler.clock()),
+            width=WIDTH,
+            height=HEIGHT,
+            period=PERIOD,
+        )
 
     # -- routes ----------------------------------------------------------------------------
 
@@ -385,6 +403,14 @@ class Console:
                     Route("/activity/stream", page(self.activity_stream), methods=["GET"]),
                     Route("/pins", page(self.pins), methods=["GET"]),
                     Route("/pins/approve", page(self.approve, action=True), methods=["POST"]),
+                    Route("/charts", page(self.charts), methods=["GET"]),
+                    Route(
+                        "/login/callback",
+                        self.login_callback,
+                        methods=["GET"],
+                        name="login_callback",
+                    ),
+                    Route("/login/{name}", page(self.login, action=True), methods=["POST"]),
                     Mount("/static", app=StaticFiles(directory=str(HERE / "static"))),
                 ],
                 middleware=[Middleware(SecurityHeaders)],
@@ -393,31 +419,7 @@ class Console:
         ]
 
 
-def shown_result(result: CallToolResult) -> dict[str, Any]:
-    """A call's result as the page shows it: text, images (as data URLs) and structured JSON."""
-    blocks: list[dict[str, str]] = []
-    for block in result.content:
-        if isinstance(block, TextContent):
-            blocks.append({"kind": "text", "text": block.text})
-        elif isinstance(block, ImageContent):
-            mime = (
-                block.mime_type if IMAGE_TYPE.match(block.mime_type) else "application/octet-stream"
-            )
-            blocks.append({"kind": "image", "url": f"data:{mime};base64,{block.data}"})
-        else:
-            blocks.append({"kind": "text", "text": block.model_dump_json(indent=2)})
-    structured = result.structured_content
-    return {
-        "error": bool(result.is_error),
-        "blocks": blocks,
-        "structured": json.dumps(structured, indent=2, ensure_ascii=False) if structured else None,
-    }
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300] or type(exc).__name__
-
-
-def console_routes(sources: ConsoleSources, verifier: Any, path: str) -> list[Any]:
-    """The console's routes: add them to the HTTP app (see :mod:`.http`)."""
-    return Console(sources, verifier, path).routes()
+def console_app(sources: ConsoleSources, verifier: Any, path: str) -> Console:
+    """The console: add its :meth:`~Console.routes` to the HTTP app and run it
+    (:meth:`~Console.running`) in the app's lifespan (see :mod:`..http`)."""
+    return Console(sources, verifier, path)

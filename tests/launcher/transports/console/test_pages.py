@@ -5,6 +5,7 @@ call from the console audited as the signed-in user."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from starlette.requests import Request
 
 from doc_processing_std_tools.launcher.transports.console.visitors import loopback_client
 from helpers.console import (
+    config_text,
     console_launcher,
     csrf_of,
     get,
@@ -144,3 +146,41 @@ def test_without_auth_only_loopback_clients_are_served() -> None:
     assert loopback_client(request("127.0.0.1")) and loopback_client(request("::1"))
     assert not loopback_client(request("10.1.2.3"))
     assert not loopback_client(request("testclient"))
+
+
+def test_servers_show_each_column_and_tools_search_ranks_as_search_tools(daemon: Launched) -> None:
+    cookie = signed_in_cookie(daemon.port)
+    servers = get(daemon.port, "/ui/servers", {"cookie": cookie}).text  # type: ignore[attr-defined]
+    for column in ("State", "Tools", "Restarts", "Upstream sessions", "Why / last error"):
+        assert f'<th scope="col">{column}</th>' in servers
+    found = get(daemon.port, "/ui/tools?q=create+a+new+directory", {"cookie": cookie}).text  # type: ignore[attr-defined]
+    listed = re.findall(r'<li><a href="/ui/tools/([^"]+)"', found)
+    assert listed[0] == "create_directory" and "echo" not in listed
+    nothing = get(daemon.port, "/ui/tools?q=zzzqqq", {"cookie": cookie}).text  # type: ignore[attr-defined]
+    assert "No tool that you may call matches" in nothing
+
+
+def test_charts_show_a_call_at_once_and_a_stray_login_callback_is_refused(
+    daemon: Launched,
+) -> None:
+    cookie = signed_in_cookie(daemon.port)
+    csrf = csrf_of(get(daemon.port, "/ui/tools/echo", {"cookie": cookie}).text)  # type: ignore[attr-defined]
+    post(
+        daemon.port,
+        "/ui/tools/echo",
+        {"csrf": csrf, "text": "charted"},
+        {"cookie": cookie, "origin": origin(daemon.port)},
+    )
+    page = get(daemon.port, "/ui/charts", {"cookie": cookie}).text  # type: ignore[attr-defined]
+    assert page.count("<figure") == 4
+    assert '<polyline points="' in page and 'data-server="echo"' in page
+    stray = get(daemon.port, "/ui/login/callback?code=x&state=y")
+    assert stray.status == 400 and "no login is waiting" in stray.text  # type: ignore[attr-defined]
+
+
+@pytest.mark.slow  # (a launcher of its own)
+def test_transport_console_false_serves_no_console(tmp_path: Path) -> None:
+    text = config_text(tmp_path).replace("type: http\n", "type: http\n  console: false\n")
+    with console_launcher(tmp_path, text) as launched:
+        assert get(launched.port, "/ui/signin").status == 404
+        assert get(launched.port, "/health").status == 200

@@ -1,0 +1,85 @@
+"""The "Log in" button's flow against the test authorization server (``helpers/oauth.py``): the
+browser sent to authorize and back to the daemon's callback, the tokens kept where
+``dpt-launch login`` keeps them; a callback that is not awaited is refused."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import pytest
+
+from doc_processing_std_tools.launcher.config.schema import load_config
+from doc_processing_std_tools.launcher.external.tokens import TokenStore
+from doc_processing_std_tools.launcher.transports.console.upstream_login import (
+    LoginRefused,
+    Logins,
+)
+from helpers.oauth import server_log, start_oauth_server
+
+CALLBACK = "http://127.0.0.1:9/ui/login/callback"  # (never reached: the test is the browser)
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, base = start_oauth_server(tmp_path_factory.mktemp("idp"), 3600)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def logins(folder: Path, idp: str) -> tuple[Logins, TokenStore]:
+    config = folder / "tools.yaml"
+    config.write_text(
+        f"servers:\n  corp: {{url: {idp}/mcp, auth: oauth}}\n  plain: {{url: {idp}/mcp}}\n"
+    )
+    entries = load_config(config).config.servers
+    store = TokenStore(folder / "oauth", keyring=None)
+    return Logins(lambda: entries, lambda: store), store
+
+
+async def authorize(url: str) -> dict[str, str]:
+    """The browser at the authorization server: where it is sent back to, as a query."""
+    async with httpx2.AsyncClient(follow_redirects=False) as client:
+        reply = await client.get(url)
+    location = reply.headers["location"]
+    assert location.startswith(CALLBACK), location
+    return {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
+
+
+async def test_a_login_through_the_callback_keeps_the_tokens_of_dpt_launch_login(
+    tmp_path: Path, idp: str
+) -> None:
+    console, store = logins(tmp_path, idp)
+    assert console.servers() == {"corp"}
+    url = await console.start("corp", CALLBACK)
+    query = parse_qs(urlsplit(url).query)
+    assert query["code_challenge_method"] == ["S256"] and query["redirect_uri"] == [CALLBACK]
+    answer = await authorize(url)
+    outcome, failed = await console.finish(answer)
+    assert (outcome, failed) == ("logged in to 'corp': 2 tools", False)
+    record = store.get("corp")
+    assert record is not None and record["tokens"]["access_token"]
+    assert {g["grant_type"] for g in server_log(idp)["grants"]} >= {"authorization_code"}
+    again = await console.finish(answer)  # (used once)
+    assert again == ("no login is waiting for this answer (it expired or was used)", True)
+
+
+async def test_a_forged_state_or_a_server_without_oauth_is_refused(
+    tmp_path: Path, idp: str
+) -> None:
+    console, store = logins(tmp_path, idp)
+    with pytest.raises(LoginRefused, match="no OAuth server 'plain'"):
+        await console.start("plain", CALLBACK)
+    url = await console.start("corp", CALLBACK)
+    answer = await authorize(url)
+    forged = {**answer, "state": "not-the-state"}
+    assert (await console.finish(forged))[1] is True
+    refused = {"state": answer["state"], "error": "access_denied"}
+    outcome, failed = await console.finish(refused)
+    assert failed and "refused by the authorization server: access_denied" in outcome
+    assert store.get("corp") is None
