@@ -15,7 +15,7 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 from mcp import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
-from mcp_types import Implementation
+from mcp_types import ElicitResult, Implementation
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -501,6 +501,24 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert exposed != "note://a/b"
     assert fastmcp_server.own_uri("ns", exposed) == "note://a/b"
     assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
+    assert fastmcp_server.exposed_uri("ns", "note://a/b") == exposed
+    assert fastmcp_server.exposed_uri(None, "note://a/b") == "note://a/b"
+
+
+async def test_own_name_reverses_the_namespace_fastmcp_puts_on_a_prompt() -> None:
+    child = FastMCP("child")
+
+    @child.prompt
+    def greet() -> str:
+        return "hi"
+
+    root = FastMCP("root")
+    root.mount(child, namespace="ns")
+    (listed,) = await root.list_prompts()
+    assert listed.name == fastmcp_server.namespaced_name("ns", "greet")
+    assert fastmcp_server.own_name("ns", listed.name) == "greet"
+    assert fastmcp_server.own_name("ns", "other_greet") == "other_greet"
+    assert fastmcp_server.own_name(None, "greet") == "greet"
 
 
 class _Stored:
@@ -758,3 +776,36 @@ async def test_a_session_managers_post_reply_answers_each_post_the_sdk_streams()
         assert reply.headers["content-type"].startswith("text/event-stream")
         assert len(_RecordedReply.made) == made
     assert "mcp-session-id" in {name.lower() for name in _RecordedReply.made[0]}
+async def test_raw_requests_and_notifications_reach_the_client_as_written() -> None:
+    """``send_raw_to_client`` sends the params as given (no ``mode: form`` added) on the call's
+    stream and returns the client's raw answer; ``notify_client`` sends a method the SDK has
+    no type for (the client's SDK drops it, unbound: no error on the way)."""
+    server = FastMCP("raw")
+    asked: list[Any] = []
+    noted: list[Any] = []
+
+    @server.tool
+    async def ask(ctx: Context) -> str:
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+        params = {"message": "hi", "requestedSchema": schema}
+        answer = await server_sessions.send_raw_to_client(
+            ctx.session, "elicitation/create", params, ctx.request_id
+        )
+        await server_sessions.notify_client(
+            ctx.session, "notifications/x/custom", {"n": 1}, ctx.request_id
+        )
+        return str(answer)
+
+    async def elicit(_ctx: Any, params: Any) -> Any:
+        asked.append(params)
+        return ElicitResult(action="decline")
+
+    async def on_message(message: Any) -> None:
+        noted.append(message)
+
+    client = Client(server, mode="legacy", message_handler=on_message)
+    client_sessions.answer_server_requests(client, sampling=None, elicitation=elicit, roots=None)
+    async with client:
+        result = await client.call_tool("ask", {})
+    assert result.data == "{'action': 'decline'}"
+    assert "mode" not in asked[0].model_fields_set

@@ -317,6 +317,8 @@ class Supervisor:
             await self._close_listing()
             self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
+            if self.pipe is not None:
+                self.pipe.on_notification = front.notify
             self.last_error = ""
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()

@@ -20,6 +20,7 @@ import anyio
 import mcp_types
 import pytest
 
+from doc_processing_std_tools.launcher.external.client_requests import MAX_TASKS, FrontLink, Fronts
 from helpers.launch import launched, text_of
 from helpers.paths import SERVERS
 
@@ -339,3 +340,11 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
     # lands while one of the polling calls above is in flight, it goes to that call's session
     # (the first). Never to the other client.
     assert "outside any call" in seen[-1] or seen[-1] == "file:///first", seen
+
+
+def test_a_servers_task_ids_are_remembered_up_to_a_bound_oldest_forgotten_first() -> None:
+    link = FrontLink("everything", Fronts())
+    for number in range(MAX_TASKS + 2):
+        link.made_task(f"t{number}")
+    assert len(link.tasks) == MAX_TASKS
+    assert "t0" not in link.tasks and "t1" not in link.tasks and f"t{MAX_TASKS + 1}" in link.tasks
