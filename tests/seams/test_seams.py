@@ -776,6 +776,8 @@ async def test_a_session_managers_post_reply_answers_each_post_the_sdk_streams()
         assert reply.headers["content-type"].startswith("text/event-stream")
         assert len(_RecordedReply.made) == made
     assert "mcp-session-id" in {name.lower() for name in _RecordedReply.made[0]}
+
+
 async def test_raw_requests_and_notifications_reach_the_client_as_written() -> None:
     """``send_raw_to_client`` sends the params as given (no ``mode: form`` added) on the call's
     stream and returns the client's raw answer; ``notify_client`` sends a method the SDK has
