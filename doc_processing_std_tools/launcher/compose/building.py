@@ -22,8 +22,7 @@ from ...servers import (
 )
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, describe_validation_error
 from ..errors import LauncherError
-from ..external.session_transports import ExternalStartError
-from ..external.supervisor import Supervisor
+from ..external.wording import ExternalStartError
 from ..transports.identity import current_subject
 from .mount import Mount
 
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
     from ..external.front import Fronts
+    from ..external.supervisor import Supervisor
 
 log = logging.getLogger("dpt-launch")
 
@@ -112,6 +112,10 @@ async def build_servers(
         skipped = [item for item in skipped if item[0] in only]
     supervisors: dict[str, Supervisor] = {}
     began = anyio.current_time()
+    if any(entry.external for _name, entry, _source in found):
+        # Imported here: fastmcp's client (its auth module, key_value, beartype) costs 0.3 s of a
+        # 0.75 s launcher import (python -X importtime), which in-process servers need none of.
+        from ..external.supervisor import Supervisor
     for name, entry, _source in found:
         if entry.external:
             supervisor = supervisors[name] = Supervisor(name, entry, loaded.base_dir, fronts)
