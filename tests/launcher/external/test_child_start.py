@@ -18,7 +18,8 @@ from helpers.waiting import until
 LATE = SERVERS / "late_child.py"
 
 pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="counts processes in /proc (and the shim is Linux-only)"
+    not sys.platform.startswith("linux"),
+    reason="counts processes in /proc (and the shim is Linux-only)",
 )
 
 
