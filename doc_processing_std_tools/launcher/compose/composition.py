@@ -27,7 +27,7 @@ from ..calls.guards import CallGuards
 from ..calls.pin_gate import PinGate
 from ..config.schema import LoadedConfig
 from ..external.relay import ToolRelay
-from ..external.session_transports import ExternalStartError
+from ..external.wording import ExternalStartError
 from .access_gate import install_access
 from .building import build_servers
 from .callers import call_guards

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -25,20 +27,15 @@ from fastmcp.server.providers.proxy import FastMCPProxy
 from ...seams.client_sessions import answer_server_requests, requests_in_flight
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
+from . import child_start
 from .child_pipe import ChildPipe
+from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .session_transports import (
-    HTTP_HINTS,
-    ExternalStartError,
-    HttpStatusNote,
-    StderrRelay,
-    is_connection_loss,
-    session_transport,
-    shown_url,
-)
+from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
 from .tokens import TokenStore
 from .user_sessions import UserSessions
+from .wording import ExternalStartError, shown_url
 
 log = logging.getLogger("dpt-launch")
 
@@ -79,7 +76,11 @@ class Supervisor:
         self.attempt = 0
         self.restarts = 0  # sessions started again after one ended (dpt_external_server_restarts)
         self.last_error = ""
-        self.relay = StderrRelay(name) if entry.command else None
+        # a command started before the launcher's imports (cli): its first session's process
+        self._early = child_start.claim(name) if entry.command else None
+        self.relay = (
+            (self._early.relay if self._early else StderrRelay(name)) if entry.command else None
+        )
         self._client: Client[ClientTransport] | None = None
         self._counted = False
         self._http = HttpStatusNote()  # what a URL server answered last
@@ -387,8 +388,16 @@ class Supervisor:
             auth = serving_auth(
                 self.name, self.entry, self.store, on_needs_login=self._login_missing
             )
-        return session_transport(self.name, self.entry, self.base_dir, self.relay, self._http, auth)
+        early, self._early = self._early, None
+        process = early.process if early is not None else None
+        return session_transport(
+            self.name, self.entry, self.base_dir, self.relay, self._http, auth, process
+        )
 
     def close(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:  # (never used: stopped before its first session)
+            with contextlib.suppress(OSError):
+                os.killpg(early.process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()
