@@ -14,6 +14,7 @@ tasks are fastmcp's own and not served through the root.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,8 @@ from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import add_server_middleware
 from ..external.result_links import exposed_links
 from .completions import with_capability
+
+log = logging.getLogger(__name__)
 
 TASK_METHODS = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
 
@@ -68,23 +71,27 @@ class Tasks:
             if not mounts:
                 raise MCPError(METHOD_NOT_FOUND, "Method not found", ctx.method)
             if len(mounts) == 1:
-                return await self._ask(mounts[0], ctx, params)
+                answer = await self._ask(mounts[0], ctx, params)
+                return _own_tasks(answer, mounts[0], ctx.session)
             listed: list[Any] = []
             for mount in mounts:  # (several servers: the first page of each)
-                answer = await self._ask(mount, ctx, {})
-                listed += answer.get("tasks") or []
+                try:
+                    answer = await self._ask(mount, ctx, {})
+                except MCPError as exc:  # (one server down: the others' tasks still listed)
+                    log.info("tasks/list: %s left out: %s", mount.name, exc.error.message)
+                    continue
+                listed += _own_tasks(answer, mount, ctx.session).get("tasks") or []
             return {"tasks": listed}
         task_id = params.get("taskId")
-        mount = next(
-            (
-                m
-                for m in self.composition.mounts
-                if m.supervisor is not None and task_id in m.supervisor.front.tasks
-            ),
-            None,
-        )
-        if mount is None:
-            raise MCPError(INVALID_PARAMS, f"unknown task {str(task_id)[:100]!r}")
+        owners = [
+            m
+            for m in self.composition.mounts
+            if m.supervisor is not None and m.supervisor.front.owns(task_id, ctx.session)
+        ]
+        if len(owners) != 1:  # (another client's task is as unknown to this one as no task)
+            why = "unknown task" if not owners else "ambiguous task (two servers made one)"
+            raise MCPError(INVALID_PARAMS, f"{why} {str(task_id)[:100]!r}")
+        mount = owners[0]
         result = await self._ask(mount, ctx, params)
         if ctx.method == "tasks/result" and isinstance(result, dict):
             result = exposed_links(result, mount.entry.namespace)
@@ -98,6 +105,17 @@ class Tasks:
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
         with supervisor.front.calling(ctx.session, ctx.request_id):
             return await send_raw_request(client, ctx.method, params)
+
+
+def _own_tasks(answer: Any, mount: Any, session: Any) -> Any:
+    """A ``tasks/list`` *answer* of *mount*'s server cut to the tasks made for client *session*
+    (the server's session is shared by every client: it lists theirs too)."""
+    tasks = answer.get("tasks") if isinstance(answer, dict) else None
+    if not isinstance(tasks, list):
+        return answer
+    front = mount.supervisor.front
+    own = [t for t in tasks if isinstance(t, dict) and front.owns(t.get("taskId"), session)]
+    return {**answer, "tasks": own}
 
 
 def _task_only(tool: Any) -> bool:

@@ -165,8 +165,9 @@ class FrontLink:
         self.turns = SessionTurns()  # relayed calls: one client session at a time
         # the server's resource URI -> {client connection: (its session, the URI as exposed)}
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
-        # the ids of tasks this server made for relayed calls, oldest first (at most MAX_TASKS)
-        self.tasks: dict[str, None] = {}
+        # the ids of tasks this server made for relayed calls, oldest first (at most MAX_TASKS),
+        # each with the client connection it was made for: only that client may ask about it
+        self.tasks: dict[str, int] = {}
         self._count = 0
         fronts.links.add(self)
 
@@ -311,17 +312,41 @@ class FrontLink:
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
 
-    def made_task(self, task_id: str) -> None:
-        """The server made task *task_id* for a relayed call: its ``tasks/*`` requests go here."""
-        self.tasks[task_id] = None
+    def made_task(self, task_id: str, session: Any) -> None:
+        """The server made task *task_id* for a relayed call of client *session*: its
+        ``tasks/*`` requests go here, and only from that client."""
+        self.tasks[task_id] = id(session_connection(session))
         if len(self.tasks) > MAX_TASKS:
             del self.tasks[next(iter(self.tasks))]
 
+    def owns(self, task_id: Any, session: Any) -> bool:
+        """Whether this server made task *task_id* for client *session*."""
+        owner = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        return owner is not None and owner == id(session_connection(session))
+
+    def _task_owner(self, params: Any) -> tuple[Any, Any]:
+        """The session (and request id) a task's status notification is for: its client while
+        one of its calls is in flight or it is the stdio client; an MCPError otherwise."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        owner = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        if owner is not None:
+            for session, request_id in reversed(list(self._calls.values())):
+                if id(session_connection(session)) == owner:
+                    return session, request_id
+            lone = self.fronts.lone
+            if lone is not None and id(session_connection(lone)) == owner:
+                return lone, None
+        raise MCPError(INVALID_REQUEST, "a task status for no client that can be told")
+
     async def notify(self, method: str, params: Any) -> None:
         """Pass on a notification of the server's that no MCP version defines, as it is, to
-        the client it is for (as a log message goes); dropped when no one client can be told."""
+        the client it is for (as a log message goes); dropped when no one client can be told.
+        A task's status goes to the client the task was made for, never to another."""
         try:
-            session, request_id = self._front(method)
+            if method == "notifications/tasks/status":
+                session, request_id = self._task_owner(params)
+            else:
+                session, request_id = self._front(method)
             await notify_client(session, method, params, request_id)
         except MCPError as exc:
             log.debug("servers.%s: %s dropped: %s", self.name, method, exc.error.message)

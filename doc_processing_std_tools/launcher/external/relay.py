@@ -209,7 +209,7 @@ class ToolRelay:
         assert target.supervisor is not None  # (_target takes relayed tools only)
         task = result.get("task")
         if isinstance(task, dict) and isinstance(task.get("taskId"), str):
-            target.supervisor.front.made_task(task["taskId"])  # (tasks/* go to its server)
+            target.supervisor.front.made_task(task["taskId"], ctx.session)  # (tasks/* go there)
         result = exposed_links(result, target.supervisor.entry.namespace)
         meta = result.get("_meta")
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):

@@ -31,9 +31,15 @@ class ErrorReply(DptError, ToolError):
         self.error = error
 
 
+MAX_ERROR_MESSAGE = 1000  # characters of a server's error message passed on
+MAX_ERROR_DATA = 4096  # bytes of its ``data`` (as compact JSON) passed on; more is left out
+
+
 def server_error(message: Any) -> dict[str, Any] | None:
     """The JSON-RPC error of a reply *message* when the server wrote it (a code and a message;
-    not one the launcher wrote in its place), else None."""
+    not one the launcher wrote in its place), bounded, else None. A server may put a stack
+    trace or a whole echoed argument in its error: the client gets at most
+    :data:`MAX_ERROR_MESSAGE` characters of the message and :data:`MAX_ERROR_DATA` bytes of data."""
     error = message.get("error") if isinstance(message, dict) else None
     if (
         not isinstance(error, dict)
@@ -42,6 +48,17 @@ def server_error(message: Any) -> dict[str, Any] | None:
         or error.get("data") == LAUNCHER_ERROR_DATA
     ):
         return None
+    text: str = error["message"]
+    if len(text) > MAX_ERROR_MESSAGE:
+        error = {**error, "message": text[: MAX_ERROR_MESSAGE - 1] + "\u2026"}
+    if "data" in error:
+        try:
+            size = len(json.dumps(error["data"], separators=(",", ":"), ensure_ascii=False))
+        except (TypeError, ValueError, RecursionError):
+            size = MAX_ERROR_DATA + 1
+        if size > MAX_ERROR_DATA:
+            error = {k: v for k, v in error.items() if k != "data"}
+            error["message"] += f" (its data, {size:,} bytes, left out)"
     return error
 
 

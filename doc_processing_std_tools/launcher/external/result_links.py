@@ -4,7 +4,9 @@ launcher exposes (issue #34).
 A server mounted under a namespace has its resources listed as ``scheme://namespace/path``;
 a link in its tool result still names ``scheme://path``, which the launcher does not serve
 ("Resource not found"). :func:`exposed_links` names each ``resource_link`` and each embedded
-``resource`` as the launcher lists it, so the client can read what it was pointed at.
+``resource`` as the launcher lists it, so the client can read what it was pointed at. A link to
+the web (``http``/``https``) stays as it is: a client opens it there, and under a namespace it
+would name another host (``https://ns/example.com/a``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ import mcp_types
 from ...seams.fastmcp_server import exposed_uri
 
 URI_KEY = b'"uri"'  # a result line without it holds no link (a line with \u escapes is parsed)
+WEB_SCHEMES = ("http://", "https://")
+
+
+def _shown(namespace: str, uri: str) -> str:
+    return uri if uri.lower().startswith(WEB_SCHEMES) else exposed_uri(namespace, uri)
 
 
 def exposed_links(result: dict[str, Any], namespace: str | None) -> dict[str, Any]:
@@ -39,10 +46,10 @@ def _block(block: Any, namespace: str) -> Any:
         return block
     kind = block.get("type")
     if kind == "resource_link" and isinstance(uri := block.get("uri"), str):
-        return {**block, "uri": exposed_uri(namespace, uri)}
+        return {**block, "uri": _shown(namespace, uri)}
     resource = block.get("resource")
     if kind == "resource" and isinstance(resource, dict) and isinstance(resource.get("uri"), str):
-        return {**block, "resource": {**resource, "uri": exposed_uri(namespace, resource["uri"])}}
+        return {**block, "resource": {**resource, "uri": _shown(namespace, resource["uri"])}}
     return block
 
 

@@ -159,6 +159,10 @@ class SlowHeaderGuard(_HeaderTimer, H11Protocol):
         self._forget()
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self, event: Any) -> None:
+        self._forget()  # (the connection leaves this protocol: it is no longer counted here)
+        super().handle_websocket_upgrade(event)
+
     def _awaiting_headers(self) -> bool:
         return self.conn.their_state is h11.IDLE
 
@@ -191,6 +195,10 @@ if HttpToolsProtocol is not None:
         def connection_lost(self, exc: Exception | None) -> None:
             self._forget()
             super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self) -> None:
+            self._forget()  # (the connection leaves this protocol: it is no longer counted here)
+            super().handle_websocket_upgrade()
 
         def _awaiting_headers(self) -> bool:
             return not self._open

@@ -129,6 +129,9 @@ async def serve_http(
         timeout_keep_alive=transport.idle_timeout,  # type: ignore[arg-type]  # a float works
         # Our drain stops requests at shutdown_grace; this is only the backstop.
         timeout_graceful_shutdown=int(transport.shutdown_grace) + 5,
+        # No websockets served: an upgrade would hand the connection to another protocol and
+        # the header guard would never see it end (its client's connection count leaked).
+        ws="none",
         log_config=None,  # keep dpt-launch's logging setup
         access_log=False,  # AccessLog below writes one line per request
     )

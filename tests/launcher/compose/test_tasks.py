@@ -23,8 +23,11 @@ class FakeFront:
     def __init__(self, declares: bool) -> None:
         capabilities = mcp_types.ServerCapabilities(tasks=DECLARED if declares else None)
         self.client = SimpleNamespace(initialize_result=SimpleNamespace(capabilities=capabilities))
-        self.tasks: dict[str, None] = {}
+        self.tasks: dict[str, str] = {}  # task id -> the client session it was made for
         self.calls: list[Any] = []
+
+    def owns(self, task_id: Any, session: Any) -> bool:
+        return self.tasks.get(task_id) == session
 
     @contextlib.contextmanager
     def calling(self, session: Any, request_id: Any) -> Iterator[None]:
@@ -44,8 +47,8 @@ def external(name: str, namespace: str, *, declares: bool = True) -> Any:
     )
 
 
-def request(method: str, params: dict[str, Any] | None = None) -> Any:
-    return SimpleNamespace(method=method, params=params, session="session", request_id=7)
+def request(method: str, params: dict[str, Any] | None = None, session: str = "session") -> Any:
+    return SimpleNamespace(method=method, params=params, session=session, request_id=7)
 
 
 @pytest.fixture
@@ -56,7 +59,9 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any
     async def send(client: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
         seen.append((client, method, params))
         if method == "tasks/list":
-            return {"tasks": [{"taskId": f"{client}-1"}]}
+            if client == "down":
+                raise MCPError(mcp_types.INTERNAL_ERROR, "server 'down' is restarting")
+            return {"tasks": [{"taskId": f"{client}-1"}, {"taskId": f"{client}-other"}]}
         link = {"type": "resource_link", "uri": "demo://r/1", "name": "r"}
         return {"content": [link]}
 
@@ -80,7 +85,7 @@ async def test_tasks_is_declared_as_the_first_server_declaring_it() -> None:
 
 async def test_a_tasks_request_goes_to_the_server_that_made_the_task(asked: list[Any]) -> None:
     a, b = external("a", "a"), external("b", "ev")
-    b.supervisor.front.tasks["t1"] = None
+    b.supervisor.front.tasks["t1"] = "session"
     middleware = Tasks(SimpleNamespace(mounts=[a, b]))
     result = await middleware(request("tasks/result", {"taskId": "t1"}), None)
     assert asked == [("b", "tasks/result", {"taskId": "t1"})]
@@ -91,10 +96,34 @@ async def test_a_tasks_request_goes_to_the_server_that_made_the_task(asked: list
     assert unknown.value.code == mcp_types.INVALID_PARAMS
 
 
-async def test_tasks_list_asks_every_server_declaring_tasks(asked: list[Any]) -> None:
-    middleware = Tasks(SimpleNamespace(mounts=[external("a", "a"), external("b", "b")]))
+async def test_another_clients_task_is_unknown_and_its_server_is_not_asked(
+    asked: list[Any],
+) -> None:
+    b = external("b", "ev")
+    b.supervisor.front.tasks["t1"] = "session"
+    middleware = Tasks(SimpleNamespace(mounts=[b]))
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        with pytest.raises(MCPError) as refused:
+            await middleware(request(method, {"taskId": "t1"}, session="other"), None)
+        assert refused.value.code == mcp_types.INVALID_PARAMS
+        assert "unknown task 't1'" in refused.value.error.message
+    assert asked == []
+
+
+async def test_tasks_list_asks_every_server_declaring_tasks_and_shows_own_tasks_only(
+    asked: list[Any],
+) -> None:
+    a, b, down = external("a", "a"), external("b", "b"), external("down", "d")
+    a.supervisor.front.tasks.update({"a-1": "session", "a-other": "other"})
+    b.supervisor.front.tasks.update({"b-1": "session", "b-other": "other"})
+    down.supervisor.front.tasks["down-1"] = "session"
+    middleware = Tasks(SimpleNamespace(mounts=[a, down, b]))
     listed = await middleware(request("tasks/list", {}), None)
-    assert listed == {"tasks": [{"taskId": "a-1"}, {"taskId": "b-1"}]}
+    assert listed == {"tasks": [{"taskId": "a-1"}, {"taskId": "b-1"}]}  # (a server down: left out)
+    alone = Tasks(SimpleNamespace(mounts=[a]))
+    assert await alone(request("tasks/list", {}, session="other"), None) == {
+        "tasks": [{"taskId": "a-other"}]
+    }
     none = Tasks(SimpleNamespace(mounts=[external("a", "a", declares=False)]))
     with pytest.raises(MCPError) as refused:
         await none(request("tasks/list", {}), None)

@@ -55,3 +55,13 @@ def test_a_launcher_error_in_a_replys_place_stays_isError_text() -> None:
         client_reply(line, None, "dpt~1", 1, "pr_overlong")
     assert not isinstance(raised.value, ErrorReply)
     assert "dropped" in str(raised.value)
+
+
+def test_a_servers_error_is_passed_on_bounded() -> None:
+    """A stack trace in the message or a whole echoed argument in data stays with the server."""
+    huge = {"code": -32603, "message": "x" * 50_000, "data": {"input": "y" * 50_000}}
+    passed = server_error({"error": huge})
+    assert passed is not None and passed["code"] == -32603
+    assert "data" not in passed and len(passed["message"]) < 1100
+    assert passed["message"].endswith("bytes, left out)")
+    assert server_error({"error": URL_ERROR}) == URL_ERROR  # (a small error: as it is)

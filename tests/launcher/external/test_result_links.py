@@ -92,3 +92,10 @@ async def test_a_call_fastmcp_serves_has_its_links_named_as_exposed_too() -> Non
     link, text = result.content
     assert isinstance(link, mcp_types.ResourceLink) and str(link.uri) == "demo://ev/resource/1"
     assert isinstance(text, mcp_types.TextContent) and text.text == "t"
+
+
+def test_a_link_to_the_web_stays_as_it_is() -> None:
+    web = {"type": "resource_link", "uri": "https://example.com/a", "name": "page"}
+    shown = exposed_links({"content": [web, LINK]}, "gh")
+    assert shown["content"][0] == web  # (not https://gh/example.com/a, another host)
+    assert shown["content"][1]["uri"] == "demo://gh/resource/dynamic/blob/1"
