@@ -326,17 +326,20 @@ class FrontLink:
 
     def _task_owner(self, params: Any) -> tuple[Any, Any]:
         """The session (and request id) a task's status notification is for: its client while
-        one of its calls is in flight or it is the stdio client; an MCPError otherwise."""
+        one of its calls is in flight or it is the stdio client; an MCPError otherwise. A status
+        sent before the call that makes the task has answered (its id not noted yet) goes where
+        that call's logs go: the one client with calls in flight."""
         task_id = params.get("taskId") if isinstance(params, dict) else None
         owner = self.tasks.get(task_id) if isinstance(task_id, str) else None
-        if owner is not None:
-            for session, request_id in reversed(list(self._calls.values())):
-                if id(session_connection(session)) == owner:
-                    return session, request_id
-            lone = self.fronts.lone
-            if lone is not None and id(session_connection(lone)) == owner:
-                return lone, None
-        raise MCPError(INVALID_REQUEST, "a task status for no client that can be told")
+        if owner is None:
+            return self._front("notifications/tasks/status")
+        for session, request_id in reversed(list(self._calls.values())):
+            if id(session_connection(session)) == owner:
+                return session, request_id
+        lone = self.fronts.lone
+        if lone is not None and id(session_connection(lone)) == owner:
+            return lone, None
+        raise MCPError(INVALID_REQUEST, "a task status for a client that cannot be told now")
 
     async def notify(self, method: str, params: Any) -> None:
         """Pass on a notification of the server's that no MCP version defines, as it is, to
