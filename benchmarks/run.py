@@ -24,7 +24,9 @@ Sections (each returns named figures, ``name -> value``, printed as they come):
    0.90, 32 / 1 >= 0.80.
 6. The other benchmark modules in :data:`EXTRA_SECTIONS` (``benchmarks/<name>.py`` exposing
    ``figures(quick: bool) -> dict[str, float]``; optionally ``unavailable() -> str | None``,
-   ``SKIP_QUICK`` and a ``compare`` parameter), each skipped with a line when it cannot run.
+   ``SKIP_QUICK``, a ``compare`` parameter and ``note() -> str | None``, why some of its figures
+   are missing), each skipped with a line when it cannot run. ``peers`` (``peers.py``) installs
+   the aggregators it compares with into ``.bench-peers/``.
 
 ``--compare PATH`` runs the sections that can (``in-flight``, ``external``) on the checkout at
 PATH too, interleaved with this one in the same rounds (``checkouts.py``): its figures are the
@@ -88,6 +90,7 @@ EXTRA_SECTIONS = [
     "console_overhead",
     "fleet",
     "suite_time",
+    "peers",
 ]
 # what an extra section needs installed: (a module, how to install it)
 NEEDS = {
@@ -526,7 +529,10 @@ def main(argv: list[str] | None = None) -> int:
                 if takes_compare and compare
                 else (lambda module=module: dict(module.figures(args.quick)))
             )
-            sections += run_section(title, name, measure)
+            ran = run_section(title, name, measure)
+            if hasattr(module, "note") and ran[0].figures:  # why some figures are n/a
+                ran[0].note = module.note()
+            sections += ran
             continue
         print(title)
         section = Section(name, title, {}, why)

@@ -5,7 +5,12 @@
   (target ratio <= 1.10), and memory-tools alone vs the same trivial server;
 * spawn → first ``memory_status`` answered through the shipped config: popoto's import
   and the redis-server start run in the background, and the first popoto call waits
-  for them; this shows what that first call costs.
+  for them; this shows what that first call costs;
+* three external stdio servers (the npm reference servers: server-everything and two
+  server-filesystem): spawn → the first ``tools/list`` holding all three's tools through
+  ``dpt-launch``, against the three started directly in parallel, each sent ``initialize`` and
+  ``tools/list`` at once, until the last answers (target ratio <= 1.30). Skipped without node
+  or ``npm ci`` in tests/helpers/reference_servers.
 
 Rounds are interleaved (trivial, memory-tools, shipped, ...) and figures are medians,
 measured by ``benchmarks/run.py``'s own helpers. Run: ``python benchmarks/startup.py [--quick]``.
@@ -13,7 +18,9 @@ measured by ``benchmarks/run.py``'s own helpers. Run: ``python benchmarks/startu
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +38,123 @@ from run import bench_first_list  # noqa: E402
 from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
 
 PY = sys.executable
+REFERENCE = (
+    REPO / "tests" / "helpers" / "reference_servers" / "node_modules" / "@modelcontextprotocol"
+)
+EXTERNAL = {  # namespace -> the server's script and its arguments (a folder: the workdir)
+    "ev": (REFERENCE / "server-everything" / "dist" / "index.js", []),
+    "fs": (REFERENCE / "server-filesystem" / "dist" / "index.js", ["."]),
+    "fs2": (REFERENCE / "server-filesystem" / "dist" / "index.js", ["."]),
+}
+
+
+def external_missing() -> str | None:
+    """Why the three external servers cannot run here, or None."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    if not all(script.is_file() for script, _ in EXTERNAL.values()):
+        return "run `npm ci` in tests/helpers/reference_servers"
+    return None
+
+
+def reply_to(proc: subprocess.Popen[bytes], id: int) -> dict:
+    """The reply to request *id*; a request of the server's (roots/list) gets an empty answer."""
+    assert proc.stdout is not None
+    while True:
+        line = proc.stdout.readline()
+        if not line:
+            raise EOFError(f"the server closed stdout before answering request {id}")
+        got = json.loads(line)
+        if "method" in got and "id" in got:
+            send(proc, {"jsonrpc": "2.0", "id": got["id"], "result": {"roots": []}})
+        elif got.get("id") == id:
+            return got
+
+
+def direct_parallel_seconds(workdir: Path, env: dict[str, str]) -> float:
+    """Spawn the three servers at once, each sent initialize and tools/list; until the last list."""
+    start = time.perf_counter()
+    procs = [
+        subprocess.Popen(
+            ["node", str(script), *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=workdir,
+            env=env,
+        )
+        for script, args in EXTERNAL.values()
+    ]
+    for proc in procs:
+        send(
+            proc,
+            message("initialize", initialize_params("bench"), id=1),
+            message("notifications/initialized"),
+            message("tools/list", {}, id=2),
+        )
+    for proc in procs:
+        reply_to(proc, 2)
+    elapsed = time.perf_counter() - start
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    return elapsed
+
+
+def launcher_complete_list_seconds(config: Path, workdir: Path, env: dict[str, str]) -> float:
+    """Spawn dpt-launch, initialize, list until the list holds every external server's tools."""
+    start = time.perf_counter()
+    command = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
+    proc = subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=workdir,
+        env=env,
+    )
+    send(
+        proc,
+        message("initialize", initialize_params("bench"), id=1),
+        message("notifications/initialized"),
+        message("tools/list", {}, id=2),
+    )
+    request = 2
+    while True:
+        names = {tool["name"] for tool in reply_to(proc, request)["result"]["tools"]}
+        if all(any(name.startswith(f"{space}_") for name in names) for space in EXTERNAL):
+            break
+        request += 1
+        time.sleep(0.01)
+        send(proc, message("tools/list", {}, id=request))
+    elapsed = time.perf_counter() - start
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+    return elapsed
+
+
+def external_figures(rounds: int, workdir: Path, env: dict[str, str]) -> dict[str, float]:
+    """Three external servers: the launcher's first complete list against the direct floor."""
+    config = workdir / "three-external.yaml"
+    entries = "".join(
+        f"  {space}:\n    command: node\n    args: {json.dumps([str(script), *args])}\n"
+        f"    namespace: {space}\n"
+        for space, (script, args) in EXTERNAL.items()
+    )
+    config.write_text("servers:\n" + entries)
+    direct, launcher = [], []
+    for _ in range(rounds):  # interleaved
+        direct.append(direct_parallel_seconds(workdir, env))
+        launcher.append(launcher_complete_list_seconds(config, workdir, env))
+    floor, ours = statistics.median(direct), statistics.median(launcher)
+    return {
+        "first complete tools/list, 3 external servers started directly in parallel ms": floor
+        * 1000,
+        "first complete tools/list, 3 external servers through dpt-launch ms": ours * 1000,
+        "3 external servers: launcher / direct in parallel ratio (target <= 1.30)": ours / floor,
+    }
 
 
 def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool: str) -> float:
@@ -84,7 +208,9 @@ def figures(quick: bool = False) -> dict[str, float]:
         first_call = [
             first_call_seconds(shipped, workdir, env, "memory_status") for _ in range(rounds)
         ]
+        external = {} if external_missing() else external_figures(rounds, workdir, env)
     return {
+        **external,
         "first tools/list trivial FastMCP ms": lists["trivial"],
         "first tools/list memory-tools ms": lists["launcher"],
         "first tools/list shipped config ms": lists["shipped"],

@@ -55,10 +55,9 @@ from ..exceptions import DptError
 from ..shared.install_hint import install_extra
 from .process_lock import LockWaitTimeout
 
-try:
-    import redis
-except ImportError:  # the redis extra; FleetLock says what to install
-    redis = None  # type: ignore[assignment]
+# redis-py (the redis extra), imported by the first FleetLock: at module level it cost every
+# launcher's start 0.1 s (python -X importtime), configured with lock: or not.
+redis: Any = None
 
 log = logging.getLogger("dpt-launch")
 
@@ -149,6 +148,17 @@ def client_url(url: str) -> str:
     return url
 
 
+def redis_py() -> Any:
+    """redis-py, imported on first use; None without the redis extra."""
+    global redis
+    if redis is None:
+        with contextlib.suppress(ImportError):
+            import redis as module  # (see the note at ``redis`` above)
+
+            redis = module
+    return redis
+
+
 class FleetLock:
     """The fleet-wide lock named *name* on the Redis at *url*, held with a *lease* in seconds.
 
@@ -157,7 +167,7 @@ class FleetLock:
     """
 
     def __init__(self, url: str, name: str, lease: float = DEFAULT_LEASE) -> None:
-        if redis is None:
+        if redis_py() is None:
             raise FleetLockUnavailable(f"lock.url needs redis-py: {install_extra('redis')}")
         self.url, self.name, self.lease = url, name, lease
         tag = f"{{dpt-lock:{name}}}"

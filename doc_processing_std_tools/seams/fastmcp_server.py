@@ -81,6 +81,19 @@ def own_uri(namespace: str | None, uri: str) -> str:
     return Namespace(namespace)._reverse_uri(uri) or uri
 
 
+def own_name(namespace: str | None, name: str) -> str:
+    """*name* as a server mounted under *namespace* names it (``Namespace._reverse_name``)."""
+    if not namespace:
+        return name
+    return Namespace(namespace)._reverse_name(name) or name
+
+
+def exposed_uri(namespace: str | None, uri: str) -> str:
+    """*uri* of a server mounted under *namespace* as the root exposes it
+    (``Namespace._transform_uri``: ``scheme://path`` becomes ``scheme://namespace/path``)."""
+    return Namespace(namespace)._transform_uri(uri) if namespace else uri
+
+
 def request_sources() -> tuple[Any, Any, Any]:
     """(the ``_meta``, the HTTP request's headers, the MCP server session) of the request
     fastmcp is serving, each None when absent (``fastmcp_request_ctx``: the SDK hands handlers

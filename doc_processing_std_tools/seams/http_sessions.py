@@ -1,6 +1,6 @@
 """The mcp SDK's streamable HTTP pieces: its session manager (with each session's events kept
-apart in a shared event store, and no reply to a cancelled request), how many sessions it
-holds, and its default HTTP client.
+apart in a shared event store, no reply to a cancelled request, and each POST's answer built by
+a response class of the caller's), how many sessions it holds, and its default HTTP client.
 
 Pinned by ``tests/seams/``.
 """
@@ -8,15 +8,25 @@ Pinned by ``tests/seams/``.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from contextvars import ContextVar
+from functools import partial
 from typing import Any
 from uuid import uuid4
 
+import mcp.server.streamable_http as sdk_streamable_http
 from fastmcp.server.session_scoped_event_store import SessionScopedEventStore
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
+from sse_starlette import EventSourceResponse
 
 HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left open
+
+# (content, sender, headers) -> an ASGI response: how a POST is answered where the SDK would
+# build sse-starlette's EventSourceResponse for it; set while a ScopedSessions serves a request
+PostReply = Callable[[Any, Callable[[], Any], dict[str, str]], Any]
+_POST_REPLY: ContextVar[PostReply | None] = ContextVar("dpt_post_reply", default=None)
 
 
 class ScopedSessions(StreamableHTTPSessionManager):
@@ -26,6 +36,19 @@ class ScopedSessions(StreamableHTTPSessionManager):
     sessions would share a stream)."""
 
     _shared_event_store: Any = None
+    post_reply: PostReply | None = None
+
+    async def handle_request(self, scope: Any, receive: Any, send: Any) -> None:
+        """The SDK's, with :attr:`post_reply` answering this request's POST (see
+        :func:`_post_response`)."""
+        if self.post_reply is None:
+            await super().handle_request(scope, receive, send)
+            return
+        token = _POST_REPLY.set(self.post_reply)
+        try:
+            await super().handle_request(scope, receive, send)
+        finally:
+            _POST_REPLY.reset(token)
 
     @property
     def event_store(self) -> Any:
@@ -71,9 +94,37 @@ class _Unanswered:
             await transport._clean_up_memory_streams(self.held.popleft())
 
 
-def session_manager(event_store: Any = None, **options: Any) -> ScopedSessions:
-    """The mcp SDK's ``StreamableHTTPSessionManager`` with *options* and a shared *event_store*."""
-    return ScopedSessions(event_store=event_store, **options)
+def _post_response(
+    *, content: Any, data_sender_callable: Any = None, headers: Any = None, **options: Any
+) -> Any:
+    """What the SDK's transport builds where it names ``EventSourceResponse``: for the SSE stream
+    of one POST (its sender is the transport's ``_run_sse_writer``) served by a
+    :class:`ScopedSessions` with a ``post_reply``, that class's response; else sse-starlette's."""
+    make = _POST_REPLY.get()
+    if (
+        make is not None
+        and isinstance(data_sender_callable, partial)
+        and getattr(data_sender_callable.func, "__name__", None) == "_run_sse_writer"
+    ):
+        return make(content, data_sender_callable, dict(headers or {}))
+    return EventSourceResponse(
+        content=content, data_sender_callable=data_sender_callable, headers=headers, **options
+    )
+
+
+def session_manager(
+    event_store: Any = None, post_reply: PostReply | None = None, **options: Any
+) -> ScopedSessions:
+    """The mcp SDK's ``StreamableHTTPSessionManager`` with *options* and a shared *event_store*;
+    with *post_reply*, each POST that the SDK would answer as an SSE stream is answered by
+    ``post_reply(content, sender, headers)`` instead (the stream's events, the task that
+    writes them, the response headers). The SDK reads the response class from its module, so
+    the module's name is pointed at :func:`_post_response` (which keeps sse-starlette's for
+    every other stream and every other manager)."""
+    sdk_streamable_http.EventSourceResponse = _post_response  # type: ignore[attr-defined,assignment]
+    manager = ScopedSessions(event_store=event_store, **options)
+    manager.post_reply = post_reply
+    return manager
 
 
 def open_http_sessions(manager: Any) -> int:

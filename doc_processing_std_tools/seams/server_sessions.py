@@ -32,3 +32,31 @@ def session_connection(session: Any) -> Any:
     and holds the per-connection ``state`` dict. *session* itself when it has none.
     """
     return getattr(session, "_connection", session)
+
+
+async def send_raw_to_client(
+    session: Any, method: str, params: dict[str, Any] | None, related_request_id: Any = None
+) -> Any:
+    """Send a request to the client of *session* as it is; its raw result dict.
+
+    ``ServerSession.send_request`` dumps a typed request with its defaults (a form elicitation
+    gains ``mode: "form"``) and validates the answer; a relay passes both on unchanged. The
+    channel is the one ``send_request`` picks: the stream of the request *related_request_id*
+    when given (``ServerSession._request_outbound``), else the connection's
+    (``Connection.outbound``). An error answer raises ``MCPError``.
+    """
+    channel = session._request_outbound if related_request_id is not None else None
+    if channel is None:
+        channel = session._connection.outbound
+    return await channel.send_raw_request(method, params, None)
+
+
+async def notify_client(
+    session: Any, method: str, params: dict[str, Any] | None, related_request_id: Any = None
+) -> None:
+    """Send a notification of any method (one the SDK has no type for) to the client of
+    *session*, on the channel ``ServerSession.send_notification`` would pick."""
+    channel = session._request_outbound if related_request_id is not None else None
+    if channel is None:
+        channel = session._connection.outbound
+    await channel.notify(method, params)

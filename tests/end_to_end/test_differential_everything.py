@@ -9,6 +9,7 @@ of their own, start a launcher and a node child each (seconds) and run in the sl
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
@@ -39,6 +40,7 @@ from helpers.differential import (
     stdio_endpoint,
 )
 from helpers.launch import Launched, http_launcher
+from helpers.stdio_wire import INITIALIZE, INITIALIZED, RawStdio
 
 pytestmark = needs_reference_servers
 
@@ -165,11 +167,6 @@ async def test_two_http_clients_get_their_own_progress_and_sampling(
     await assert_same(scenario, direct_http, mounted_http)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="found by this suite, beyond issue #34's list: a form elicitation request gains "
-    "'mode': 'form' on its way through the launcher",
-)
 async def test_elicitation_request_reaches_the_client_unchanged(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
@@ -209,10 +206,6 @@ async def test_two_http_clients_see_their_own_roots(
 # --- row 2: completion/complete ----------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 2: completion/complete answers -32601 and completions is not declared",
-)
 async def test_completion_of_prompt_and_template_arguments(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
@@ -230,10 +223,6 @@ async def test_completion_of_prompt_and_template_arguments(
 # --- row 3: resource links under a namespace ---------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 3: links in results keep the server's own URIs; reading them: not found",
-)
 async def test_resource_links_and_references_read_back(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
@@ -253,13 +242,24 @@ async def test_resource_links_and_references_read_back(
     await assert_same(scenario, *pair_http_fast)
 
 
+async def test_resources_embedded_in_a_prompt_read_back(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            reply = await client.get_prompt(
+                "resource-prompt", {"resourceType": "Text", "resourceId": "3"}
+            )
+            for message in reply["result"]["messages"]:
+                if message["content"]["type"] == "resource":
+                    await client.read(message["content"]["resource"]["uri"], as_given=True)
+
+    await assert_same(scenario, *pair_http_fast)
+
+
 # --- row 4: a child's protocol errors flattened ------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 4: the URL-elicitation error -32042 (data.elicitations) becomes isError text",
-)
 async def test_url_elicitation_error_passes_through(
     pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
@@ -280,6 +280,17 @@ async def test_read_errors_keep_the_childs_code_message_and_data(
         async with run.client("client", NO_ROOTS) as client:
             await client.read("demo://resource/static/document/no-such-document.md")
             await client.read("demo://resource/dynamic/text/not-a-number")
+
+    await assert_same(scenario, *pair_http_fast)
+
+
+async def test_prompt_errors_keep_the_childs_code_message_and_data(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.get_prompt("resource-prompt", {"resourceType": "Nope", "resourceId": "1"})
+            await client.get_prompt("args-prompt", {})
 
     await assert_same(scenario, *pair_http_fast)
 
@@ -307,10 +318,6 @@ async def test_tool_list_follows_the_clients_capabilities(
     await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",), names_only=True))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 5: tasks is not declared while a taskSupport: required tool is listed",
-)
 async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", NO_ROOTS) as client:
@@ -327,6 +334,52 @@ async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint)
     assert "tasks" in declared or not task_only, (
         f"no tasks capability declared, yet task-only tools listed: {task_only}"
     )
+
+
+@pytest.mark.slow
+def test_a_task_only_tool_runs_as_a_task_through_the_launcher(config: Path, tmp_path: Path) -> None:
+    """A task-augmented call, then tasks/get, tasks/result and tasks/list, over raw stdio lines:
+    the same answers (ids and times aside), and the task's status notifications, directly and
+    mounted."""
+    direct = _task_run(list(everything_argv()), "simulate-research-query", tmp_path / "direct")
+    mounted = _task_run(list(launcher_argv(config)), f"{NS}_simulate-research-query", tmp_path)
+    assert mounted == direct
+
+
+def _task_run(argv: list[str], tool: str, folder: Path) -> list[Any]:
+    folder.mkdir(exist_ok=True)
+    seen: list[Any] = []
+    with (folder / "stderr.log").open("w") as errlog:
+        raw = RawStdio(argv, folder, stderr=errlog.fileno())
+    try:
+
+        def rpc(request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+            request = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            raw.send(json.dumps(request).encode())
+            while True:
+                line = raw.line()
+                assert line is not None, f"no reply to {method}"
+                message = json.loads(line)
+                if message.get("id") == request_id and "method" not in message:
+                    return message
+                if message.get("method") == "notifications/tasks/status":
+                    seen.append(("status", message["params"]["status"]))
+
+        raw.send(INITIALIZE)
+        assert raw.line() is not None
+        raw.send(INITIALIZED)
+        created = rpc(1, "tools/call", {"name": tool, "arguments": {"topic": "x"}, "task": {}})
+        task_id = created["result"]["task"]["taskId"]
+        seen.append(("created", created["result"]["task"]["status"]))
+        seen.append(("get", rpc(2, "tasks/get", {"taskId": task_id})["result"]["status"]))
+        result = rpc(3, "tasks/result", {"taskId": task_id})["result"]
+        seen.append(("result", result["content"][0]["text"].splitlines()[0]))
+        listed = rpc(4, "tasks/list", {})["result"]["tasks"]
+        seen.append(("listed", [t["status"] for t in listed if t["taskId"] == task_id]))
+    finally:
+        raw.proc.kill()
+        raw.proc.wait()
+    return seen
 
 
 def _initialize_result(client: Client) -> dict[str, Any]:

@@ -160,10 +160,6 @@ async def test_log_level_reaches_the_child(mounted: Endpoint) -> None:
     await assert_same(scenario, direct(), mounted)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #34 row 6: a child's custom notifications are dropped",
-)
 async def test_custom_notifications_reach_the_client(mounted: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", SPEC) as client:

@@ -7,7 +7,7 @@ When a fastmcp upgrade breaks one of these, fix the seams module (and this test)
 from __future__ import annotations
 
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 import anyio
 import httpx2
@@ -15,7 +15,7 @@ from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 from mcp import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
-from mcp_types import Implementation
+from mcp_types import ElicitResult, Implementation
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -539,6 +539,24 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert exposed != "note://a/b"
     assert fastmcp_server.own_uri("ns", exposed) == "note://a/b"
     assert fastmcp_server.own_uri(None, "note://a/b") == "note://a/b"
+    assert fastmcp_server.exposed_uri("ns", "note://a/b") == exposed
+    assert fastmcp_server.exposed_uri(None, "note://a/b") == "note://a/b"
+
+
+async def test_own_name_reverses_the_namespace_fastmcp_puts_on_a_prompt() -> None:
+    child = FastMCP("child")
+
+    @child.prompt
+    def greet() -> str:
+        return "hi"
+
+    root = FastMCP("root")
+    root.mount(child, namespace="ns")
+    (listed,) = await root.list_prompts()
+    assert listed.name == fastmcp_server.namespaced_name("ns", "greet")
+    assert fastmcp_server.own_name("ns", listed.name) == "greet"
+    assert fastmcp_server.own_name("ns", "other_greet") == "other_greet"
+    assert fastmcp_server.own_name(None, "greet") == "greet"
 
 
 class _Stored:
@@ -748,3 +766,86 @@ async def test_a_cancelled_request_of_a_session_is_left_unanswered() -> None:
     for send, receive in transport._request_streams.values():
         send.close()
         receive.close()
+
+
+class _RecordedReply:
+    """A ``post_reply`` that records what the SDK hands it and answers as sse-starlette would."""
+
+    made: ClassVar[list[dict[str, str]]] = []
+
+    def __init__(self, content: Any, sender: Any, headers: dict[str, str]) -> None:
+        from sse_starlette import EventSourceResponse
+
+        _RecordedReply.made.append(headers)
+        self.response = EventSourceResponse(
+            content=content, data_sender_callable=sender, headers=headers
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.response(scope, receive, send)
+
+
+async def test_a_session_managers_post_reply_answers_each_post_the_sdk_streams() -> None:
+    """The SDK builds a POST's SSE response from its module's ``EventSourceResponse`` name with
+    the transport's ``_run_sse_writer`` as sender: a manager's ``post_reply`` is built there
+    instead (with the response headers), and managers without one keep sse-starlette's."""
+    _RecordedReply.made.clear()
+    sessions = http_sessions.session_manager(
+        app=fastmcp_server.low_level_server(FastMCP("x")), post_reply=_RecordedReply
+    )
+    plain = http_sessions.session_manager(app=fastmcp_server.low_level_server(FastMCP("y")))
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        },
+    }
+    headers = {"accept": "application/json, text/event-stream"}
+    for manager, made in ((sessions, 1), (plain, 1)):
+        async with manager.run():
+            transport = httpx2.ASGITransport(app=manager.handle_request)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://t") as client:
+                reply = await client.post("/mcp", json=initialize, headers=headers)
+        assert reply.status_code == 200 and '"protocolVersion"' in reply.text
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        assert len(_RecordedReply.made) == made
+    assert "mcp-session-id" in {name.lower() for name in _RecordedReply.made[0]}
+
+
+async def test_raw_requests_and_notifications_reach_the_client_as_written() -> None:
+    """``send_raw_to_client`` sends the params as given (no ``mode: form`` added) on the call's
+    stream and returns the client's raw answer; ``notify_client`` sends a method the SDK has
+    no type for (the client's SDK drops it, unbound: no error on the way)."""
+    server = FastMCP("raw")
+    asked: list[Any] = []
+    noted: list[Any] = []
+
+    @server.tool
+    async def ask(ctx: Context) -> str:
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+        params = {"message": "hi", "requestedSchema": schema}
+        answer = await server_sessions.send_raw_to_client(
+            ctx.session, "elicitation/create", params, ctx.request_id
+        )
+        await server_sessions.notify_client(
+            ctx.session, "notifications/x/custom", {"n": 1}, ctx.request_id
+        )
+        return str(answer)
+
+    async def elicit(_ctx: Any, params: Any) -> Any:
+        asked.append(params)
+        return ElicitResult(action="decline")
+
+    async def on_message(message: Any) -> None:
+        noted.append(message)
+
+    client = Client(server, mode="legacy", message_handler=on_message)
+    client_sessions.answer_server_requests(client, sampling=None, elicitation=elicit, roots=None)
+    async with client:
+        result = await client.call_tool("ask", {})
+    assert result.data == "{'action': 'decline'}"
+    assert "mode" not in asked[0].model_fields_set

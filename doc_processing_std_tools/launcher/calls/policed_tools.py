@@ -29,11 +29,14 @@ class PolicedTool(RunsAround):
     """A tool whose calls run through its :class:`CallPolicy` (``policy``)."""
 
     _policy: CallPolicy | None = None
+    _shown: Callable[[Any], Any] | None = None  # what a result becomes for the client
 
     @classmethod
-    def of(cls, tool: Tool, policy: CallPolicy) -> PolicedTool:
+    def of(
+        cls, tool: Tool, policy: CallPolicy, shown: Callable[[Any], Any] | None = None
+    ) -> PolicedTool:
         policed = cls.wrap(tool, policy.around_fastmcp)
-        policed._policy = policy
+        policed._policy, policed._shown = policy, shown
         return policed
 
     @property
@@ -44,11 +47,13 @@ class PolicedTool(RunsAround):
     # (the policy is told the call's arguments: the audit log hashes them)
     async def _run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
-        return await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
+        result = await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
+        return result if self._shown is None else self._shown(result)
 
     async def run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
-        return await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+        result = await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+        return result if self._shown is None else self._shown(result)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +72,9 @@ class MountRules:
     telemetry: Telemetry | None = None
     guards: CallGuards | None = None  # the audit log and rate limits
     pins: PinGate | None = None  # the lock file's verdicts (None: everything is served)
+    # what a call's result becomes before the client reads it (an external server's resource
+    # links under the namespace)
+    shown: Callable[[Any], Any] | None = None
 
 
 class PolicedListing(Transform):
@@ -127,7 +135,7 @@ class PolicedListing(Transform):
             rules.telemetry,
             rules.guards,
         )
-        entry = (tool, PolicedTool.of(tool, policy), definition, finding)
+        entry = (tool, PolicedTool.of(tool, policy, rules.shown), definition, finding)
         if len(self._wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
             self._wrapped.clear()
         self._wrapped[id(tool)] = entry

@@ -32,17 +32,10 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from ...exceptions import DptError
-from ...locking.fleet_lock import client_url, redacted
+from ...locking.fleet_lock import client_url, redacted, redis_py
 from ...shared.install_hint import install_extra
 from ..config.rate_limits import RateLimitRule
 from ..config.schema import LockConfig
-
-try:
-    import redis
-    import redis.asyncio as redis_asyncio
-except ImportError:  # the redis extra; only a fleet's limits need it
-    redis = None  # type: ignore[assignment]
-    redis_asyncio = None  # type: ignore[assignment]
 
 log = logging.getLogger("dpt-launch")
 
@@ -175,10 +168,13 @@ class RedisBuckets:
     the script's keys share a slot on Redis Cluster)."""
 
     def __init__(self, config: LockConfig) -> None:
-        if redis_asyncio is None:
+        redis = redis_py()  # (imported on first use: fleet_lock.redis says why)
+        if redis is None:
             raise RateLimitError(
                 f"rate_limits with lock.url need redis-py: {install_extra('redis')}"
             )
+        import redis.asyncio as redis_asyncio  # (the same: redis-py's asyncio client)
+
         self.where = redacted(config.url)
         self._prefix = f"{{dpt-rate:{config.name}}}"
         self._redis = redis_asyncio.Redis.from_url(
@@ -246,7 +242,7 @@ class RateLimits:
         if self.fleet is not None:
             try:
                 refused = await self.fleet.take(buckets)
-            except redis.RedisError as exc:
+            except redis_py().RedisError as exc:  # (a fleet's buckets imported it)
                 self._warn(exc)
                 refused = self.local.take(buckets)
         else:

@@ -18,8 +18,8 @@ import anyio
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
 from ..external.oauth import NeedsLogin, login_state
 from ..external.oauth import login as oauth_login
-from ..external.session_transports import shown_url
 from ..external.tokens import TokenStore, TokenStoreError
+from ..external.wording import shown_url
 from ..reasons import error_reason
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail

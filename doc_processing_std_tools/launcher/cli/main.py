@@ -21,8 +21,9 @@ from pydantic import ValidationError
 from ... import __version__
 from ...shared.tool_call_logs import quiet_tool_call_logs
 from ..calls.audit import stdout_taken
-from ..config.schema import ConfigError, load_config
+from ..config.schema import ConfigError, LoadedConfig, load_config
 from ..config.transport import TransportConfig
+from ..external import child_start
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -256,12 +257,10 @@ def _main(argv: list[str]) -> int:
     level = args.log_level or loaded.config.log_level
     _setup_logging(level)
 
-    # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which
-    # --version, --help and a bad config's message need none of.
-    from .launch import run
-
     try:
-        return anyio.run(run, args, loaded, transport, backend_options=event_loop_options())
+        return anyio.run(
+            _start_and_run, args, loaded, transport, backend_options=event_loop_options()
+        )
     except KeyboardInterrupt:
         return EXIT_OK
     except Exception as exc:  # a server failed to start, e.g. its lifespan raised
@@ -270,6 +269,22 @@ def _main(argv: list[str]) -> int:
         return _fail(
             f"{loaded.path}: a server failed: {type(cause).__name__}: {cause}", EXIT_FAILURE
         )
+
+
+async def _start_and_run(
+    args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig
+) -> int:
+    """Start the external commands, then import what serving needs while they boot, then run."""
+    await child_start.start_commands(loaded)
+    try:
+        # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which
+        # --version, --help and a bad config's message need none of, and the commands started
+        # above boot meanwhile.
+        from .launch import run
+
+        return await run(args, loaded, transport)
+    finally:
+        await child_start.stop_unclaimed()
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

@@ -27,10 +27,11 @@ from ..calls.guards import CallGuards
 from ..calls.pin_gate import PinGate
 from ..config.schema import LoadedConfig
 from ..external.relay import ToolRelay
-from ..external.session_transports import ExternalStartError
+from ..external.wording import ExternalStartError
 from .access_gate import install_access
 from .building import build_servers
 from .callers import call_guards
+from .completions import install_completions
 from .exposure import Exposure, refuse_bad_names
 from .instructions import merge_instructions
 from .lock_policy import use_fleet_lock
@@ -38,8 +39,10 @@ from .mount import Mount
 from .mounting import exposed, listed_live, mount_into
 from .own_lists import install_own_lists
 from .pinning import gate_for
+from .prompt_links import install_prompt_links
 from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
+from .tasks import install_tasks
 from .telemetry_setup import telemetry_of
 from .unlisted_reads import install_unlisted_reads
 
@@ -389,4 +392,7 @@ async def compose(
     install_access(composition)  # (before the relay: lists are cut per caller)
     install_own_lists(composition)
     install_unlisted_reads(composition)
+    install_completions(composition)
+    install_tasks(composition)
+    install_prompt_links(composition)
     return composition

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...servers import ServerSpec
 from ..config.schema import ServerEntry
-from ..external.session_transports import shown_url
+from ..external.wording import shown_url
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -21,6 +21,7 @@ from ..calls.guards import CallGuards
 from ..calls.pin_gate import PinGate
 from ..calls.policed_tools import MountRules, PolicedListing
 from ..config.schema import ServerEntry
+from ..external.result_links import exposed_result_links
 from .exposure import Exposure
 from .lock_policy import lock_mode, locked_names, locks_itself
 from .mount import Mount
@@ -138,6 +139,11 @@ async def mount_into(
             telemetry=telemetry,
             guards=guards,
             pins=pins,
+            shown=(
+                functools.partial(exposed_result_links, entry.namespace)
+                if mount.supervisor is not None and entry.namespace
+                else None
+            ),
         ),
     )
     shown = (

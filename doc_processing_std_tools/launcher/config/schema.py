@@ -103,7 +103,7 @@ DEFAULT_CALL_TIMEOUT = 60.0  # seconds per tool call, any server kind
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 DEFAULT_PING_TIMEOUT = 20.0  # seconds an idle external server has to answer a ping
 DEFAULT_START_TIMEOUT = 30.0  # seconds an external server has to start and answer initialize
-DEFAULT_START_GRACE = 10.0  # seconds serving waits for external servers still starting
+DEFAULT_START_GRACE = 10.0  # the most seconds serving waits for external servers starting
 # How an external server's upstream sessions map to client sessions (``sessions:``): with
 # ``per_client`` each client session has its own (its roots, log level, subscriptions,
 # capabilities, clientInfo); with ``shared`` every client shares the launcher's one; with
@@ -299,7 +299,8 @@ class LauncherConfig(StrictModel):
         name: The composed server's name, as clients see it.
         instructions: Text put before the servers' own instructions.
         log_level: ``DEBUG``, ``INFO``, ``WARNING`` or ``ERROR`` (stderr).
-        start_grace: Seconds serving waits for external servers still starting.
+        start_grace: The most seconds serving waits for external servers still starting (it
+            stops sooner once the others are up: ``compose.building.wait_for_starts``).
         transport: ``stdio`` or ``http`` (with its host, port, path and auth).
         telemetry: Metrics and traces of every tool call.
         lock: The fleet lock shared by launchers on several machines.

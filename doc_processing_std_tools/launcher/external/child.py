@@ -28,8 +28,12 @@ import signal
 import sys
 import time
 from contextlib import suppress
-from pathlib import Path
-from typing import NoReturn
+
+# typing and pathlib would add 1.5 MB to each shim's PSS (of 5.6 MB, /proc/PID/smaps_rollup): the
+# shim imports neither; mypy treats MYPY as TYPE_CHECKING.
+MYPY = False
+if MYPY:
+    from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -41,7 +45,7 @@ def wrapped_command(command: str, args: list[str]) -> tuple[str, list[str]]:
     """The command and arguments that run *command* through this shim (Linux only)."""
     if not sys.platform.startswith("linux"):
         return command, args
-    return sys.executable, ["-I", "-S", str(Path(__file__)), str(os.getpid()), command, *args]
+    return sys.executable, ["-I", "-S", os.path.abspath(__file__), str(os.getpid()), command, *args]
 
 
 def main(argv: list[str]) -> None:

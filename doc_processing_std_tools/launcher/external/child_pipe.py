@@ -14,14 +14,15 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.shared.message import SessionMessage
-from mcp_types import jsonrpc_message_adapter
+from mcp_types import JSONRPCNotification, jsonrpc_message_adapter
+from mcp_types.methods import SERVER_NOTIFICATIONS
 
 from ...exceptions import DptError
 from ...seams.stdio_children import asyncio_pipes
@@ -41,6 +42,7 @@ SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # may be a lone surrogate:
 CONNECTION_META_PREFIX = "io.modelcontextprotocol/"  # 2026-era keys that describe one connection
 CONNECTION_META_MARK = CONNECTION_META_PREFIX.encode()
 PROGRESS = b'"notifications/progress"'
+NOTIFICATION = b'"notifications/'
 OUR_ID = b'"' + ID_PREFIX.encode()
 # after our id, what makes the line a reply (a child's own request may use any id, ours too)
 REPLY_TAILS = (b'","result":', b'","error":')
@@ -49,7 +51,10 @@ REPLY_ID = re.compile(
     rb'^[ \t\r]*\{[ \t\r]*(?:"jsonrpc"[ \t\r]*:[ \t\r]*"2\.0"[ \t\r]*,[ \t\r]*)?'
     rb'"id"[ \t\r]*:[ \t\r]*("[^"\\]{1,100}"|-?[0-9]{1,18})[ \t\r]*,'
 )
+SPEC_NOTIFICATIONS = frozenset(method for method, _version in SERVER_NOTIFICATIONS)
 JSON_SPACE = " \t\n\r"  # the only whitespace JSON knows (RFC 8259): not str.isspace's
+# the data of an error reply the launcher wrote itself (an overlong line): never the server's
+LAUNCHER_ERROR_DATA = {"from": "dpt-launch"}
 
 
 class ConnectionLost(DptError, anyio.BrokenResourceError):
@@ -98,6 +103,11 @@ class ChildPipe:
         self.pending: dict[str, PendingCall] = {}
         self.progress: dict[str, Callable[[dict[str, Any]], None]] = {}  # our token -> handler
         self.closed = False
+        # a notification the SDK has no type for (it would drop it): handed on, in order
+        self.on_notification: Callable[[str, Any], Awaitable[None]] | None = None
+        # while calls of the fast path wait here: where such a notification is written at
+        # once, ahead of their replies (set by the fast path: the stdio client's line writer)
+        self.write_note: Callable[[bytes], None] | None = None
         self._count = 0
         # Straight to asyncio's pipes where it can: our replies are picked off the child's
         # stdout as they arrive, and lines are written without anyio's extra loop pass.
@@ -127,6 +137,7 @@ class ChildPipe:
             "code": -32603,
             "message": f"the server's reply was over {self.max_line} bytes "
             f"(servers.{self.name}.max_line_bytes) and was dropped",
+            "data": LAUNCHER_ERROR_DATA,
         }
         line = (
             b'{"jsonrpc":"2.0","id":' + found.group(1) + b',"error":' + json.dumps(error).encode()
@@ -205,7 +216,13 @@ class ChildPipe:
                         answers.clear()
                     for line in lines:
                         if self._routed or not self._take(line):
-                            await deliver.send(_parse_line(line))
+                            message = _parse_line(line)
+                            if self.on_notification is not None and (
+                                custom := _custom_notification(message)
+                            ):
+                                await self.on_notification(*custom)
+                                continue
+                            await deliver.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             pass  # the session is gone
         finally:
@@ -235,7 +252,9 @@ class ChildPipe:
     def _route(self, line: bytes) -> bool:
         """A line that is not written as SDK servers write replies: parsed when it may be ours."""
         if line.find(OUR_ID) < 0 and not (self.progress and line.find(PROGRESS) >= 0):
-            return False
+            if self.write_note is None or not self.pending or line.find(NOTIFICATION) < 0:
+                return False
+            return self._write_note(line)
         try:
             message = json.loads(line)
         except (ValueError, RecursionError):
@@ -256,6 +275,26 @@ class ChildPipe:
                 handler(params)
                 return True
         return False
+
+    def _write_note(self, line: bytes) -> bool:
+        """A notification no MCP version defines, while fast-path calls wait: written to the
+        client now, so it comes before their replies, as the server sent it."""
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+        method = message.get("method") if isinstance(message, dict) else None
+        if not isinstance(method, str) or "id" in message or method in SPEC_NOTIFICATIONS:
+            return False
+        assert self.write_note is not None
+        note = {"jsonrpc": "2.0", "method": method}
+        if "params" in message:
+            note["params"] = message["params"]
+        try:
+            self.write_note(json.dumps(note, separators=(",", ":")).encode() + b"\n")
+        except ValueError:  # (not encodable: the session's way drops it too)
+            return False
+        return True
 
     async def write_session_messages(
         self, receive: MemoryObjectReceiveStream[SessionMessage]
@@ -328,6 +367,15 @@ def _parse_line(line: bytes) -> Any:
         shown = line[:200].decode("utf-8", "replace").rstrip()
         log.warning("an external server wrote a line that is not JSON-RPC (ignored): %r", shown)
         return exc
+
+
+def _custom_notification(message: Any) -> tuple[str, Any] | None:
+    """(method, params) of a notification no MCP version defines (the SDK's session drops
+    those), else None."""
+    inner = getattr(message, "message", None)
+    if not isinstance(inner, JSONRPCNotification) or inner.method in SPEC_NOTIFICATIONS:
+        return None
+    return inner.method, inner.params
 
 
 def cancelled_note(key: str) -> bytes:

@@ -31,13 +31,18 @@ async def open_child(
     errlog: TextIO,
     max_line: int | None = None,
     name: str = "",
+    process: Any = None,
 ) -> AsyncIterator[tuple[ChildPipe, Any, Any]]:
-    """Start *command* as the SDK's stdio client would; yields (pipe, read, write) for a session.
+    """Start *command* as the SDK's stdio client would (or take *process*, started so already);
+    yields (pipe, read, write) for a session.
 
     Leaving stops it as the SDK does: stdin closed, then its process group
     terminated, then killed.
     """
-    process = await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
+    if process is None:
+        process = await spawn_stdio_child(
+            command, args, get_default_environment() | env, errlog, cwd
+        )
     pipe = ChildPipe(process, max_line, name)
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
@@ -100,18 +105,29 @@ class ChildTransport(ClientTransport):
         errlog: TextIO,
         max_line: int | None = None,
         name: str = "",
+        process: Any = None,
     ) -> None:
+        """*process*: the command started already (:mod:`.child_start`), for the first session."""
         self.command, self.args, self.env, self.cwd = command, args, env, cwd
         self.errlog, self.max_line, self.name = errlog, max_line, name
         self.pipe: ChildPipe | None = None
+        self._process = process
 
     @asynccontextmanager
     async def connect_session(
         self, *, transport_options: TransportOptions | None = None, **session_kwargs: Any
     ) -> AsyncIterator[Any]:
         options = transport_options or TransportOptions()
+        process, self._process = self._process, None
         started = open_child(
-            self.command, self.args, self.env, self.cwd, self.errlog, self.max_line, self.name
+            self.command,
+            self.args,
+            self.env,
+            self.cwd,
+            self.errlog,
+            self.max_line,
+            self.name,
+            process,
         )
         async with (
             started as (pipe, read, write),

@@ -43,7 +43,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_REQUEST
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import client_log_level
-from ...seams.server_sessions import session_connection
+from ...seams.server_sessions import notify_client, send_raw_to_client, session_connection
 
 log = logging.getLogger("dpt-launch")
 
@@ -58,6 +58,7 @@ SEE_DOCS = "see 'Forwarded to the client' in docs/launcher.md"
 # seconds a server's roots/list sent before the stdio client connected waits for it (below the
 # 60 s the TypeScript SDK's requests wait for an answer)
 EARLY_ROOTS_WAIT = 30.0
+MAX_TASKS = 10_000  # task ids remembered per server (the oldest are forgotten first)
 
 
 class Fronts:
@@ -181,6 +182,9 @@ class FrontLink:
         self.turns = SessionTurns()  # relayed calls: one client session at a time
         # the server's resource URI -> {client connection: (its session, the URI as exposed)}
         self._subscribers: dict[str, dict[int, tuple[Any, str]]] = {}
+        # the ids of tasks this server made for relayed calls, oldest first (at most MAX_TASKS),
+        # each with the client connection it was made for: only that client may ask about it
+        self.tasks: dict[str, int] = {}
         self._count = 0
         fronts.links.add(self)
 
@@ -242,6 +246,11 @@ class FrontLink:
             if undeclared is not None:
                 return undeclared
             raise MCPError(INVALID_REQUEST, unsupported)
+        if isinstance(request, mcp_types.ElicitRequest):
+            # As the server wrote it: the typed request's dump adds its defaults (mode: form).
+            params = request.params.model_dump(by_alias=True, mode="json", exclude_unset=True)
+            answer = await send_raw_to_client(session, request.method, params, request_id)
+            return result_type.model_validate(answer, by_name=False)
         metadata = (
             None if request_id is None else ServerMessageMetadata(related_request_id=request_id)
         )
@@ -328,6 +337,50 @@ class FrontLink:
             await session.send_notification(note, related_request_id=request_id)
         except Exception as exc:  # the client went away meanwhile
             log.debug("servers.%s: could not pass a log message on: %s", self.name, exc)
+
+    def made_task(self, task_id: str, session: Any) -> None:
+        """The server made task *task_id* for a relayed call of client *session*: its
+        ``tasks/*`` requests go here, and only from that client."""
+        self.tasks[task_id] = id(session_connection(session))
+        if len(self.tasks) > MAX_TASKS:
+            del self.tasks[next(iter(self.tasks))]
+
+    def owns(self, task_id: Any, session: Any) -> bool:
+        """Whether this server made task *task_id* for client *session*."""
+        owner = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        return owner is not None and owner == id(session_connection(session))
+
+    def _task_owner(self, params: Any) -> tuple[Any, Any]:
+        """The session (and request id) a task's status notification is for: its client while
+        one of its calls is in flight or it is the stdio client; an MCPError otherwise. A status
+        sent before the call that makes the task has answered (its id not noted yet) goes where
+        that call's logs go: the one client with calls in flight."""
+        task_id = params.get("taskId") if isinstance(params, dict) else None
+        owner = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        if owner is None:
+            return self._front("notifications/tasks/status")
+        for session, request_id in reversed(list(self._calls.values())):
+            if id(session_connection(session)) == owner:
+                return session, request_id
+        lone = self.fronts.lone
+        if lone is not None and id(session_connection(lone)) == owner:
+            return lone, None
+        raise MCPError(INVALID_REQUEST, "a task status for a client that cannot be told now")
+
+    async def notify(self, method: str, params: Any) -> None:
+        """Pass on a notification of the server's that no MCP version defines, as it is, to
+        the client it is for (as a log message goes); dropped when no one client can be told.
+        A task's status goes to the client the task was made for, never to another."""
+        try:
+            if method == "notifications/tasks/status":
+                session, request_id = self._task_owner(params)
+            else:
+                session, request_id = self._front(method)
+            await notify_client(session, method, params, request_id)
+        except MCPError as exc:
+            log.debug("servers.%s: %s dropped: %s", self.name, method, exc.error.message)
+        except Exception as exc:  # the client went away meanwhile
+            log.debug("servers.%s: could not pass %s on: %s", self.name, method, exc)
 
     async def subscribe(self, session: Any, exposed: str, own: str) -> None:
         """Client *session* subscribes to this server's resource *own* (shown to it as *exposed*):

@@ -47,7 +47,14 @@ from .child_pipe import (
     ConnectionLost,
     tell_cancelled,
 )
-from .relay_lines import child_request, client_reply, encode_line, error_result
+from .relay_lines import (
+    ErrorReply,
+    child_request,
+    client_reply,
+    encode_line,
+    error_reply,
+    error_result,
+)
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -237,6 +244,8 @@ class FastPath:
                         meta=params.get("_meta"),
                         arguments=params.get("arguments"),
                     )
+                except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
+                    reply = error_reply(request_id, exc.error)
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply
@@ -258,6 +267,7 @@ class FastPath:
                 supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
             ) from ConnectionLost("the connection closed")
         call = pipe.open_call()
+        pipe.write_note = self._put
         progress = "progressToken" in (params.get("_meta") or {})
         if progress:
             # The client's token stays on its connection: the child gets ours, reports are mapped back.
@@ -278,7 +288,8 @@ class FastPath:
                 raise
         finally:
             pipe.forget(call)
-        return client_reply(line, parsed, call.key, request_id, target.exposed)
+        namespace = supervisor.entry.namespace
+        return client_reply(line, parsed, call.key, request_id, target.exposed, namespace)
 
     def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
         def send(params: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ import mcp_types
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
 from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED
 from mcp_types.methods import validate_client_request
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -29,14 +30,17 @@ from ...seams.fastmcp_server import behaves_as_default, low_level_server
 from ...seams.server_sessions import initialize_accepted
 from ..calls.policed_tools import PolicedTool
 from .fast_path import FastPath
+from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
+from .result_links import exposed_links
+from .session_transports import is_connection_loss
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
 
     from .supervisor import Supervisor
 
-RELAYED_PARAMS = frozenset({"name", "arguments", "_meta"})
+RELAYED_PARAMS = frozenset({"name", "arguments", "_meta", "task"})
 
 
 class RelayedMount(Protocol):
@@ -196,9 +200,17 @@ class ToolRelay:
                 session=ctx.session,
                 arguments=params.get("arguments"),
             )
+        except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
+            error = exc.error
+            raise MCPError(error["code"], error["message"], error.get("data")) from None
         except Exception as exc:
             text = str(target.policy.failed(exc))
             return {"content": [{"type": "text", "text": text}], "isError": True}
+        assert target.supervisor is not None  # (_target takes relayed tools only)
+        task = result.get("task")
+        if isinstance(task, dict) and isinstance(task.get("taskId"), str):
+            target.supervisor.front.made_task(task["taskId"], ctx.session)  # (tasks/* go there)
+        result = exposed_links(result, target.supervisor.entry.namespace)
         meta = result.get("_meta")
         if isinstance(meta, dict) and not self._connection_keys.isdisjoint(meta):
             result["_meta"] = {k: v for k, v in meta.items() if k not in self._connection_keys}
@@ -224,6 +236,8 @@ class ToolRelay:
         client meanwhile (sampling, elicitation, roots, logs), go to *caller* (the front session),
         tied to its request *request_id*."""
         out: dict[str, Any] = {"name": target.name, "arguments": params.get("arguments") or {}}
+        if "task" in params:  # (a task-augmented call: the server answers with its task)
+            out["task"] = params["task"]
         meta = params.get("_meta") or {}
         # The caller's progress token stays on the front connection: the session asks the
         # server for progress with a token of its own and each report is passed on.
@@ -275,9 +289,16 @@ class ToolRelay:
             _ABANDONED.add(request)
             request.add_done_callback(_forget_abandoned)
             raise
-        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            message = exc.message if isinstance(exc, MCPError) else "the connection closed"
-            raise ToolError(f"Error calling tool {target.exposed!r}: {message}") from exc
+        except MCPError as exc:
+            error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
+            passed = server_error({"error": error})
+            if passed is not None and exc.code != CONNECTION_CLOSED and not is_connection_loss(exc):
+                raise ErrorReply(target.exposed, passed) from exc
+            raise ToolError(f"Error calling tool {target.exposed!r}: {exc.message}") from exc
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise ToolError(
+                f"Error calling tool {target.exposed!r}: the connection closed"
+            ) from exc
 
 
 _ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server

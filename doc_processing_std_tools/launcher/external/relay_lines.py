@@ -10,7 +10,56 @@ from typing import Any
 
 from fastmcp.exceptions import ToolError
 
-from .child_pipe import CONNECTION_META_MARK, CONNECTION_META_PREFIX, JSON_SPACE, SURROGATE_ESCAPE
+from ...exceptions import DptError
+from .child_pipe import (
+    CONNECTION_META_MARK,
+    CONNECTION_META_PREFIX,
+    JSON_SPACE,
+    LAUNCHER_ERROR_DATA,
+    SURROGATE_ESCAPE,
+)
+from .result_links import URI_KEY, exposed_links
+
+
+class ErrorReply(DptError, ToolError):
+    """The server answered a call with a JSON-RPC error: the client gets that error as it is
+    (its code, message and data), as from a direct connection, never an ``isError`` text.
+    (A ``ToolError``: the call's policy counts it as the tool's own error.)"""
+
+    def __init__(self, tool: str, error: dict[str, Any]) -> None:
+        super().__init__(f"Error calling tool {tool!r}: {error.get('message')}"[:1000])
+        self.error = error
+
+
+MAX_ERROR_MESSAGE = 1000  # characters of a server's error message passed on
+MAX_ERROR_DATA = 4096  # bytes of its ``data`` (as compact JSON) passed on; more is left out
+
+
+def server_error(message: Any) -> dict[str, Any] | None:
+    """The JSON-RPC error of a reply *message* when the server wrote it (a code and a message;
+    not one the launcher wrote in its place), bounded, else None. A server may put a stack
+    trace or a whole echoed argument in its error: the client gets at most
+    :data:`MAX_ERROR_MESSAGE` characters of the message and :data:`MAX_ERROR_DATA` bytes of data."""
+    error = message.get("error") if isinstance(message, dict) else None
+    if (
+        not isinstance(error, dict)
+        or type(error.get("code")) is not int
+        or not isinstance(error.get("message"), str)
+        or error.get("data") == LAUNCHER_ERROR_DATA
+    ):
+        return None
+    text: str = error["message"]
+    if len(text) > MAX_ERROR_MESSAGE:
+        error = {**error, "message": text[: MAX_ERROR_MESSAGE - 1] + "\u2026"}
+    if "data" in error:
+        try:
+            size = len(json.dumps(error["data"], separators=(",", ":"), ensure_ascii=False))
+        except (TypeError, ValueError, RecursionError):
+            size = MAX_ERROR_DATA + 1
+        if size > MAX_ERROR_DATA:
+            error = {k: v for k, v in error.items() if k != "data"}
+            error["message"] += f" (its data, {size:,} bytes, left out)"
+    return error
 
 
 def _unencodable(value: Any) -> Any:
@@ -53,14 +102,22 @@ def encode_line(message: dict[str, Any]) -> bytes:
         )
 
 
-def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool: str) -> bytes:
+def client_reply(
+    line: bytes,
+    parsed: Any,
+    key: str,
+    request_id: int | str,
+    tool: str,
+    namespace: str | None = None,
+) -> bytes:
     """The child's reply *line* to call *key* (one of ours: ``dpt~N``, nothing to escape), as
-    the reply to the client's *request_id*."""
+    the reply to the client's *request_id*; its resource links under *namespace*."""
     line = line.removesuffix(b"\r")
     head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
     if (
         parsed is None
         and line.startswith(head)
+        and (namespace is None or (line.find(URI_KEY) < 0 and line.find(b"\\u") < 0))
         # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
             (line.isascii() and b"\\u" not in line and CONNECTION_META_MARK not in line)
@@ -80,11 +137,14 @@ def client_reply(line: bytes, parsed: Any, key: str, request_id: int | str, tool
         ) from exc
     result = message.get("result") if isinstance(message, dict) else None
     if not isinstance(result, dict):
+        if (passed := server_error(message)) is not None:
+            raise ErrorReply(tool, passed)
         error = message.get("error") if isinstance(message, dict) else None
         text = error.get("message") if isinstance(error, dict) else None
         raise ToolError(
             f"Error calling tool {tool!r}: {text or 'the server sent no result'}"[:1000]
         )
+    result = exposed_links(result, namespace)
     meta = result.get("_meta")
     if isinstance(meta, dict):
         result["_meta"] = {
@@ -137,6 +197,15 @@ def _clean(line: bytes) -> bool:
     except UnicodeDecodeError:
         return False
     return True
+
+
+def error_reply(request_id: int | str, error: dict[str, Any]) -> bytes:
+    """The JSON-RPC error reply to the client's *request_id*: the server's *error* as it is."""
+    reply = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return (
+        json.dumps(reply, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+        + b"\n"
+    )
 
 
 def error_result(request_id: int | str, text: str) -> bytes:

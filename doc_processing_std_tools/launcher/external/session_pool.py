@@ -59,6 +59,7 @@ class PooledSession:
         self.stamp = stamp  # what it was opened for (a user's login as read then)
         self.client: Client[ClientTransport] | None = None
         self.link: Any = None  # a client session's own FrontLink (per_client)
+        self.transport: Any = None  # its transport, when the opener keeps it (a command's pipe)
         self.listing = False
         self.error = ""
         self.ready = anyio.Event()
@@ -186,6 +187,9 @@ class SessionPool:
                     # what the client's first list shows: a ping's answer comes after it.
                     await client.ping()
                     session.link.settled = True
+                    pipe = getattr(session.transport, "pipe", None)
+                    if pipe is not None:  # (its custom notifications: to its client too)
+                        pipe.on_notification = session.link.notify
                     session.link.client = client
                 session.last_used = anyio.current_time()  # (idle from now, not from the ask)
                 session.ready.set()

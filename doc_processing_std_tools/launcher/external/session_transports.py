@@ -7,64 +7,27 @@ stdout carries only the protocol (:mod:`.child_pipe`).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
 import sys
-import threading
 from pathlib import Path
-from typing import Any, TextIO
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
-from ...exceptions import DptError
 from ...seams.http_sessions import mcp_http_client
 from ..config.schema import DEFAULT_MAX_LINE_BYTES, ServerEntry
-from .child import wrapped_command
 from .child_process import ChildTransport
+from .child_start import StderrRelay, command_line
+from .wording import ExternalStartError
 
-MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
 MAX_EVENT_BYTES = DEFAULT_MAX_LINE_BYTES  # one SSE event (one reply) from a URL server
 HTTP_HINTS = {
     401: "the server refused the credentials; check the entry's headers",
     403: "the server refused the credentials; check the entry's headers",
     404: "no MCP endpoint at this URL; check its path (often /mcp, or /sse for an SSE server)",
 }
-
-
-class ExternalStartError(DptError):
-    """An external server could not be started or reached; the message says which and why."""
-
-
-class StderrRelay:
-    """A pipe whose lines are copied to our stderr as ``[name] line`` by a daemon thread."""
-
-    def __init__(self, name: str) -> None:
-        read_fd, write_fd = os.pipe()
-        self.file: TextIO = os.fdopen(write_fd, "w")
-        self.last_line = ""
-        threading.Thread(
-            target=self._pump, args=(name, read_fd), name=f"stderr of {name}", daemon=True
-        ).start()
-
-    def _pump(self, name: str, read_fd: int) -> None:
-        with os.fdopen(read_fd, "rb") as pipe:
-            cut = False  # the rest of a line longer than MAX_STDERR_LINE is dropped
-            while raw := pipe.readline(MAX_STDERR_LINE):
-                whole = raw.endswith(b"\n")
-                if not cut:
-                    line = raw.decode("utf-8", "replace").rstrip()
-                    if line:
-                        self.last_line = line[:300]
-                        more = "" if whole else " [line cut at 8 KB]"
-                        print(f"[{name}] {line}{more}", file=sys.stderr, flush=True)
-                cut = not whole
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.file.close()
 
 
 class HttpStatusNote:
@@ -90,16 +53,6 @@ class HttpStatusNote:
         if response.status_code >= 400:
             self.status = response.status_code
             self.wants_oauth = "www-authenticate" in response.headers
-
-
-def shown_url(url: str) -> str:
-    """*url* as messages show it: no user or password, no query values (tokens ride there)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = "***@" + netloc.rpartition("@")[2]
-    query = re.sub(r"=[^&]*", "=***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
 def is_sse_url(url: str) -> bool:
@@ -131,12 +84,13 @@ def session_transport(
     relay: StderrRelay | None,
     http: HttpStatusNote,
     auth: Any = None,
+    process: Any = None,
 ) -> Any:
-    """The transport of a session to *entry*: its command run over a :class:`.ChildPipe`, or its
-    URL with *auth* (an ``httpx.Auth``, or None)."""
+    """The transport of a session to *entry*: its command run over a :class:`.ChildPipe` (in
+    *process* when it was started already: :mod:`.child_start`), or its URL with *auth* (an
+    ``httpx.Auth``, or None)."""
     if entry.command:
-        command, args = wrapped_command(entry.command, list(entry.args))
-        cwd = str((base_dir / entry.cwd).resolve()) if entry.cwd else None
+        command, args, cwd = command_line(entry, base_dir)
         if cwd is not None and not os.path.isdir(cwd):
             raise ExternalStartError(f"its cwd {cwd} is not a folder")
         return ChildTransport(
@@ -147,6 +101,7 @@ def session_transport(
             errlog=relay.file if relay else sys.stderr,
             max_line=entry.max_line_bytes,
             name=name,
+            process=process,
         )
     assert entry.url
     headers = dict(entry.headers)

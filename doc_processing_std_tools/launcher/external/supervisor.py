@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable
 from contextlib import nullcontext
 from contextvars import ContextVar
@@ -31,21 +33,16 @@ from ...seams.fastmcp_server import client_log_level, request_sources
 from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
+from . import child_start
 from .child_pipe import ChildPipe
+from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .per_client import OwnFront, client_key, lasting, own_client
 from .session_pool import PooledSession, SessionPool, user_session
-from .session_transports import (
-    HTTP_HINTS,
-    ExternalStartError,
-    HttpStatusNote,
-    StderrRelay,
-    is_connection_loss,
-    session_transport,
-    shown_url,
-)
+from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
 from .tokens import TokenStore
+from .wording import ExternalStartError, shown_url
 
 log = logging.getLogger("dpt-launch")
 
@@ -95,7 +92,11 @@ class Supervisor:
         self.attempt = 0
         self.restarts = 0  # sessions started again after one ended (dpt_external_server_restarts)
         self.last_error = ""
-        self.relay = StderrRelay(name) if entry.command else None
+        # a command started before the launcher's imports (cli): its first session's process
+        self._early = child_start.claim(name) if entry.command else None
+        self.relay = (
+            (self._early.relay if self._early else StderrRelay(name)) if entry.command else None
+        )
         self._client: Client[ClientTransport] | None = None
         self._counted = False
         self._http = HttpStatusNote()  # what a URL server answered last
@@ -255,7 +256,8 @@ class Supervisor:
 
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
-        return own_client(self.transport(), link, self._handler(link))
+        pooled.transport = self.transport()
+        return own_client(pooled.transport, link, self._handler(link))
 
     def _close_with(self, front: Any, key: str) -> None:
         """The client session's end (HTTP DELETE, expiry, disconnect: its connection's teardown)
@@ -466,6 +468,8 @@ class Supervisor:
             await self._close_listing()
             self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
+            if self.pipe is not None:
+                self.pipe.on_notification = front.notify
             self.last_error = ""
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
@@ -541,8 +545,16 @@ class Supervisor:
             auth = serving_auth(
                 self.name, self.entry, self.store, on_needs_login=self._login_missing
             )
-        return session_transport(self.name, self.entry, self.base_dir, self.relay, self._http, auth)
+        early, self._early = self._early, None
+        process = early.process if early is not None else None
+        return session_transport(
+            self.name, self.entry, self.base_dir, self.relay, self._http, auth, process
+        )
 
     def close(self) -> None:
+        early, self._early = self._early, None
+        if early is not None:  # (never used: stopped before its first session)
+            with contextlib.suppress(OSError):
+                os.killpg(early.process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()

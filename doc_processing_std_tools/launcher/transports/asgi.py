@@ -1,9 +1,9 @@
 """ASGI pieces of the HTTP transport that the libraries do not provide.
 
-Replies as one JSON body while keeping the SSE back-channel (:class:`SingleReplyAsJson`),
-a 400 for a missing Host header, the count of in-flight requests a drain waits for,
-one access-log line per request (plain or JSON), all plain ASGI middleware that
-:mod:`.http` stacks around the composed server.
+Replies as one JSON body while keeping the SSE back-channel (:class:`PostReply`, the
+response the SDK's transport builds for a POST), and plain ASGI middleware that :mod:`.http`
+stacks around the composed server: a 400 for a missing Host header, the count of in-flight
+requests a drain waits for, one access-log line per request (plain or JSON).
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any
 
 import anyio
+from sse_starlette import EventSourceResponse
 
 from .identity import caller_name
 
@@ -62,98 +63,84 @@ class RequireHostHeader:
         await self.app(scope, receive, send)
 
 
-_EVENT_END = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-_SSE_ONLY_HEADERS = {b"content-type", b"cache-control", b"connection", b"x-accel-buffering"}
+_SSE_ONLY_HEADERS = {"content-type", "cache-control", "connection", "x-accel-buffering"}
 
 
-class SingleReplyAsJson:
-    """Turns a POST's SSE stream into one JSON body when the reply is its only message.
+class PostReply:
+    """The answer to one POST on the MCP endpoint: one JSON body when the call's first message
+    is its reply, else the SSE stream the SDK would have sent (sse-starlette's).
 
-    Clients limit one SSE event (the official ``mcp`` client: 1 MiB), so a big reply
-    sent as an event never arrives; as ``application/json`` (which every client
-    accepts on a POST) it does. A call that first sends something else (progress,
-    a log message, a request such as ``roots/list``) keeps its SSE stream, so the
-    back-channel works as before. The SDK's ``json_response`` mode would drop that
-    back-channel for every call, hence this middleware.
+    The SDK's transport answers every POST with sse-starlette's ``EventSourceResponse`` (built
+    here instead: ``seams/http_sessions.py``), which starts five tasks per request (the stream,
+    a ping timer, a shutdown watcher, the disconnect listener, the writer) and cancels four
+    scopes; with JSON single replies that was about a quarter of the launcher's CPU per HTTP
+    call (py-spy, ``benchmarks/peers.py``'s HTTP rows). Here a reply that comes first costs the
+    writer and a disconnect listener. The JSON body also matters to clients: they limit one
+    SSE event (the official ``mcp`` client: 1 MiB), so a big reply sent as an event never
+    arrives, while ``application/json`` (which every client accepts on a POST) does. A call
+    that first sends something else (progress, a log message, a request such as
+    ``roots/list``) keeps its SSE stream, so the back-channel works as before; the SDK's
+    ``json_response`` mode would drop that back-channel for every call.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(
+        self, content: Any, sender: Callable[[], Coroutine[Any, Any, None]], headers: dict[str, str]
+    ) -> None:
+        self.content, self.sender, self.headers = content, sender, headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
-        held: Message | None = None  # the SSE response start, not sent yet
-        raw = bytearray()  # the body so far, while undecided
-        parsed = 0  # bytes of *raw* already read as events
-        mode = "undecided"  # then "sse" (pass through) or "json" (reply sent)
+        replied = False
+        held: list[dict[str, Any]] = []  # events read before the first message (priming)
+        async with anyio.create_task_group() as group:
+            group.start_soon(self.sender)
+            listening = anyio.CancelScope()
 
-        async def pass_through() -> None:
-            nonlocal mode
-            mode = "sse"
-            await send(held)  # type: ignore[arg-type]
-            await send({"type": "http.response.body", "body": bytes(raw), "more_body": True})
+            async def until_disconnect() -> None:
+                with listening:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    if (
+                        not replied
+                    ):  # the client left: stop the call's writer, as sse-starlette does
+                        group.cancel_scope.cancel()
 
-        async def intercept(message: Message) -> None:
-            nonlocal held, parsed, mode
-            if mode == "sse":
-                await send(message)
-                return
-            if mode == "json":
-                return  # the rest of the stream (its end) is already answered
-            if message["type"] == "http.response.start":
-                start_headers = dict(message.get("headers", []))
-                if start_headers.get(b"content-type", b"").startswith(b"text/event-stream"):
-                    held = message
-                else:
-                    mode = "sse"
-                    await send(message)
-                return
-            if held is None:  # pragma: no cover - body before start
-                await send(message)
-                return
-            raw.extend(message.get("body", b""))
-            while match := _EVENT_END.search(raw, parsed):
-                event, parsed = bytes(raw[parsed : match.start()]), match.end()
-                data = _sse_data(event)
-                if data is None:
-                    continue  # a comment or a priming event: nothing for the client yet
+            group.start_soon(until_disconnect)
+            async for event in self.content:
+                held.append(event)
+                if not event.get("data"):
+                    continue  # a priming event: nothing for the client yet
+                data = event["data"].encode()
                 if _is_reply(data):
-                    mode = "json"
-                    headers = [
-                        (k, v)
-                        for k, v in held.get("headers", [])
-                        if k.lower() not in _SSE_ONLY_HEADERS
-                    ]
-                    headers += [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(data)).encode()),
-                    ]
-                    await send(
-                        {
-                            "type": "http.response.start",
-                            "status": held["status"],
-                            "headers": headers,
-                        }
-                    )
-                    await send({"type": "http.response.body", "body": data, "more_body": False})
-                else:
-                    await pass_through()
-                return
-            if not message.get("more_body", False):
-                await pass_through()
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    replied = True
+                    listening.cancel()
+                    await self._json(send, data)
+                    return  # the writer ends by itself after the reply
+                break
+            listening.cancel()
+            await EventSourceResponse(content=_chained(held, self.content), headers=self.headers)(
+                scope, receive, send
+            )
+            group.cancel_scope.cancel()  # as sse-starlette ends its writer with the stream
 
-        await self.app(scope, receive, intercept)
+    async def _json(self, send: Send, data: bytes) -> None:
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in self.headers.items()
+            if name.lower() not in _SSE_ONLY_HEADERS
+        ]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(data)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-def _sse_data(event: bytes) -> bytes | None:
-    """The data of one SSE event, or None when it has none."""
-    lines = [line for line in re.split(rb"\r\n|\n|\r", event) if line.startswith(b"data:")]
-    if not lines:
-        return None
-    return b"\n".join(line[6:] if line.startswith(b"data: ") else line[5:] for line in lines)
+async def _chained(first: list[dict[str, Any]], rest: Any) -> AsyncIterator[dict[str, Any]]:
+    for event in first:
+        yield event
+    async for event in rest:
+        yield event
 
 
 def _is_reply(data: bytes) -> bool:

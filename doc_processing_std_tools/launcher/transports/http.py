@@ -48,11 +48,11 @@ from .asgi import (
     ASGIApp,
     InFlight,
     InFlightTracker,
+    PostReply,
     Receive,
     RequireHostHeader,
     Scope,
     Send,
-    SingleReplyAsJson,
 )
 from .auth import IncomingAuth
 from .console import ConsoleSources
@@ -117,7 +117,7 @@ async def serve_http(
     config = uvicorn.Config(
         app,
         lifespan="on",
-        http=slow_header_guard(
+        http=slow_header_guard(  # type: ignore[arg-type]  # (an asyncio.Protocol subclass)
             transport.header_timeout,
             tokens=transport.tokens,
             pending_timeout=transport.pending_header_timeout,
@@ -129,6 +129,9 @@ async def serve_http(
         timeout_keep_alive=transport.idle_timeout,  # type: ignore[arg-type]  # a float works
         # Our drain stops requests at shutdown_grace; this is only the backstop.
         timeout_graceful_shutdown=int(transport.shutdown_grace) + 5,
+        # No websockets served: an upgrade would hand the connection to another protocol and
+        # the header guard would never see it end (its client's connection count leaked).
+        ws="none",
         log_config=None,  # keep dpt-launch's logging setup
         access_log=False,  # AccessLog below writes one line per request
     )
@@ -215,11 +218,10 @@ def build_app(
         max_request_body_size=transport.max_body_bytes,
         # The Host/Origin guard below covers every route, so the SDK's own is off.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        post_reply=PostReply,  # (json_response: the SDK answers in JSON itself)
     )
 
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
-    if not transport.json_response:
-        mcp_endpoint = SingleReplyAsJson(mcp_endpoint)  # an ASGI object: Starlette passes it raw
     if profiles:  # (a session is used only at the endpoint that opened it)
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)

@@ -7,6 +7,7 @@ a call still waiting when stdout ends is failed, not left hanging.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -27,8 +28,6 @@ sys.stdin.readline()                       # a second request, never answered
 
 
 async def test_replies_are_routed_as_they_arrive_and_the_rest_goes_on_unchanged() -> None:
-    import os
-
     process = await spawn_stdio_child(
         sys.executable, ["-c", CHILD], dict(os.environ), sys.stderr, None
     )
@@ -56,3 +55,52 @@ async def test_replies_are_routed_as_they_arrive_and_the_rest_goes_on_unchanged(
                 pass
     await process.wait()
     assert pipe.closed
+
+
+CUSTOM_CHILD = r"""
+import sys
+out = sys.stdout.buffer
+sys.stdin.readline()                       # the launcher's request
+out.write(b'{"jsonrpc":"2.0","method":"notifications/x/custom","params":{"n":1}}\n')
+out.write(b'{"jsonrpc":"2.0","id":"dpt~1","result":{"content":[]}}\n')
+out.write(b'{"jsonrpc":"2.0","method":"notifications/x/custom","params":{"n":2}}\n')
+out.write(b'{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}\n')
+out.flush()
+sys.stdin.readline()
+"""
+
+
+async def test_notifications_no_mcp_version_defines_are_handed_on_in_order() -> None:
+    """The SDK session would drop them: one sent while a fast-path call waits is written to
+    the client at once, ahead of the call's reply; one sent outside goes to the supervisor's
+    handler; a notification the spec defines still reaches the SDK session."""
+    process = await spawn_stdio_child(
+        sys.executable, ["-c", CUSTOM_CHILD], dict(os.environ), sys.stderr, None
+    )
+    pipe = ChildPipe(process)
+    written: list[bytes] = []
+    handed: list[tuple[str, object]] = []
+
+    async def on_notification(method: str, params: object) -> None:
+        handed.append((method, params))
+
+    pipe.on_notification = on_notification
+    pipe.write_note = written.append
+    send, receive = anyio.create_memory_object_stream(10)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pipe.read, send)
+            call = pipe.open_call()
+            await pipe.send(b'{"jsonrpc":"2.0","id":"dpt~1","method":"tools/call"}\n')
+            await call.reply()
+            assert written == [
+                b'{"jsonrpc":"2.0","method":"notifications/x/custom","params":{"n":1}}\n'
+            ]
+            pipe.forget(call)
+            message = await receive.receive()
+            assert message.message.method == "notifications/tools/list_changed"
+            assert handed == [("notifications/x/custom", {"n": 2})]
+            await pipe.send(b"\n")
+            async for _ in receive:
+                pass
+    await process.wait()

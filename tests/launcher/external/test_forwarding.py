@@ -20,6 +20,7 @@ import anyio
 import mcp_types
 import pytest
 
+from doc_processing_std_tools.launcher.external.client_requests import MAX_TASKS, FrontLink, Fronts
 from helpers.launch import launched, text_of
 from helpers.paths import SERVERS
 
@@ -341,3 +342,20 @@ async def test_over_http_each_sessions_call_reaches_that_session(write_config: A
     # lands while one of the polling calls above is in flight, it goes to that call's session
     # (the first). Never to the other client.
     assert "outside any call" in seen[-1] or seen[-1] == "file:///first", seen
+
+
+def test_a_servers_task_ids_are_remembered_up_to_a_bound_oldest_forgotten_first() -> None:
+    link = FrontLink("everything", Fronts())
+    session = object()
+    for number in range(MAX_TASKS + 2):
+        link.made_task(f"t{number}", session)
+    assert len(link.tasks) == MAX_TASKS
+    assert "t0" not in link.tasks and "t1" not in link.tasks and f"t{MAX_TASKS + 1}" in link.tasks
+
+
+def test_a_task_belongs_to_the_client_it_was_made_for() -> None:
+    link = FrontLink("everything", Fronts())
+    mine, other = object(), object()
+    link.made_task("t1", mine)
+    assert link.owns("t1", mine) and not link.owns("t1", other)
+    assert not link.owns(["t1"], mine) and not link.owns("t2", mine)  # (a client's odd id)

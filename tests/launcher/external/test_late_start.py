@@ -77,3 +77,30 @@ async def test_initialize_is_answered_while_a_child_still_starts(
                 await anyio.sleep(0.05)
         assert "no answer to initialize within 0.5 s" in errlog.read_text()
         assert not any(n.startswith("never_") for n in await tool_names(session))
+
+
+async def test_a_hung_server_does_not_hold_the_first_list(write_config, tmp_path: Path) -> None:
+    """Issue 38 §2: with one child hanging on ``initialize``, the first list comes once the
+    healthy children are up plus a margin (about 1.3 s from spawn on a quiet machine), not at
+    ``start_grace`` (30 s here, so that a loaded machine's slow imports cannot pass for it),
+    holding their tools; the hung one's follow with ``list_changed`` once it answers."""
+    ready, hung = tmp_path / "ready-gate", tmp_path / "hung-gate"
+    ready.touch()
+    config = write_config(
+        "start_grace: 30\nservers:\n"
+        + gated("one", ready, 60)
+        + gated("two", ready, 60)
+        + gated("hung", hung, 60)
+        + memory(tmp_path / "m")
+    )
+    notices = Notices()
+    began = anyio.current_time()
+    async with launched(config, message_handler=notices) as session:
+        names = {tool.name for tool in (await session.list_tools()).tools}
+        first_list = anyio.current_time() - began
+        assert first_list < 15, f"first list after {first_list:.2f} s"
+        assert {"one_echo", "two_echo", "write_memory"} <= names and "hung_echo" not in names
+        hung.touch()
+        await notices.wait_for(CHANGED)
+        assert "hung_echo" in await tool_names(session)
+        assert text_of(await session.call_tool("hung_echo", {"text": "up"})) == "echo up"

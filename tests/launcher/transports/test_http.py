@@ -546,6 +546,35 @@ def test_one_client_address_keeps_at_most_its_share_of_connections(limited) -> N
             sock.close()
 
 
+def test_websocket_upgrades_do_not_use_up_a_clients_connections(limited) -> None:
+    """No websocket is served: an upgrade is answered as plain HTTP and its connection, once
+    closed, no longer counts against max_connections_per_client (it did: 3 upgrades, then 429)."""
+    port = limited.port
+    upgrade = (
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade"
+        b"\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    for _ in range(6):  # twice the address's share
+        with socket.create_connection(
+            ("127.0.0.1", port), source_address=("127.0.0.10", 0)
+        ) as sock:
+            sock.settimeout(10)
+            sock.sendall(upgrade)
+            answer = sock.recv(100)
+            assert answer.startswith(b"HTTP/1.1 ") and b" 101 " not in answer[:13], answer
+    deadline = time.monotonic() + 10
+    while True:  # (the server sees each close a moment later: wait on what it answers)
+        with socket.create_connection(
+            ("127.0.0.1", port), source_address=("127.0.0.10", 0)
+        ) as sock:
+            sock.settimeout(10)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            answer = sock.recv(100)
+        if answer.startswith(b"HTTP/1.1 200 ") or time.monotonic() > deadline:
+            break
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+
+
 def test_the_soft_descriptor_limit_is_raised_to_the_hard_limit(limited) -> None:
     limits = Path(f"/proc/{limited.proc.pid}/limits")
     if not limits.exists():

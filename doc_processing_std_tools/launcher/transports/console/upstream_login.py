@@ -61,6 +61,7 @@ class Logins:
         self.entries, self.store = entries, store
         self._pending: dict[str, Pending] = {}  # by the OAuth state of its authorization URL
         self._tasks: set[asyncio.Task[None]] = set()
+        self._running: dict[str, asyncio.Task[None]] = {}  # one login per server: the latest
 
     def cancel(self) -> None:
         """Stop every login still waiting for its browser (the daemon is stopping)."""
@@ -76,10 +77,15 @@ class Logins:
         entry = self.entries().get(name)
         if entry is None or name not in self.servers():
             raise LoginRefused(f"no OAuth server {name!r} in the config")
+        previous = self._running.pop(name, None)
+        if previous is not None:  # (pressed again: the earlier login's URL no longer answers)
+            previous.cancel()
         pending = Pending(name)
         task = asyncio.get_running_loop().create_task(self._run(pending, entry, redirect))
         self._tasks.add(task)
+        self._running[name] = task
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda done: self._ended(name, done))
         with anyio.move_on_after(START_TIMEOUT):
             async with anyio.create_task_group() as group:
 
@@ -93,6 +99,10 @@ class Logins:
             return pending.url
         task.cancel()
         raise LoginRefused(pending.outcome or f"{name}: the authorization server did not answer")
+
+    def _ended(self, name: str, task: asyncio.Task[None]) -> None:
+        if self._running.get(name) is task:
+            del self._running[name]
 
     async def _run(self, pending: Pending, entry: Any, redirect: str) -> None:
         state = ""

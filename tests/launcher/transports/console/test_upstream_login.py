@@ -83,3 +83,16 @@ async def test_a_forged_state_or_a_server_without_oauth_is_refused(
     outcome, failed = await console.finish(refused)
     assert failed and "refused by the authorization server: access_denied" in outcome
     assert store.get("corp") is None
+
+
+async def test_pressing_log_in_again_replaces_the_waiting_login(tmp_path: Path, idp: str) -> None:
+    """One login per server waits for its browser: the earlier one is cancelled and its answer
+    refused, so repeated presses pile nothing up."""
+    console, store = logins(tmp_path, idp)
+    first = await console.start("corp", CALLBACK)
+    second = await console.start("corp", CALLBACK)
+    stale = await authorize(first)
+    assert (await console.finish(stale))[1] is True
+    outcome, failed = await console.finish(await authorize(second))
+    assert (outcome, failed) == ("logged in to 'corp': 2 tools", False)
+    assert store.get("corp") is not None

@@ -1,0 +1,119 @@
+"""A command's process before its session: its stderr relayed line by line, and the early start.
+
+The launcher's imports for serving and for client sessions (fastmcp, the mcp SDK) take about as
+long as a Node or Python server takes to start (``python -X importtime``: 0.8-1 s). So
+:func:`start_commands` starts every external command first, as the SDK's stdio client would,
+and the imports run while the children boot; a :class:`.Supervisor` then claims its child
+(:func:`claim`) for its first session instead of starting one. This module imports neither.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+
+from ..config.schema import LoadedConfig, ServerEntry
+from .child import wrapped_command
+
+MAX_STDERR_LINE = 8 * 1024  # bytes of one stderr line of a child passed on
+
+
+class StderrRelay:
+    """A pipe whose lines are copied to our stderr as ``[name] line`` by a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        read_fd, write_fd = os.pipe()
+        self.file: TextIO = os.fdopen(write_fd, "w")
+        self.last_line = ""
+        threading.Thread(
+            target=self._pump, args=(name, read_fd), name=f"stderr of {name}", daemon=True
+        ).start()
+
+    def _pump(self, name: str, read_fd: int) -> None:
+        with os.fdopen(read_fd, "rb") as pipe:
+            cut = False  # the rest of a line longer than MAX_STDERR_LINE is dropped
+            while raw := pipe.readline(MAX_STDERR_LINE):
+                whole = raw.endswith(b"\n")
+                if not cut:
+                    line = raw.decode("utf-8", "replace").rstrip()
+                    if line:
+                        self.last_line = line[:300]
+                        more = "" if whole else " [line cut at 8 KB]"
+                        print(f"[{name}] {line}{more}", file=sys.stderr, flush=True)
+                cut = not whole
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+
+
+@dataclass
+class Started:
+    """A command started early: its process, for the first session, and its stderr relay."""
+
+    process: Any  # an anyio Process, as the SDK's stdio client makes it
+    relay: StderrRelay
+
+
+_started: dict[str, Started] = {}
+
+
+def command_line(entry: ServerEntry, base_dir: Any) -> tuple[str, list[str], str | None]:
+    """What runs *entry*'s command: through the shim (:mod:`.child`), and in which folder."""
+    assert entry.command
+    command, args = wrapped_command(entry.command, list(entry.args))
+    cwd = str((base_dir / entry.cwd).resolve()) if entry.cwd else None
+    return command, args, cwd
+
+
+async def start_commands(loaded: LoadedConfig) -> None:
+    """Start each enabled ``command:`` server now, as the SDK's stdio client would start it (its
+    own session and process group). One that cannot start is left to its supervisor, which
+    starts it again and says why."""
+    if sys.platform == "win32":  # (the SDK starts children in a Job Object there)
+        return
+    for name, entry in loaded.config.servers.items():
+        if not entry.enabled or not entry.command:
+            continue
+        command, args, cwd = command_line(entry, loaded.base_dir)
+        if cwd is not None and not os.path.isdir(cwd):
+            continue
+        relay = StderrRelay(name)
+        try:
+            process = await anyio.open_process(
+                [command, *args],
+                env={**os.environ, **entry.env},
+                stderr=relay.file,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError:
+            relay.close()
+            continue
+        _started[name] = Started(process, relay)
+
+
+def claim(name: str) -> Started | None:
+    """The command started early for mount *name*, taken (once), or None."""
+    return _started.pop(name, None)
+
+
+async def stop_unclaimed() -> None:
+    """Stop what no supervisor claimed (the launch ended before its servers were built)."""
+    unclaimed = list(_started.values())
+    _started.clear()
+    for started in unclaimed:
+        with contextlib.suppress(OSError):
+            os.killpg(started.process.pid, signal.SIGTERM)
+        with anyio.move_on_after(2), contextlib.suppress(Exception):
+            await started.process.aclose()
+        with contextlib.suppress(OSError):
+            os.killpg(started.process.pid, signal.SIGKILL)
+        started.relay.close()
