@@ -12,10 +12,11 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from helpers.differential import everything_argv, mount_config
 from helpers.launch import http_launcher, text_of
 from helpers.paths import SERVERS
 from helpers.processes import alive, descendant_pids
-from helpers.rpc import request
+from helpers.rpc import open_session, request, rpc
 from helpers.waiting import wait_for
 
 PROBE = SERVERS / "probe_server.py"
@@ -74,3 +75,33 @@ async def test_fifty_clients_coming_and_going_leave_nothing_behind(tmp_path: Pat
             'dpt_external_sessions_open{server="probe"} 0.0',
             'dpt_external_sessions_max{server="probe"} 8.0',
         ]
+
+
+@pytest.mark.slow  # a launcher and a node child per client
+def test_a_clients_task_lives_on_its_own_session_and_is_no_one_elses(tmp_path: Path) -> None:
+    """Over HTTP with ``sessions: per_client`` a task made by client A is asked about on A's own
+    upstream session (where the server made it); client B cannot see, read or cancel it."""
+    config = mount_config(
+        tmp_path / "tools.yaml",
+        everything_argv(),
+        mount="everything",
+        namespace="ev",
+        extra="sessions: per_client",
+    )
+    with http_launcher(config) as launched:
+        port = launched.port
+        a, b = open_session(port, client="a"), open_session(port, client="b")
+        call = {"name": "ev_simulate-research-query", "arguments": {"topic": "x"}, "task": {}}
+        created = rpc(port, "tools/call", call, session=a).message(1)
+        task_id = created["result"]["task"]["taskId"]
+        asked = {"taskId": task_id}
+        assert rpc(port, "tasks/get", asked, session=a).message(1)["result"]["taskId"] == task_id
+        for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+            refused = rpc(port, method, asked, session=b).message(1)
+            assert "unknown task" in refused["error"]["message"], refused
+        listed = rpc(port, "tasks/list", {}, session=b).message(1)["result"]["tasks"]
+        assert task_id not in {task["taskId"] for task in listed}
+        result = rpc(port, "tasks/result", asked, session=a).message(1)["result"]
+        assert result["content"][0]["type"] == "text"
+        mine = rpc(port, "tasks/list", {}, session=a).message(1)["result"]["tasks"]
+        assert task_id in {task["taskId"] for task in mine}

@@ -98,12 +98,18 @@ class Tasks:
         return result
 
     async def _ask(self, mount: Any, ctx: Any, params: dict[str, Any]) -> Any:
+        """Ask on the session the client's tasks live on: its own upstream session when the
+        server gives each client one (``sessions: per_client``), else the shared one."""
         supervisor = mount.supervisor
         try:
-            client = await supervisor.client()
+            own = await supervisor.own_session(ctx.session)
+            if own is not None and own.link is not None:
+                front, client = own.link, own.client
+            else:
+                front, client = supervisor.front, await supervisor.client()
         except ToolError as exc:  # (down, restarting: why)
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
-        with supervisor.front.calling(ctx.session, ctx.request_id):
+        with front.calling(ctx.session, ctx.request_id):
             return await send_raw_request(client, ctx.method, params)
 
 

@@ -41,7 +41,10 @@ def external(name: str, namespace: str, *, declares: bool = True) -> Any:
     async def client() -> Any:
         return name
 
-    supervisor = SimpleNamespace(front=front, client=client)
+    async def own_session(session: Any) -> None:
+        return None  # (the shared session serves every client here)
+
+    supervisor = SimpleNamespace(front=front, client=client, own_session=own_session)
     return SimpleNamespace(
         name=name, supervisor=supervisor, entry=SimpleNamespace(namespace=namespace)
     )
