@@ -18,7 +18,6 @@ from ..compose.pinning import check_findings
 from ..compose.profile_gate import install_profiles
 from ..compose.profile_names import plain_problems, profile_problems
 from ..compose.profiles import ProfileError, known_profiles
-from ..compose.reload import defer_sighup
 from ..config.schema import ConfigError, LoadedConfig
 from ..config.transport import TransportConfig
 from .report import print_check
@@ -31,8 +30,6 @@ log = logging.getLogger("dpt-launch")
 
 async def run(args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig) -> int:
     """Compose, then report (``--check``) or serve, all in one event loop."""
-    if not args.check:
-        defer_sighup()  # (a client's SIGHUP while external servers start must not end us)
     try:
         # stdout belongs to the protocol: a server that prints while it is imported or
         # built writes to stderr instead.

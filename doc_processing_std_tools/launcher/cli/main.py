@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from ... import __version__
 from ...shared.tool_call_logs import quiet_tool_call_logs
+from .. import hangups
 from ..calls.audit import stdout_taken
 from ..config.schema import ConfigError, LoadedConfig, load_config
 from ..config.transport import TransportConfig
@@ -275,6 +276,8 @@ async def _start_and_run(
     args: argparse.Namespace, loaded: LoadedConfig, transport: TransportConfig
 ) -> int:
     """Start the external commands, then import what serving needs while they boot, then run."""
+    if not args.check:
+        hangups.defer()  # (a client's SIGHUP while the servers start must not end us)
     await child_start.start_commands(loaded)
     try:
         # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio
 
 from ...seams.fastmcp_server import remove_provider
+from .. import hangups
 from ..config.schema import ConfigError, LauncherConfig, load_config
 from ..errors import LauncherError
 from .building import ServerStartError, build_servers
@@ -203,32 +204,15 @@ async def reload_now(composition: Composition) -> str:
         return line
 
 
-_hup_before_serving = False  # a SIGHUP came while the servers were starting
-
-
-def defer_sighup() -> None:
-    """Until :func:`watch` runs, a SIGHUP (whose default action ends the process) only asks for
-    a reload once serving starts."""
-    if hasattr(signal, "SIGHUP"):
-
-        def remember(signum: int, frame: object) -> None:
-            global _hup_before_serving
-            _hup_before_serving = True
-
-        signal.signal(signal.SIGHUP, remember)
-
-
 async def watch(composition: Composition) -> None:
     """Reload on SIGHUP, and when the config file's mtime changes if ``composition.watch``."""
-    global _hup_before_serving
     if composition.reload_lock is None:
         composition.reload_lock = anyio.Lock()
     async with anyio.create_task_group() as group:
         group.start_soon(_on_sighup, composition)
         if composition.watch:
             group.start_soon(_on_change, composition)
-        if _hup_before_serving:
-            _hup_before_serving = False
+        if hangups.take():  # (a SIGHUP while the servers started)
             await reload_now(composition)
 
 
