@@ -35,7 +35,6 @@ from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
 from ..transports.asgi import use_json_logs
 from ..transports.console import ConsoleSources
-from ..transports.http import serve_http
 from ..transports.stdio import stdio_streams
 
 if TYPE_CHECKING:
@@ -75,6 +74,10 @@ async def serve(
                 fleet = fleet_lock_in_use()
                 if fleet is not None:
                     metrics.gauges.fleet_lock_lost = lambda: fleet.lost_count
+        # here, not at the top: ~16 ms of uvicorn's protocols, h11 and the ASGI stack, paid
+        # only over HTTP
+        from ..transports.http import serve_http
+
         async with anyio.create_task_group() as group:
             group.start_soon(watch, composition)  # SIGHUP (and --watch) reload the config
             await serve_http(
