@@ -20,7 +20,6 @@ import re
 import threading
 from typing import Any
 
-
 # Concept -> the words and phrases that name it, comma-separated. Phrases are matched on
 # consecutive words, stop words included ("who am i"); words and phrases after stemming.
 LEXICON: dict[str, str] = {
