@@ -46,7 +46,9 @@ def test_first_stdio_list_imports_nothing_only_other_paths_need(tmp_path: Path) 
                 message("tools/list", {}, id=2),
             )
             tools = receive(proc, 2)["result"]["tools"]
-            imported = {line.rsplit("|", 1)[-1].strip() for line in imports.read_text().splitlines()}
+            imported = {
+                line.rsplit("|", 1)[-1].strip() for line in imports.read_text().splitlines()
+            }
         finally:
             assert proc.stdin is not None
             proc.stdin.close()
