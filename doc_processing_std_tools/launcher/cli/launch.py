@@ -87,7 +87,7 @@ async def _report_or_serve(
         findings += check_findings(composition)  # (definitions not as approved: pins)
         if not args.profile:
             findings += [("", "FAIL", why) for why in plain_problems(composition.mounts)]
-        # here, not at the top: ~3 ms of rich's tables, paid only by --check
+        # here, not at the top: ~2 ms of rich's tables, paid only by --check
         from .report import print_check
 
         print_check(loaded, composition, transport, findings)

@@ -261,7 +261,7 @@ _STEMMING = threading.Lock()  # a Snowball stemmer keeps the word it works on in
 
 @functools.cache
 def _english() -> Any:
-    # here, not at the top: ~18 ms of snowballstemmer (every language's stemmer), paid only by a search
+    # here, not at the top: ~11 ms of snowballstemmer (every language's stemmer), paid only by a search
     import snowballstemmer
 
     return snowballstemmer.stemmer("english")

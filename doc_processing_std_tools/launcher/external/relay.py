@@ -281,8 +281,8 @@ class ToolRelay:
             request.add_done_callback(_forget_abandoned)
             raise
         except MCPError as exc:
-            # here, not at the top: session_transports imports fastmcp's client (~100 ms of
-            # its auth and key_value), which a launcher without external servers never needs
+            # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
+            # auth module and key_value), which a launcher without external servers never needs
             from .session_transports import is_connection_loss
 
             error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
