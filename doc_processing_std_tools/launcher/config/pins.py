@@ -24,7 +24,7 @@ class PinsConfig(BaseModel):
     """``pins:``: ``block`` (the default) serves only approved definitions; ``warn`` serves the
     rest with a WARNING line. Without the lock file nothing is pinned; hidden text still counts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)  # (as StrictModel's)
 
     policy: PinsPolicy = DEFAULT_PINS_POLICY
     lock_file: str = Field(LOCK_FILE_NAME, min_length=1)  # relative to the config's folder

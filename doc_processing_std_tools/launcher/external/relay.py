@@ -33,7 +33,6 @@ from .fast_path import FastPath
 from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
 from .result_links import exposed_links
-from .session_transports import is_connection_loss
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
@@ -290,6 +289,10 @@ class ToolRelay:
             request.add_done_callback(_forget_abandoned)
             raise
         except MCPError as exc:
+            # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
+            # auth module and key_value), which a launcher without external servers never needs
+            from .session_transports import is_connection_loss
+
             error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
             passed = server_error({"error": error})
             if passed is not None and exc.code != CONNECTION_CLOSED and not is_connection_loss(exc):
