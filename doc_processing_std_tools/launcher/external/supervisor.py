@@ -33,12 +33,12 @@ from ...seams.fastmcp_server import client_log_level, request_sources
 from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
-from . import child_start
+from . import child_start, client_hello
 from .child_pipe import ChildPipe
 from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .per_client import OwnFront, client_key, lasting, own_client
+from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
 from .tokens import TokenStore
@@ -446,15 +446,11 @@ class Supervisor:
             if not usable(record, self.entry.url or ""):
                 self._needs_login = True
                 raise ExternalStartError(needs_login_line(self.name))
+        hello = await client_hello.client_params()  # (the stdio client's own, else None)
         transport = self.transport()
         self._http.clear()
         front = self.front
-        client = Client(
-            transport, mode="legacy", message_handler=self._handler(front), log_handler=front.log
-        )
-        answer_server_requests(
-            client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
-        )
+        client = self._shared_client(transport, hello)
         with anyio.fail_after(self.entry.start_timeout):
             await client.__aenter__()
         try:
@@ -488,6 +484,22 @@ class Supervisor:
                 self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
+
+    def _shared_client(
+        self, transport: Any, hello: dict[str, Any] | None
+    ) -> Client[ClientTransport]:
+        """The shared session's client: over stdio it tells the server what the one client said
+        in its ``initialize`` (*hello*); else the launcher's name, with every capability."""
+        front = self.front
+        handler = self._handler(front)
+        client = stdio_client(transport, front, handler, hello) if hello is not None else None
+        if client is not None:
+            return client
+        client = Client(transport, mode="legacy", message_handler=handler, log_handler=front.log)
+        answer_server_requests(
+            client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
+        )
+        return client
 
     def _handler(self, link: FrontLink) -> Callable[[Any], Any]:
         """The message handler of a session whose client side is *link*: a server's
