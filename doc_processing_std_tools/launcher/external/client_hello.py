@@ -67,7 +67,7 @@ def listen(grace: float, fd: int = 0) -> None:
     """Read the stdio client's first line from *fd* on the running loop, until serving takes
     stdin over; sessions wait for it at most *grace* seconds. A stdin the loop cannot poll (a
     regular file) is left alone."""
-    if not _pollable(fd):
+    if not pollable(fd):
         return
     loop = asyncio.get_running_loop()
     hello = _Hello(fd, loop, grace)
@@ -117,7 +117,7 @@ def _initialize_params(line: bytes) -> dict[str, Any] | None:
     return params if isinstance(params, dict) else None
 
 
-def _pollable(fd: int) -> bool:
+def pollable(fd: int) -> bool:
     """Whether the event loop can wait for *fd* (a pipe or socket; not a regular file)."""
     if not hasattr(select, "epoll"):
         return False

@@ -26,7 +26,6 @@ import asyncio
 import json
 import logging
 import os
-import select
 import sys
 import threading
 from collections import deque
@@ -167,7 +166,7 @@ async def stdio_streams(
         async with anyio.create_task_group() as group:
             if fast is not None:
                 fast.bind(group, writer.put, writer.expect, writer.answered)
-            if _pollable(wire.stdin):
+            if client_hello.pollable(wire.stdin):
                 group.start_soon(
                     _pump_on_loop, wire.stdin, read_send, writer, handshake, on_eof, fast, first
                 )
@@ -231,18 +230,6 @@ def _route(line: bytes, writer: LineWriter, handshake: _Handshake, fast: FastPat
         if isinstance(cancelled, str | int):  # (a list or an object names no request)
             writer.answered(cancelled)
     return SessionMessage(message)
-
-
-def _pollable(fd: int) -> bool:
-    """Whether the event loop can wait for *fd* (a pipe or socket; not a regular file)."""
-    if not hasattr(select, "epoll"):
-        return False  # elsewhere the reader thread serves every kind of stdin
-    try:
-        with select.epoll() as probe:
-            probe.register(fd, select.EPOLLIN)
-    except OSError:
-        return False
-    return True
 
 
 async def _pump_on_loop(
