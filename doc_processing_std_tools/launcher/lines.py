@@ -115,9 +115,11 @@ def _head_of(parts: list[bytes], tail: bytes) -> bytes:
     return bytes(head)
 
 
-def read_lines(fd: int) -> Iterator[bytes]:
-    """The lines of *fd* (without their ``\\n``), until EOF; linear in their length."""
+def read_lines(fd: int, first: bytes = b"") -> Iterator[bytes]:
+    """The lines of *first* then of *fd* (without their ``\\n``), until EOF; linear in their
+    length."""
     buffer = LineBuffer()
+    yield from buffer.feed(first)
     while (lines := buffer.read(fd)) is not None:
         yield from lines
     if (rest := buffer.rest()) is not None:

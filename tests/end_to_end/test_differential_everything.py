@@ -299,17 +299,8 @@ async def test_prompt_errors_keep_the_childs_code_message_and_data(
 
 
 async def test_tool_list_follows_the_clients_capabilities(
-    pair_http_fast: tuple[Endpoint, Endpoint], request: pytest.FixtureRequest
+    pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
-    if pair_http_fast[1].transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue #34 row 5 over stdio: the launcher's one session to the child is "
-                "initialized before the client connects, with every capability (17 tools, not 13)",
-            )
-        )
-
     async def scenario(run: Run) -> None:
         async with run.client("client", ClientSpec()) as client:
             await client.list_tools()

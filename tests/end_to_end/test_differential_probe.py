@@ -130,19 +130,7 @@ def test_names_and_volatile_values_map_back() -> None:
 # --- issue 34, rows 5 and 6: what the child is told ---------------------------------------------
 
 
-async def test_the_child_is_told_who_its_client_is(
-    mounted: Endpoint, request: pytest.FixtureRequest
-) -> None:
-    if mounted.transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "issue #34 rows 5-6 over stdio: the launcher's one session to the child is initialized before the client connects, so the child sees fastmcp's clientInfo and capabilities"
-                ),
-            )
-        )
-
+async def test_the_child_is_told_who_its_client_is(mounted: Endpoint) -> None:
     async def scenario(run: Run) -> None:
         async with run.client("client", SPEC) as client:
             await client.call("seen", {"what": "clientInfo"})

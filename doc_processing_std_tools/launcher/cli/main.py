@@ -24,7 +24,7 @@ from .. import hangups
 from ..calls.audit import stdout_taken
 from ..config.schema import ConfigError, LoadedConfig, load_config
 from ..config.transport import TransportConfig
-from ..external import child_start
+from ..external import child_start, client_hello
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -278,6 +278,8 @@ async def _start_and_run(
     """Start the external commands, then import what serving needs while they boot, then run."""
     if not args.check:
         hangups.defer()  # (a client's SIGHUP while the servers start must not end us)
+    if not args.check and transport.type == "stdio":  # (one client: its initialize, early)
+        client_hello.listen(loaded.config.start_grace)
     await child_start.start_commands(loaded)
     try:
         # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which
@@ -288,6 +290,7 @@ async def _start_and_run(
         return await run(args, loaded, transport)
     finally:
         await child_start.stop_unclaimed()
+        client_hello.forget()
 
 
 def _first_leaf(exc: BaseException) -> BaseException:

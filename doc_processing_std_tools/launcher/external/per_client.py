@@ -84,13 +84,44 @@ def own_client(transport: Any, link: OwnFront, message_handler: Any) -> Client[C
     params = getattr(link.connection, "client_params", None)
     info = getattr(params, "client_info", None)
     declared = getattr(link.connection, "client_capabilities", None)
-    declared = declared if isinstance(declared, mcp_types.ClientCapabilities) else None
+    return declaring_client(
+        transport,
+        link,
+        message_handler,
+        info if isinstance(info, mcp_types.Implementation) else None,
+        declared if isinstance(declared, mcp_types.ClientCapabilities) else None,
+    )
+
+
+def stdio_client(
+    transport: Any, link: FrontLink, message_handler: Any, params: dict[str, Any]
+) -> Client[ClientTransport] | None:
+    """A client for the supervisor's own session that tells the server what the stdio client
+    said in its ``initialize`` (*params*, as read off the wire: :mod:`.client_hello`); None when
+    they do not validate (the launcher's own name and capabilities then)."""
+    try:
+        declared = mcp_types.ClientCapabilities.model_validate(params.get("capabilities") or {})
+        info = mcp_types.Implementation.model_validate(params.get("clientInfo"))
+    except ValueError:
+        return None
+    return declaring_client(transport, link, message_handler, info, declared)
+
+
+def declaring_client(
+    transport: Any,
+    link: FrontLink,
+    message_handler: Any,
+    info: mcp_types.Implementation | None,
+    declared: mcp_types.ClientCapabilities | None,
+) -> Client[ClientTransport]:
+    """A client whose ``initialize`` says *info* and declares what *declared* does (sampling,
+    elicitation, roots), each answered through *link*."""
     client: Client[ClientTransport] = Client(
         transport,
         mode="legacy",
         message_handler=message_handler,
         log_handler=link.log,
-        client_info=info if isinstance(info, mcp_types.Implementation) else None,
+        client_info=info,
     )
     sampling = declared.sampling if declared is not None else None
     answer_server_requests(

@@ -26,19 +26,19 @@ import anyio
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
-from fastmcp.server.providers.proxy import FastMCPProxy
+from fastmcp.server.providers.proxy import FastMCPProxy, ProxyProvider, ProxyTool
 
 from ...seams.client_sessions import answer_server_requests, requests_in_flight, send_raw_request
 from ...seams.fastmcp_server import client_log_level, request_sources
 from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
-from . import child_start
+from . import child_start, client_hello
 from .child_pipe import ChildPipe
 from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .per_client import OwnFront, client_key, lasting, own_client
+from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
 from .tokens import TokenStore
@@ -326,7 +326,15 @@ class Supervisor:
         return line
 
     def proxy(self) -> FastMCP:
-        return FastMCPProxy(client_factory=self.client, name=self.name)
+        """The server's tools, prompts and resources as fastmcp's proxy serves them; under a
+        namespace, a name the server did not list is asked of it (:class:`AskingProxyProvider`;
+        without one, every other server's names would reach it)."""
+        proxy = FastMCPProxy(client_factory=self.client, name=self.name)
+        for provider in proxy.providers:
+            # (fastmcp makes it inside; the subclass adds no state)
+            if self.entry.namespace and type(provider) is ProxyProvider:
+                provider.__class__ = AskingProxyProvider
+        return proxy
 
     async def wait_started(self) -> None:
         """Until the first session is up; raises :class:`ExternalStartError` if it failed."""
@@ -446,15 +454,11 @@ class Supervisor:
             if not usable(record, self.entry.url or ""):
                 self._needs_login = True
                 raise ExternalStartError(needs_login_line(self.name))
+        hello = await client_hello.client_params()  # (the stdio client's own, else None)
         transport = self.transport()
         self._http.clear()
         front = self.front
-        client = Client(
-            transport, mode="legacy", message_handler=self._handler(front), log_handler=front.log
-        )
-        answer_server_requests(
-            client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
-        )
+        client = self._shared_client(transport, hello)
         with anyio.fail_after(self.entry.start_timeout):
             await client.__aenter__()
         try:
@@ -488,6 +492,22 @@ class Supervisor:
                 self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
+
+    def _shared_client(
+        self, transport: Any, hello: dict[str, Any] | None
+    ) -> Client[ClientTransport]:
+        """The shared session's client: over stdio it tells the server what the one client said
+        in its ``initialize`` (*hello*); else the launcher's name, with every capability."""
+        front = self.front
+        handler = self._handler(front)
+        client = stdio_client(transport, front, handler, hello) if hello is not None else None
+        if client is not None:
+            return client
+        client = Client(transport, mode="legacy", message_handler=handler, log_handler=front.log)
+        answer_server_requests(
+            client, sampling=front.sampling, elicitation=front.elicitation, roots=front.roots
+        )
+        return client
 
     def _handler(self, link: FrontLink) -> Callable[[Any], Any]:
         """The message handler of a session whose client side is *link*: a server's
@@ -558,3 +578,22 @@ class Supervisor:
                 os.killpg(early.process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()
+
+
+class AskingProxyProvider(ProxyProvider):
+    """fastmcp's proxy provider, except that a call to a tool under the server's namespace that
+    it did not list (to this session's client: one without roots is not shown
+    ``get-roots-list``) is still asked of it, which answers as on a direct connection (its own
+    "not found", say). The mount's rules still apply: only names they admit get here, under
+    their policy."""
+
+    async def _get_tool(self, name: str, version: Any = None) -> Any:
+        tool = await super()._get_tool(name, version)
+        if tool is not None or version is not None:
+            return tool
+        return ProxyTool(
+            client_factory=self.client_factory,
+            identity=self.identity,
+            name=name,
+            parameters={"type": "object"},
+        )

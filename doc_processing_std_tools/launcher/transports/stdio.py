@@ -26,7 +26,6 @@ import asyncio
 import json
 import logging
 import os
-import select
 import sys
 import threading
 from collections import deque
@@ -40,6 +39,7 @@ import anyio.lowlevel
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
 
+from ..external import client_hello
 from ..lines import LineBuffer, read_lines
 from .identity import note_stdio_client
 from .line_writer import LineWriter
@@ -152,7 +152,9 @@ async def stdio_streams(
     The read stream ends at stdin's EOF (after calling *on_eof*, from the reader thread). Leaving the context writes what is queued
     (for up to :data:`FLUSH_TIMEOUT` seconds) and gives fd 0 and 1 back. Lines that *fast*
     takes (relayed calls to external stdio servers) are served by it and never reach the SDK.
+    What was read of stdin before serving (:mod:`..external.client_hello`) is served first.
     """
+    first = client_hello.take()
     wire = _Wire()
     wire.claim()
     writer = LineWriter(wire.stdout)
@@ -164,14 +166,14 @@ async def stdio_streams(
         async with anyio.create_task_group() as group:
             if fast is not None:
                 fast.bind(group, writer.put, writer.expect, writer.answered)
-            if _pollable(wire.stdin):
+            if client_hello.pollable(wire.stdin):
                 group.start_soon(
-                    _pump_on_loop, wire.stdin, read_send, writer, handshake, on_eof, fast
+                    _pump_on_loop, wire.stdin, read_send, writer, handshake, on_eof, fast, first
                 )
             else:
                 threading.Thread(
                     target=_pump,
-                    args=(wire.stdin, read_send, writer, handshake, token, on_eof, fast),
+                    args=(wire.stdin, read_send, writer, handshake, token, on_eof, fast, first),
                     name="dpt-launch stdin",
                     daemon=True,
                 ).start()
@@ -230,18 +232,6 @@ def _route(line: bytes, writer: LineWriter, handshake: _Handshake, fast: FastPat
     return SessionMessage(message)
 
 
-def _pollable(fd: int) -> bool:
-    """Whether the event loop can wait for *fd* (a pipe or socket; not a regular file)."""
-    if not hasattr(select, "epoll"):
-        return False  # elsewhere the reader thread serves every kind of stdin
-    try:
-        with select.epoll() as probe:
-            probe.register(fd, select.EPOLLIN)
-    except OSError:
-        return False
-    return True
-
-
 async def _pump_on_loop(
     fd: int,
     send: MemoryObjectSendStream[SessionMessage | Exception],
@@ -249,6 +239,7 @@ async def _pump_on_loop(
     handshake: _Handshake,
     on_eof: Callable[[], None] | None,
     fast: FastPath | None,
+    first: bytes = b"",
 ) -> None:
     """Read stdin on the event loop, from a reader callback that stays registered: no thread
     hop and no task wake-up per message. Lines the fast path takes are served from the
@@ -268,14 +259,17 @@ async def _pump_on_loop(
             loop.remove_reader(fd)
         registered = on
 
-    def readable() -> None:
+    def readable(given: list[bytes] | None = None) -> None:
         nonlocal ended
-        try:
-            lines = buffer.read(fd)  # readable: returns at once
-        except BlockingIOError:
-            return
-        except OSError:  # stdin broke: as good as its end
-            lines = None
+        if given is not None:
+            lines: list[bytes] | None = given
+        else:
+            try:
+                lines = buffer.read(fd)  # readable: returns at once
+            except BlockingIOError:
+                return
+            except OSError:  # stdin broke: as good as its end
+                lines = None
         if ended := lines is None:
             lines = [rest] if (rest := buffer.rest()) else []
         for line in lines:
@@ -289,7 +283,10 @@ async def _pump_on_loop(
 
     try:
         async with send:
-            reading(True)
+            if first:  # (read before serving: the client's initialize, maybe more)
+                readable(buffer.feed(first))
+            if not waiting:
+                reading(True)
             while True:
                 await wake.wait()
                 wake.clear()
@@ -316,11 +313,12 @@ def _pump(
     token: object,
     on_eof: Callable[[], None] | None,
     fast: FastPath | None = None,
+    first: bytes = b"",
 ) -> None:
     """Reader thread (stdin the loop cannot wait for): validate each line; hand messages to
     the loop, answer the rest."""
     try:
-        for line in read_lines(fd):
+        for line in read_lines(fd, first):
             if fast is not None and fast.take(line):
                 continue  # a relayed call (or its cancellation): served without the SDK
             if (message := _route(line, writer, handshake, fast)) is not None:
