@@ -326,13 +326,9 @@ class Supervisor:
         return line
 
     def proxy(self) -> FastMCP:
-        """The server's tools, prompts and resources as fastmcp's proxy serves them; under a
-        namespace, a name the server did not list is asked of it (:class:`AskingProxyProvider`;
-        without one, every other server's names would reach it)."""
         proxy = FastMCPProxy(client_factory=self.client, name=self.name)
         for provider in proxy.providers:
-            # (fastmcp makes it inside; the subclass adds no state)
-            if self.entry.namespace and type(provider) is ProxyProvider:
+            if type(provider) is ProxyProvider:  # (fastmcp makes it inside; no state added)
                 provider.__class__ = AskingProxyProvider
         return proxy
 
@@ -581,11 +577,10 @@ class Supervisor:
 
 
 class AskingProxyProvider(ProxyProvider):
-    """fastmcp's proxy provider, except that a call to a tool under the server's namespace that
-    it did not list (to this session's client: one without roots is not shown
-    ``get-roots-list``) is still asked of it, which answers as on a direct connection (its own
-    "not found", say). The mount's rules still apply: only names they admit get here, under
-    their policy."""
+    """fastmcp's proxy provider, except that a call to a tool the server did not list (to this
+    session's client: one without roots is not shown ``get-roots-list``) is still asked of the
+    server, which answers it as it would on a direct connection (its own "not found", say).
+    The mount's rules still apply: only names they admit get here, under their policy."""
 
     async def _get_tool(self, name: str, version: Any = None) -> Any:
         tool = await super()._get_tool(name, version)
