@@ -26,7 +26,7 @@ import anyio
 from fastmcp import Client, FastMCP
 from fastmcp.client.transports import ClientTransport
 from fastmcp.exceptions import ToolError
-from fastmcp.server.providers.proxy import FastMCPProxy, ProxyProvider, ProxyTool
+from fastmcp.server.providers.proxy import FastMCPProxy
 
 from ...seams.client_sessions import answer_server_requests, requests_in_flight, send_raw_request
 from ...seams.fastmcp_server import client_log_level, request_sources
@@ -326,11 +326,7 @@ class Supervisor:
         return line
 
     def proxy(self) -> FastMCP:
-        proxy = FastMCPProxy(client_factory=self.client, name=self.name)
-        for provider in proxy.providers:
-            if type(provider) is ProxyProvider:  # (fastmcp makes it inside; no state added)
-                provider.__class__ = AskingProxyProvider
-        return proxy
+        return FastMCPProxy(client_factory=self.client, name=self.name)
 
     async def wait_started(self) -> None:
         """Until the first session is up; raises :class:`ExternalStartError` if it failed."""
@@ -574,21 +570,3 @@ class Supervisor:
                 os.killpg(early.process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()
-
-
-class AskingProxyProvider(ProxyProvider):
-    """fastmcp's proxy provider, except that a call to a tool the server did not list (to this
-    session's client: one without roots is not shown ``get-roots-list``) is still asked of the
-    server, which answers it as it would on a direct connection (its own "not found", say).
-    The mount's rules still apply: only names they admit get here, under their policy."""
-
-    async def _get_tool(self, name: str, version: Any = None) -> Any:
-        tool = await super()._get_tool(name, version)
-        if tool is not None or version is not None:
-            return tool
-        return ProxyTool(
-            client_factory=self.client_factory,
-            identity=self.identity,
-            name=name,
-            parameters={"type": "object"},
-        )
