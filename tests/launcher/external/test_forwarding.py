@@ -113,14 +113,23 @@ async def test_sampling_elicitation_and_roots_reach_the_client_and_its_answers_c
 
 
 @pytest.mark.slow
-async def test_children_are_initialized_declaring_what_the_launcher_forwards(
+async def test_children_are_initialized_declaring_what_the_stdio_client_declared(
     write_config: Any,
 ) -> None:
+    """Over stdio the one client's session is the child's: the child is told exactly the
+    capabilities that client declared (issue #34), not everything the launcher could forward."""
     async with launched(asker_config(write_config)) as session:
-        declared = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
-    assert declared["sampling"] == {"tools": {}}
-    assert "elicitation" in declared
-    assert declared["roots"] == {"listChanged": True}
+        bare = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
+    assert not {"sampling", "elicitation", "roots"} & set(bare), bare
+    async with launched(
+        asker_config(write_config),
+        sampling_callback=sampled,
+        elicitation_callback=elicited,
+        list_roots_callback=listed_roots,
+    ) as session:
+        full = json.loads(text_of(await session.call_tool("ask_client_capabilities", {})))
+    assert "sampling" in full and "elicitation" in full
+    assert full["roots"] == {"listChanged": True}
 
 
 @pytest.mark.slow
@@ -145,11 +154,12 @@ async def test_a_client_without_a_capability_gives_the_child_the_error_it_gives_
 
 @pytest.mark.slow
 async def test_a_client_without_roots_shares_no_folder_with_the_child(write_config: Any) -> None:
-    """Alone, a server does not ask a client that declared no roots, and serves as with none:
-    through the launcher (which declares roots to its children) it gets an empty list, not an
-    error that would fail its tools."""
+    """A client that declared no roots: the child is told none were declared and answers as it
+    does alone (no folder of anyone's reaches it)."""
+    async with alone() as session:
+        expected = text_of(await session.call_tool("roots", {}))
     async with launched(asker_config(write_config)) as session:
-        assert text_of(await session.call_tool("ask_roots", {})) == ""
+        assert text_of(await session.call_tool("ask_roots", {})) == expected
 
 
 @pytest.mark.slow
