@@ -40,8 +40,8 @@ from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
-from .spare import Spare
 from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
+from .spare import Spare
 from .tokens import TokenStore
 from .wording import ExternalStartError, shown_url
 
