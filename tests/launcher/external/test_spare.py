@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.launcher.config.schema import load_config
+from doc_processing_std_tools.launcher.external.child_start import stop_process
 from doc_processing_std_tools.launcher.external.spare import Spare
 from helpers.paths import SERVERS
 from helpers.processes import alive
@@ -37,8 +38,7 @@ async def test_a_spare_is_taken_while_running_dropped_when_dead_and_reaped_on_cl
         assert spare.spawned == 1
         taken = spare.take(tasks)
         assert taken is not None and taken.returncode is None and spare.process is None
-        taken.kill()
-        await taken.wait()
+        await stop_process(taken)  # (a session would stop it: here nothing else does)
 
         spare.refill(tasks)
         await until(lambda: spare.process is not None, "a new spare started")
