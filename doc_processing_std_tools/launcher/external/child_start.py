@@ -110,10 +110,18 @@ async def stop_unclaimed() -> None:
     unclaimed = list(_started.values())
     _started.clear()
     for started in unclaimed:
-        with contextlib.suppress(OSError):
-            os.killpg(started.process.pid, signal.SIGTERM)
-        with anyio.move_on_after(2), contextlib.suppress(Exception):
-            await started.process.aclose()
-        with contextlib.suppress(OSError):
-            os.killpg(started.process.pid, signal.SIGKILL)
+        await stop_process(started.process)
         started.relay.close()
+
+
+async def stop_process(process: Any) -> None:
+    """Stop a process started ahead and never given a session, with its process group: SIGTERM,
+    up to 2 s, SIGKILL; it is reaped."""
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGTERM)
+    with anyio.move_on_after(2), contextlib.suppress(Exception):
+        await process.aclose()
+    with contextlib.suppress(OSError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with anyio.move_on_after(1), contextlib.suppress(Exception):
+        await process.wait()
