@@ -29,6 +29,14 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def started_at(pid: int) -> int:
+    """When *pid* started, in clock ticks since boot (to order processes; 0 when it is gone)."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def cmdline(pid: int) -> str:
     """*pid*'s command line, its arguments joined by spaces ("" when it is gone)."""
     try:

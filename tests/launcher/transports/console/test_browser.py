@@ -32,7 +32,7 @@ from helpers.console import (
 )
 from helpers.oauth import start_oauth_server
 from helpers.paths import SERVERS
-from helpers.processes import child_pids, cmdline
+from helpers.processes import child_pids, cmdline, started_at
 from helpers.waiting import WAIT
 
 TIMEOUT_MS = 30_000
@@ -203,8 +203,12 @@ def test_a_killed_server_restarts_and_an_oauth_server_is_logged_in_by_its_button
             check_page(page)
             screenshot(page, "servers", shots := tmp_path / "shots")
 
-            [child] = [p for p in child_pids(daemon.proc.pid) if "external_server.py" in cmdline(p)]
-            os.kill(child, signal.SIGKILL)
+            # (the server's session's child is the first started; a spare, started once it was
+            # up, waits for an HTTP client of its own)
+            children = [
+                p for p in child_pids(daemon.proc.pid) if "external_server.py" in cmdline(p)
+            ]
+            os.kill(min(children, key=started_at), signal.SIGKILL)
             reload_until(page, "ext", "restarting")
             assert "restarting" in page.locator('tr[data-server="ext"]').inner_text()
             reload_until(page, "ext", "up")
