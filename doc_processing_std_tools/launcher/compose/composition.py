@@ -348,7 +348,6 @@ async def compose(
         if not stdio_client:  # (servers asking for roots at their start wait for none)
             registry.fronts.no_lone_client()
         registry.fronts.own_sessions = not one_shot
-        registry.fronts.spares = not stdio_client and not one_shot
         built, skipped = await build_servers(
             loaded, group, sessions, strict=strict, only=only, fronts=registry.fronts, grace=grace
         )

@@ -22,13 +22,6 @@ EXIT_POLL = 0.5  # seconds between looks at whether the command exited
 LEFTOVER_GRACE = 1.0  # seconds what the command left in its group has after SIGTERM
 
 
-async def spawn_child(
-    command: str, args: list[str], env: dict[str, str], cwd: str | None, errlog: TextIO
-) -> Any:
-    """Start *command* as the SDK's stdio client would, *env* over its default environment."""
-    return await spawn_stdio_child(command, args, get_default_environment() | env, errlog, cwd)
-
-
 @asynccontextmanager
 async def open_child(
     command: str,
@@ -47,7 +40,9 @@ async def open_child(
     terminated, then killed.
     """
     if process is None:
-        process = await spawn_child(command, args, env, cwd, errlog)
+        process = await spawn_stdio_child(
+            command, args, get_default_environment() | env, errlog, cwd
+        )
     pipe = ChildPipe(process, max_line, name)
     read_send, read_receive = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_receive = anyio.create_memory_object_stream[SessionMessage](0)

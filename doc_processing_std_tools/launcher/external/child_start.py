@@ -110,18 +110,10 @@ async def stop_unclaimed() -> None:
     unclaimed = list(_started.values())
     _started.clear()
     for started in unclaimed:
-        await stop_process(started.process)
+        with contextlib.suppress(OSError):
+            os.killpg(started.process.pid, signal.SIGTERM)
+        with anyio.move_on_after(2), contextlib.suppress(Exception):
+            await started.process.aclose()
+        with contextlib.suppress(OSError):
+            os.killpg(started.process.pid, signal.SIGKILL)
         started.relay.close()
-
-
-async def stop_process(process: Any) -> None:
-    """Stop a process started ahead and never given a session, with its process group: SIGTERM,
-    up to 2 s, SIGKILL; it is reaped."""
-    with contextlib.suppress(OSError):
-        os.killpg(process.pid, signal.SIGTERM)
-    with anyio.move_on_after(2), contextlib.suppress(Exception):
-        await process.aclose()
-    with contextlib.suppress(OSError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with anyio.move_on_after(1), contextlib.suppress(Exception):
-        await process.wait()

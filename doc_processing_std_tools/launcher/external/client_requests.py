@@ -75,8 +75,6 @@ class Fronts:
         # client sessions may have sessions of their own (sessions: per_client); not when only
         # the launcher itself lists and calls (--check, the tools and call verbs)
         self.own_sessions = True
-        # servers with sessions per client keep a spare child started ahead (serving HTTP only)
-        self.spares = False
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
 

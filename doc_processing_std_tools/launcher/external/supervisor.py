@@ -41,7 +41,6 @@ from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
-from .spare import Spare
 from .tokens import TokenStore
 from .wording import ExternalStartError, shown_url
 
@@ -110,8 +109,6 @@ class Supervisor:
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
         self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
-        # a child started ahead for the next client's own session (serving HTTP, per_client)
-        self.spare: Spare | None = None
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
         self.front.fronts.servers.add(self)
@@ -233,13 +230,9 @@ class Supervisor:
         known = self.pool.get(key)
         # (read before it opens: a level set meanwhile is told by set_level itself)
         level = client_log_level(front) if with_level and known is None else None
-        try:
-            session = await self.pool.session(
-                key, lambda pooled: self._open_own(pooled, front), what="a client session"
-            )
-        finally:
-            if known is None and self.spare is not None:  # (once the session opened, or not)
-                self.spare.refill(self.pool.tasks)
+        session = await self.pool.session(
+            key, lambda pooled: self._open_own(pooled, front), what="a client session"
+        )
         SERVED_BY.set((self, key))  # (its call's failure is this session's: call_failed)
         if known is None:
             self._close_with(front, key)
@@ -263,8 +256,7 @@ class Supervisor:
 
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
-        spare = self.spare.take(self.pool.tasks) if self.spare is not None else None
-        pooled.transport = self.transport(process=spare)
+        pooled.transport = self.transport()
         return own_client(pooled.transport, link, self._handler(link))
 
     def _close_with(self, front: Any, key: str) -> None:
@@ -367,8 +359,6 @@ class Supervisor:
                 self._set("failed")
         finally:
             await self._close_listing()
-            if self.spare is not None:
-                await self.spare.close()
             self.close()
 
     async def _keep(self) -> None:
@@ -481,7 +471,6 @@ class Supervisor:
             self._lost = anyio.Event()
             self._set("up")
             await front.resubscribe()
-            self._keep_spare()
             if came_back and self.on_list_changed is not None:
                 self.on_list_changed()  # (its tools may differ from the cached list)
             why = await self._watch(client)
@@ -495,19 +484,6 @@ class Supervisor:
                 self._set("restarting")
             with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
                 await client.__aexit__(None, None, None)
-
-    def _keep_spare(self) -> None:
-        """Serving HTTP, a ``command:`` server with sessions per client keeps a spare child."""
-        if not (
-            self.entry.command
-            and self.entry.session_mode == "per_client"
-            and self.front.fronts.spares
-            and self.relay is not None
-        ):
-            return
-        if self.spare is None:
-            self.spare = Spare(self.name, self.entry, self.base_dir, self.relay.file)
-        self.spare.refill(self.pool.tasks)
 
     def _shared_client(
         self, transport: Any, hello: dict[str, Any] | None
@@ -575,16 +551,14 @@ class Supervisor:
             except Exception:
                 return ""
 
-    def transport(self, auth: Any = None, process: Any = None) -> Any:
-        """The session's transport; *auth*: a user's OAuth (else the launcher's own login);
-        *process*: a command's process started already (the spare)."""
+    def transport(self, auth: Any = None) -> Any:
+        """The session's transport; *auth*: a user's OAuth (else the launcher's own login)."""
         if auth is None and self.entry.url and self.entry.auth is not None:
             auth = serving_auth(
                 self.name, self.entry, self.store, on_needs_login=self._login_missing
             )
         early, self._early = self._early, None
-        if early is not None:
-            process = early.process
+        process = early.process if early is not None else None
         return session_transport(
             self.name, self.entry, self.base_dir, self.relay, self._http, auth, process
         )
