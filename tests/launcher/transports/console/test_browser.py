@@ -203,8 +203,8 @@ def test_a_killed_server_restarts_and_an_oauth_server_is_logged_in_by_its_button
             check_page(page)
             screenshot(page, "servers", shots := tmp_path / "shots")
 
-            # (the server's session's child is the first started; a spare, started once it was
-            # up, waits for an HTTP client of its own)
+            # (the server's session's child is the first started; a client's own session
+            # would have one of its own)
             children = [
                 p for p in child_pids(daemon.proc.pid) if "external_server.py" in cmdline(p)
             ]
