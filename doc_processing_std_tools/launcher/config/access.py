@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from .model_base import StrictModel
+from .model_base import OneOrMany, StrictModel
 
 CLAIM_NAME = r"^[A-Za-z0-9_.:/-]{1,100}$"
 
@@ -24,21 +24,16 @@ class AccessRule(StrictModel):
     it allows. Every condition given must hold; a list matches when any of its globs does."""
 
     # who: globs on the caller's name (a JWT's ``sub``, a static token's ``token-N``)
-    users: list[str] | None = None
+    users: OneOrMany | None = None
     # who: a JWT claim's globs (``groups: [admins]``); a list claim matches when any item does
     claims: dict[str, list[str]] = Field(default_factory=dict)
     # what: globs on mount names (``servers.<name>``)
-    servers: list[str] = Field(default_factory=lambda: ["*"])
+    servers: OneOrMany = Field(default_factory=lambda: ["*"])
     # what: globs on tools' exposed names (the composition's, before a profile renames them)
-    tools: list[str] = Field(default_factory=lambda: ["*"])
-    exclude: list[str] = Field(default_factory=list)  # globs on exposed names, taken back out
+    tools: OneOrMany = Field(default_factory=lambda: ["*"])
+    exclude: OneOrMany = Field(default_factory=list)  # globs on exposed names, taken back out
     # what: globs on profile names (``/mcp/NAME``, or the launch's ``--profile``)
-    profiles: list[str] = Field(default_factory=lambda: ["*"])
-
-    @field_validator("users", "servers", "tools", "exclude", "profiles", mode="before")
-    @classmethod
-    def _one_glob(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
+    profiles: OneOrMany = Field(default_factory=lambda: ["*"])
 
     @field_validator("claims", mode="before")
     @classmethod

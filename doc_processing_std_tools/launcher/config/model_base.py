@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+
+def one_or_many(value: Any) -> Any:
+    """A lone string where a list of strings is asked for: the list of that one."""
+    return [value] if isinstance(value, str) else value
+
+
+# A list of strings a config may also write as one string (``users: alice``).
+OneOrMany = Annotated[list[str], BeforeValidator(one_or_many)]
 
 
 class StrictModel(BaseModel):

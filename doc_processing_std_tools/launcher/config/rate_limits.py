@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from .model_base import StrictModel
+from .model_base import OneOrMany, StrictModel
 
 RATE_UNITS = {"s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0, "hour": 3600.0}
 
@@ -15,16 +15,11 @@ class RateLimitRule(StrictModel):
     """One rate limit (``rate_limits:``): a token bucket of *rate* and *burst* for the calls
     whose tool and caller match (docs/trust.md#rate-limits)."""
 
-    tools: list[str] = Field(default_factory=lambda: ["*"])  # globs on the names clients see
-    users: list[str] = Field(default_factory=lambda: ["*"])  # globs on who is calling
+    tools: OneOrMany = Field(default_factory=lambda: ["*"])  # globs on the names clients see
+    users: OneOrMany = Field(default_factory=lambda: ["*"])  # globs on who is calling
     rate: str  # calls per unit: "10/s", "100/min", "1000/h"
     burst: int | None = Field(None, ge=1)  # calls at once (default: the count of rate)
     per: Literal["user", "tool", "user_tool", "everyone"] = "user"  # who shares a bucket
-
-    @field_validator("tools", "users", mode="before")
-    @classmethod
-    def _one_glob(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
 
     @field_validator("rate", mode="before")
     @classmethod

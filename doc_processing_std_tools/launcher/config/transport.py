@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from .model_base import StrictModel, http_url
+from .model_base import OneOrMany, StrictModel, http_url
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -36,7 +36,7 @@ class JwtAuthConfig(StrictModel):
 
     jwks_uri: str
     issuer: str
-    audience: list[str]
+    audience: OneOrMany
     required_scopes: list[str] = Field(default_factory=list)
     algorithm: JwtAlgorithm = "RS256"
     # The MCP endpoint's public URL, for the protected-resource metadata (RFC 9728);
@@ -56,11 +56,6 @@ class JwtAuthConfig(StrictModel):
     @classmethod
     def _an_http_url(cls, value: str | None) -> str | None:
         return value if value is None else http_url(value, secure=False)
-
-    @field_validator("audience", mode="before")
-    @classmethod
-    def _one_or_many(cls, value: Any) -> Any:
-        return [value] if isinstance(value, str) else value
 
     @field_validator("audience")
     @classmethod
