@@ -56,6 +56,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -144,9 +145,10 @@ def bench_import(rounds: int) -> dict[str, float]:
 # -- 2. time to first tools/list ------------------------------------------------------
 
 
-def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Spawn, initialize, send tools/list, wait for its answer (raw JSON-RPC over pipes)."""
-    start = time.perf_counter()
+def spawn_asking(
+    command: list[str], cwd: Path, env: dict[str, str], request: dict[str, Any]
+) -> subprocess.Popen[bytes]:
+    """Spawn a stdio server and send, at once, initialize, initialized and *request* (id 2)."""
     proc = subprocess.Popen(
         command,
         stdin=subprocess.PIPE,
@@ -159,8 +161,15 @@ def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> fl
         proc,
         message("initialize", initialize_params("bench"), id=1),
         message("notifications/initialized"),
-        message("tools/list", {}, id=2),
+        request,
     )
+    return proc
+
+
+def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> float:
+    """Spawn, initialize, send tools/list, wait for its answer (raw JSON-RPC over pipes)."""
+    start = time.perf_counter()
+    proc = spawn_asking(command, cwd, env, message("tools/list", {}, id=2))
     receive(proc, 2)
     elapsed = time.perf_counter() - start
     proc.stdin.close()

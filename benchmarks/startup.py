@@ -33,9 +33,9 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 
-from run import bench_first_list  # noqa: E402
+from run import bench_first_list, spawn_asking  # noqa: E402
 
-from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
+from helpers.rpc import message, receive, send  # noqa: E402
 
 PY = sys.executable
 REFERENCE = (
@@ -74,24 +74,11 @@ def reply_to(proc: subprocess.Popen[bytes], id: int) -> dict:
 def direct_parallel_seconds(workdir: Path, env: dict[str, str]) -> float:
     """Spawn the three servers at once, each sent initialize and tools/list; until the last list."""
     start = time.perf_counter()
+    listing = message("tools/list", {}, id=2)
     procs = [
-        subprocess.Popen(
-            ["node", str(script), *args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            cwd=workdir,
-            env=env,
-        )
+        spawn_asking(["node", str(script), *args], workdir, env, listing)
         for script, args in EXTERNAL.values()
     ]
-    for proc in procs:
-        send(
-            proc,
-            message("initialize", initialize_params("bench"), id=1),
-            message("notifications/initialized"),
-            message("tools/list", {}, id=2),
-        )
     for proc in procs:
         reply_to(proc, 2)
     elapsed = time.perf_counter() - start
@@ -106,20 +93,7 @@ def launcher_complete_list_seconds(config: Path, workdir: Path, env: dict[str, s
     """Spawn dpt-launch, initialize, list until the list holds every external server's tools."""
     start = time.perf_counter()
     command = [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)]
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=workdir,
-        env=env,
-    )
-    send(
-        proc,
-        message("initialize", initialize_params("bench"), id=1),
-        message("notifications/initialized"),
-        message("tools/list", {}, id=2),
-    )
+    proc = spawn_asking(command, workdir, env, message("tools/list", {}, id=2))
     request = 2
     while True:
         names = {tool["name"] for tool in reply_to(proc, request)["result"]["tools"]}
@@ -160,21 +134,10 @@ def external_figures(rounds: int, workdir: Path, env: dict[str, str]) -> dict[st
 def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool: str) -> float:
     """Spawn, initialize, call *tool* at once, wait for its answer (raw JSON-RPC over pipes)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        command,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        cwd=cwd,
-        env=env,
+    proc = spawn_asking(
+        command, cwd, env, message("tools/call", {"name": tool, "arguments": {}}, id=2)
     )
     assert proc.stdin and proc.stdout
-    send(
-        proc,
-        message("initialize", initialize_params("bench"), id=1),
-        message("notifications/initialized"),
-        message("tools/call", {"name": tool, "arguments": {}}, id=2),
-    )
     try:
         reply = receive(proc, 2)
     except EOFError:
