@@ -59,6 +59,40 @@ def behaves_as_default(server: FastMCP) -> bool:
     )
 
 
+class StateStoreOnFirstWrite:
+    """fastmcp's session-state store (``FastMCP._state_store``), built when first written.
+
+    fastmcp reads it on every list (a session's visibility rules), and building it imports
+    py-key-value-aio: 0.14-0.4 s here (``python -X importtime``; its modules are re-typed by
+    beartype's import hook), paid by the first ``tools/list``. An in-memory store nothing has
+    written to holds nothing, so until something does, a read answers None without it.
+    """
+
+    def __init__(self, server: FastMCP) -> None:
+        self._server = server
+        self._store: Any = None
+
+    async def get(self, *args: Any, **kwargs: Any) -> Any:
+        if self._store is None:
+            return None
+        return await self._store.get(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if self._store is None:
+            self._server._FastMCP__state_store = None  # type: ignore[attr-defined]
+            self._store = FastMCP._state_store.fget(self._server)  # type: ignore[attr-defined]
+        return getattr(self._store, name)
+
+
+def defer_state_store(server: FastMCP) -> None:
+    """Build *server*'s session-state store on its first write (:class:`StateStoreOnFirstWrite`).
+
+    Only for fastmcp's own in-memory store: one given as ``session_state_store`` may hold
+    values written elsewhere."""
+    if server._state_storage is None:
+        server._FastMCP__state_store = StateStoreOnFirstWrite(server)  # type: ignore[attr-defined]
+
+
 def add_server_middleware(server: FastMCP, middleware: Any) -> None:
     """Put *middleware* first in the mcp SDK server's chain (``Server.middleware``, provisional).
 

@@ -21,7 +21,7 @@ import anyio
 from fastmcp import FastMCP
 
 from ... import __version__
-from ...seams.fastmcp_server import add_server_middleware
+from ...seams.fastmcp_server import add_server_middleware, defer_state_store
 from ...telemetry import Telemetry
 from ..calls.guards import CallGuards
 from ..calls.pin_gate import PinGate
@@ -358,6 +358,7 @@ async def compose(
             version=__version__,
             middleware=[registry],
         )
+        defer_state_store(root)
         exposure = Exposure()
         mounts = [
             await mount_into(
