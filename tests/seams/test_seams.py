@@ -510,6 +510,32 @@ async def test_outside_requests_hides_the_request_being_served() -> None:
     assert seen == [(None, None, None), True]
 
 
+async def test_the_state_store_is_built_on_its_first_write_and_keeps_what_is_written() -> None:
+    """Reads before any write answer None without building it; then fastmcp's own store serves."""
+    from fastmcp.server.server import StateValue
+
+    server = FastMCP("state")
+    fastmcp_server.defer_state_store(server)
+    deferred = server._state_store
+    assert isinstance(deferred, fastmcp_server.StateStoreOnFirstWrite)
+    async with Client(server) as client:
+        await client.list_tools()
+    assert await deferred.get(key="k") is None
+    assert deferred._store is None
+    await deferred.put(key="k", value=StateValue(value=1))
+    assert not isinstance(server._state_store, fastmcp_server.StateStoreOnFirstWrite)
+    assert (await server._state_store.get(key="k")).value == 1
+    assert (await deferred.get(key="k")).value == 1
+
+
+def test_a_state_store_given_to_fastmcp_is_not_deferred() -> None:
+    from key_value.aio.stores.memory import MemoryStore
+
+    server = FastMCP("given", session_state_store=MemoryStore())
+    fastmcp_server.defer_state_store(server)
+    assert not isinstance(server._state_store, fastmcp_server.StateStoreOnFirstWrite)
+
+
 async def test_client_log_level_is_what_the_client_set() -> None:
     import warnings
 

@@ -231,3 +231,48 @@ async def test_a_slow_memory_edit_blocks_no_other_writer(
     assert not edit["result"].is_error
     assert (tmp_path / "mem" / "slow.md").read_text() == "new\n"
     assert (tmp_path / "files" / "a.txt").read_text() == "x"
+
+
+# A launcher over stdio answers initialize and tools/list, then reports what it imported.
+FIRST_LIST_IMPORTS = """
+import runpy, sys
+try:
+    runpy.run_module("doc_processing_std_tools.launcher.cli", run_name="__main__")
+finally:
+    sys.stderr.write("\\nIMPORTED " + repr(sorted({m.split('.')[0] for m in sys.modules})) + "\\n")
+"""
+
+
+def test_the_first_tools_list_builds_no_session_state_store(write_config, tmp_path) -> None:
+    """fastmcp's session-state store (py-key-value-aio, 0.15-0.4 s) waits for its first write."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from helpers.rpc import initialize_params, message, receive, send
+
+    config = write_config(
+        f"servers:\n  memory:\n    server: memory-tools\n"
+        f"    settings: {{memory_dir: {tmp_path / 'mem'}}}\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FIRST_LIST_IMPORTS, "--config", str(config)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=os.environ,
+    )
+    send(
+        proc,
+        message("initialize", initialize_params(), id=1),
+        message("notifications/initialized"),
+        message("tools/list", {}, id=2),
+    )
+    tools = receive(proc, 2)["result"]["tools"]
+    assert any(tool["name"] == "memory_view" for tool in tools), json.dumps(tools)[:200]
+    _, err = proc.communicate(timeout=30)
+    imported = err.decode().rpartition("IMPORTED ")[2]
+    assert "'fastmcp'" in imported
+    assert "'key_value'" not in imported
