@@ -73,6 +73,7 @@ from report import Compared, Section, print_figures, write_report  # noqa: E402
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 from side_by_side import Measured, side_by_side  # noqa: E402
 
+from helpers.processes import cpu_seconds  # noqa: E402
 from helpers.rpc import initialize_params, message, receive, send  # noqa: E402
 
 # Benchmark modules under benchmarks/ with figures(quick) -> dict[str, float], run after ours.
@@ -166,15 +167,19 @@ def spawn_asking(
     return proc
 
 
-def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> float:
-    """Spawn, initialize, send tools/list, wait for its answer (raw JSON-RPC over pipes)."""
+def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
+    """Spawn, initialize, send tools/list, wait for its answer (raw JSON-RPC over pipes).
+
+    (wall seconds, the server's CPU seconds by then): on a shared machine the CPU time holds
+    where the wall time follows the load."""
     start = time.perf_counter()
     proc = spawn_asking(command, cwd, env, message("tools/list", {}, id=2))
     receive(proc, 2)
     elapsed = time.perf_counter() - start
+    cpu = cpu_seconds(proc.pid)
     proc.stdin.close()
     proc.wait(timeout=30)
-    return elapsed
+    return elapsed, cpu
 
 
 def precompile_package() -> None:
@@ -194,6 +199,8 @@ def precompile_package() -> None:
 
 
 def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[str, float]:
+    """Median ms to the first list per command; ``cpu NAME``: the median CPU ms by then;
+    ``worst NAME``: the largest ratio to the trivial server's in one round (wall time)."""
     precompile_package()
     trivial = workdir / "trivial_server.py"
     trivial.write_text(TRIVIAL_SERVER)
@@ -224,12 +231,24 @@ def bench_first_list(rounds: int, workdir: Path, redis_url: str | None) -> dict[
                 f"      agent_id: bench\n      {extra}\n"
             )
             commands[f"popoto-{backend}"] = [*launcher, str(config)]
-    samples: dict[str, list[float]] = {name: [] for name in commands}
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
     for _ in range(rounds):
         for name, command in commands.items():
             time.sleep(SETTLE)  # the last command's children (a redis-server stopping) are gone
             samples[name].append(first_list_seconds(command, workdir, env))
-    return {name: median_ms(values) for name, values in samples.items()}
+    trivial = samples["trivial"]
+    return {
+        **{name: median_ms([wall for wall, _ in values]) for name, values in samples.items()},
+        **{
+            f"cpu {name}": median_ms([cpu for _, cpu in values]) for name, values in samples.items()
+        },
+        **{
+            f"worst {name}": max(
+                wall / base for (wall, _), (base, _) in zip(values, trivial, strict=True)
+            )
+            for name, values in samples.items()
+        },
+    }
 
 
 # -- 3. calls per second -----------------------------------------------------------------

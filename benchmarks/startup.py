@@ -13,7 +13,9 @@
   or ``npm ci`` in tests/helpers/reference_servers.
 
 Rounds are interleaved (trivial, memory-tools, shipped, ...) and figures are medians,
-measured by ``benchmarks/run.py``'s own helpers. Run: ``python benchmarks/startup.py [--quick]``.
+measured by ``benchmarks/run.py``'s own helpers; besides, the worst round's ratio (the target
+holds in every run, not on average) and the CPU time each server had used by its answer (Linux:
+it holds on a shared machine, where the wall time follows the load). Run: ``python benchmarks/startup.py [--quick]``.
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ def figures(quick: bool = False) -> dict[str, float]:
         "first tools/list shipped config ms": lists["shipped"],
         "shipped config / trivial ratio (target <= 1.10)": lists["shipped"] / lists["trivial"],
         "memory-tools / trivial ratio (target <= 1.10)": lists["launcher"] / lists["trivial"],
+        "shipped config / trivial, the worst round's ratio": lists["worst shipped"],
+        "first tools/list CPU trivial FastMCP ms": lists["cpu trivial"],
+        "first tools/list CPU shipped config ms": lists["cpu shipped"],
+        "shipped config / trivial CPU-time ratio": lists["cpu shipped"] / lists["cpu trivial"],
         "shipped config: spawn to first memory_status ms": statistics.median(first_call) * 1000,
     }
 
