@@ -1,5 +1,6 @@
 """fastmcp's server internals the launcher uses: its lifespan, its SDK server, its providers,
-the request being served, and when a mounted server may be grafted onto the root.
+the request being served, its session-state store, and when a mounted server may be grafted onto
+the root.
 
 Pinned by ``tests/seams/``: a fastmcp upgrade that changes one of these fails there first.
 """
