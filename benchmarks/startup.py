@@ -10,18 +10,23 @@
   server-filesystem): spawn → the first ``tools/list`` holding all three's tools through
   ``dpt-launch``, against the three started directly in parallel, each sent ``initialize`` and
   ``tools/list`` at once, until the last answers (target ratio <= 1.30). Skipped without node
-  or ``npm ci`` in tests/helpers/reference_servers.
+  or ``npm ci`` in tests/helpers/reference_servers;
+* the floor: the CPU time of importing, in a fresh interpreter, what any server on the SDK and
+  fastmcp pays before its first answer (``FLOOR``), and how it compares with the three external
+  servers' whole start.
 
 Rounds are interleaved (trivial, memory-tools, shipped, ...) and figures are medians,
 measured by ``benchmarks/run.py``'s own helpers; besides, the worst round's ratio (the target
 holds in every run, not on average) and the CPU time each server had used by its answer (Linux:
-it holds on a shared machine, where the wall time follows the load). Run: ``python benchmarks/startup.py [--quick]``.
+it holds on a shared machine, where the wall time follows the load).
+Run: ``python benchmarks/startup.py [--quick]``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -48,6 +53,9 @@ EXTERNAL = {  # namespace -> the server's script and its arguments (a folder: th
     "fs": (REFERENCE / "server-filesystem" / "dist" / "index.js", ["."]),
     "fs2": (REFERENCE / "server-filesystem" / "dist" / "index.js", ["."]),
 }
+
+
+DIRECT = "first complete tools/list, 3 external servers started directly in parallel ms"
 
 
 def external_missing() -> str | None:
@@ -126,11 +134,39 @@ def external_figures(rounds: int, workdir: Path, env: dict[str, str]) -> dict[st
         launcher.append(launcher_complete_list_seconds(config, workdir, env))
     floor, ours = statistics.median(direct), statistics.median(launcher)
     return {
-        "first complete tools/list, 3 external servers started directly in parallel ms": floor
-        * 1000,
+        DIRECT: floor * 1000,
         "first complete tools/list, 3 external servers through dpt-launch ms": ours * 1000,
         "3 external servers: launcher / direct in parallel ratio (target <= 1.30)": ours / floor,
     }
+
+
+# What any server pays before its first answer: each step imported in a fresh interpreter.
+FLOOR = {
+    "python -c pass": "pass",
+    "import mcp (the SDK)": "import mcp",
+    "from fastmcp import FastMCP": "from fastmcp import FastMCP",
+    "+ the session-state store a first tools/list builds": (
+        "from fastmcp import FastMCP\n"
+        "from key_value.aio.adapters.pydantic import PydanticAdapter\n"
+        "from key_value.aio.stores.memory import MemoryStore"
+    ),
+    "+ import fastmcp.client": "from fastmcp import FastMCP\nimport fastmcp.client",
+}
+
+
+def floor_cpu_ms(rounds: int, env: dict[str, str]) -> dict[str, float]:
+    """Median CPU ms of each ``FLOOR`` step in a fresh interpreter, the steps interleaved.
+
+    CPU time, not wall time: on a shared machine it holds where the wall time follows the load."""
+    samples: dict[str, list[float]] = {name: [] for name in FLOOR}
+    for _ in range(rounds):
+        for name, code in FLOOR.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run([PY, "-c", code], env=env, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            used = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            samples[name].append(used * 1000)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool: str) -> float:
@@ -174,8 +210,25 @@ def figures(quick: bool = False) -> dict[str, float]:
             first_call_seconds(shipped, workdir, env, "memory_status") for _ in range(rounds)
         ]
         external = {} if external_missing() else external_figures(rounds, workdir, env)
+        floor = floor_cpu_ms(rounds, env)
+    direct = external.get(DIRECT)
     return {
         **external,
+        **{f"floor: {name} CPU ms": value for name, value in floor.items()},
+        **(
+            {
+                "floor: import mcp CPU / 3 external servers direct ratio": floor[
+                    "import mcp (the SDK)"
+                ]
+                / direct,
+                "floor: fastmcp server and client CPU / 3 external servers direct ratio": floor[
+                    "+ import fastmcp.client"
+                ]
+                / direct,
+            }
+            if direct
+            else {}
+        ),
         "first tools/list trivial FastMCP ms": lists["trivial"],
         "first tools/list memory-tools ms": lists["launcher"],
         "first tools/list shipped config ms": lists["shipped"],
