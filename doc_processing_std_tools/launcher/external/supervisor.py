@@ -572,8 +572,10 @@ class Supervisor:
 
     def close(self) -> None:
         early, self._early = self._early, None
-        if early is not None:  # (never used: stopped before its first session)
-            with contextlib.suppress(OSError):
-                os.killpg(early.process.pid, signal.SIGKILL)
+        first, self.pool.early = self.pool.early, None
+        for process in (early.process if early is not None else None, first):
+            if process is not None:  # (never used: stopped before its first session)
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()
