@@ -543,6 +543,12 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert fastmcp_server.exposed_uri(None, "note://a/b") == "note://a/b"
 
 
+def test_a_uri_matches_a_template_as_fastmcp_reads_it() -> None:
+    assert fastmcp_server.template_matches("note://ns/{key}", "note://ns/today")
+    assert fastmcp_server.template_matches("file:///{path*}", "file:///a/b/c")
+    assert not fastmcp_server.template_matches("note://ns/{key}", "note://other/today")
+
+
 async def test_own_name_reverses_the_namespace_fastmcp_puts_on_a_prompt() -> None:
     child = FastMCP("child")
 

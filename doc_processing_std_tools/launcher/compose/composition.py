@@ -389,10 +389,10 @@ async def compose(
     Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
     add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
-    install_access(composition)  # (before the relay: lists are cut per caller)
     install_own_lists(composition)
     install_unlisted_reads(composition)
     install_completions(composition)
     install_tasks(composition)
     install_prompt_links(composition)
+    install_access(composition)  # (outside all of them: lists and items cut per caller)
     return composition
