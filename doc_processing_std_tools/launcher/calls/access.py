@@ -65,9 +65,11 @@ class Access:
 
     def allows_server(self, caller: Caller, server: str) -> bool:
         """Whether *caller* may list and use *server*'s prompts, resources and resource
-        templates: some rule that applies matches it in ``servers`` (``tools`` and ``exclude``
-        name tools, so they do not narrow these)."""
-        return any(_any(rule.servers, server) for _, rule in self.applying(caller))
+        templates: some rule that applies matches it in ``servers`` and allows every tool name
+        (:attr:`AccessRule.whole_servers`): a rule written for some tools allows those alone."""
+        return any(
+            rule.whole_servers and _any(rule.servers, server) for _, rule in self.applying(caller)
+        )
 
     def allows_profile(self, caller: Caller, profile: str) -> bool:
         """Whether *caller* may open *profile*'s endpoint."""
