@@ -230,15 +230,17 @@ async def test_over_stdio_only_rules_naming_no_one_apply_to_the_local_user(
             await session.read_resource("note://x/today")
 
 
-def items(port: int, headers: dict[str, str], session: str) -> dict[str, set[str]]:
-    """The prompts, resources and resource templates the session lists."""
+def items(
+    port: int, headers: dict[str, str], session: str, path: str = "/mcp"
+) -> dict[str, set[str]]:
+    """The prompts, resources and resource templates the session (of *path*) lists."""
     found = {}
     for method, kind, key in (
         ("prompts/list", "prompts", "name"),
         ("resources/list", "resources", "uri"),
         ("resources/templates/list", "resourceTemplates", "uriTemplate"),
     ):
-        reply = rpc(port, method, {}, session=session, headers=headers)
+        reply = rpc(port, method, {}, session=session, headers=headers, path=path)
         assert reply.status == 200, reply
         found[kind] = {item[key] for item in reply.message()["result"][kind]}
     return found
@@ -259,11 +261,17 @@ def test_prompts_and_resources_of_a_server_go_only_to_whom_a_rule_allows_it_whol
     port = users.daemon.port
     alice = open_session(port, headers=users.alice)
     bob = open_session(port, headers=users.bob)
-    assert items(port, users.alice, alice) == {
+    allowed = {
         "prompts": {"x_greeting", "d_ask"},
         "resources": {"note://x/today"},
         "resourceTemplates": {"described://d/{key}"},
     }
+    assert items(port, users.alice, alice) == allowed
+    finder = "/mcp/finder"  # (a profile's endpoint: the same cut)
+    assert items(port, users.alice, open_session(port, users.alice, path=finder), finder) == allowed
+    assert not any(
+        items(port, users.bob, open_session(port, users.bob, path=finder), finder).values()
+    )
     assert items(port, users.bob, bob) == {
         "prompts": set(),
         "resources": set(),
