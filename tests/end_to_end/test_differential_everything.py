@@ -309,17 +309,8 @@ async def test_tool_list_follows_the_clients_capabilities(
 
 
 async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
-    pair_http_fast: tuple[Endpoint, Endpoint], request: pytest.FixtureRequest
+    pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
-    if pair_http_fast[1].transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue #34 row 5, over stdio: a call to a tool the server did not list to "
-                "this client gets the launcher's 'Unknown tool', not the server's own -32602",
-            )
-        )
-
     async def scenario(run: Run) -> None:
         async with run.client("client", ClientSpec()) as client:
             await client.call("get-roots-list")
