@@ -17,6 +17,8 @@ it, and answers the server's requests by asking that client:
   server's request belongs to, and the launcher never guesses). Calls from several sessions
   are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
   through at a time (a call not relayed by :mod:`.relay` would still get the error).
+  A notification (a log message, one no MCP version defines) goes to the one HTTP client
+  connected, on its own stream, as on a direct connection; with several it is dropped.
 
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
@@ -192,6 +194,9 @@ class FrontLink:
     """One external server's way to the client: its session's callbacks (see the module)."""
 
     filters_levels = True  # the client's logging/setLevel is applied here (not the server's)
+    # HTTP clients' calls run on this session (not with sessions per client, where it is the
+    # launcher's own): outside any call, its notifications may be the one client's
+    serves_clients = True
 
     def __init__(self, name: str, fronts: Fronts) -> None:
         self.name = name
@@ -344,7 +349,7 @@ class FrontLink:
         try:
             return self._front(what)
         except MCPError:
-            only = self.fronts.only_client() if not self._calls else None
+            only = self.fronts.only_client() if self.serves_clients and not self._calls else None
             if only is None:
                 raise
             return only, None

@@ -117,6 +117,7 @@ class Supervisor:
         self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
+        self.front.serves_clients = entry.session_mode != "per_client"
         self.front.fronts.servers.add(self)
         self._changed = anyio.Event()
         self._lost = anyio.Event()

@@ -382,6 +382,8 @@ class _Connection:
 
 
 async def test_a_notification_outside_any_call_goes_to_the_one_http_client_only() -> None:
+    """A notification of a session clients share, sent outside any call, goes to the one HTTP
+    client connected; never one of the launcher's own session (with sessions per client)."""
     fronts = Fronts()
     link = FrontLink("everything", fronts)
     first, second = (
@@ -401,3 +403,6 @@ async def test_a_notification_outside_any_call_goes_to_the_one_http_client_only(
     assert link._told("notifications/message") == (second, None)
     with link.calling(first, 7):
         assert link._told("notifications/message") == (first, 7)  # (a call's: its own)
+    link.serves_clients = False  # (sessions per client: this one is the launcher's own)
+    with pytest.raises(MCPError):
+        link._told("notifications/message")
