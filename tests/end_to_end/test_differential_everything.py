@@ -309,17 +309,8 @@ async def test_tool_list_follows_the_clients_capabilities(
 
 
 async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
-    pair_http_fast: tuple[Endpoint, Endpoint], request: pytest.FixtureRequest
+    pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
-    if pair_http_fast[1].transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue #34 row 5, over stdio: a call to a tool the server did not list to "
-                "this client gets the launcher's 'Unknown tool', not the server's own -32602",
-            )
-        )
-
     async def scenario(run: Run) -> None:
         async with run.client("client", ClientSpec()) as client:
             await client.call("get-roots-list")
@@ -474,6 +465,70 @@ async def test_reload_that_changes_nothing_sends_no_list_changed(
         await assert_same(
             scenario, direct_http, mounted_over_http(launched), View(parts=("notifications",))
         )
+
+
+@pytest.mark.slow
+async def test_a_log_message_outside_any_call_reaches_the_one_http_client(
+    direct_http: Endpoint, tmp_path: Path
+) -> None:
+    """server-everything's simulated logging (one message at once, then one every 5 s, each
+    outside any call) through a shared session: with one HTTP client connected, it is that
+    client's, on its GET stream as on a direct connection. (With a session per client, the
+    default, every message of its session is its client's.)"""
+    config = mount_config(
+        tmp_path / "tools.yaml",
+        everything_argv(),
+        mount=MOUNT,
+        namespace=NS,
+        extra="sessions: shared",
+    )
+    logged = is_notification("notifications/message")
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.call("toggle-simulated-logging")
+            try:
+                await client.wait_for("a log message after the call", logged, count=2, timeout=9)
+            finally:
+                await client.call("toggle-simulated-logging")
+
+    # (the steps and whether the message came: the levels are random, and the toggle's text
+    # names the session)
+    with http_launcher(config, errlog=tmp_path / "launcher.log") as launched:
+        await assert_same(scenario, direct_http, mounted_over_http(launched), View(parts=()))
+
+
+@pytest.mark.slow
+async def test_a_resource_update_outside_any_call_reaches_the_http_client(
+    direct_http: Endpoint, mounted_http: Endpoint
+) -> None:
+    """server-everything's simulated updates of a subscribed resource: one at once, then one
+    every 5 s, each sent outside any call."""
+    uri = "demo://resource/static/document/features.md"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            shown = run.endpoint.uri(uri)
+            await client.request(
+                "subscribe", lambda: client.s.subscribe_resource(shown), "resources/subscribe"
+            )
+            await client.call("toggle-subscriber-updates")
+            try:
+                await client.wait_for(
+                    "an update after the call",
+                    is_notification("notifications/resources/updated", uri=shown),
+                    count=2,
+                    timeout=9,
+                )
+            finally:
+                await client.call("toggle-subscriber-updates")
+                await client.request(
+                    "unsubscribe",
+                    lambda: client.s.unsubscribe_resource(shown),
+                    "resources/unsubscribe",
+                )
+
+    await assert_same(scenario, direct_http, mounted_http, View(parts=()))
 
 
 # --- row 8: quiet logs ---------------------------------------------------------------------------

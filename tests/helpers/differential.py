@@ -182,15 +182,31 @@ def everything_over_http(errlog: Path) -> Iterator[str]:
 
     It listens on ``$PORT`` (no port 0: it would report 0), so a free port is picked and the
     start retried if another process took it meanwhile."""
+    with served_over_http(
+        "server-everything",
+        lambda port: (everything_argv("streamableHttp"), {"PORT": str(port)}),
+        errlog,
+    ) as url:
+        yield url
+
+
+@contextmanager
+def served_over_http(
+    what: str, command: Callable[[int], tuple[Sequence[str], dict[str, str]]], errlog: Path
+) -> Iterator[str]:
+    """A server serving streamable HTTP at ``/mcp`` on a free port (*command* gives its argv
+    and environment for a port); yields its URL. Started again on another port if another
+    process took that one meanwhile."""
     for _attempt in range(5):
         port = free_port()
+        argv, env = command(port)
         with errlog.open("ab") as err:
             proc = subprocess.Popen(
-                everything_argv("streamableHttp"),
+                list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                env={**os.environ, "PORT": str(port)},
+                env={**os.environ, **env},
             )
         deadline = time.monotonic() + CONNECT_TIMEOUT
         try:
@@ -202,9 +218,7 @@ def everything_over_http(errlog: Path) -> Iterator[str]:
                 return
         finally:
             _stop(proc)
-    raise AssertionError(
-        f"server-everything never served HTTP: {errlog.read_text(errors='replace')}"
-    )
+    raise AssertionError(f"{what} never served HTTP: {errlog.read_text(errors='replace')}")
 
 
 def _answers(port: int) -> bool:

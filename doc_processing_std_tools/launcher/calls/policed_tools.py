@@ -141,6 +141,30 @@ class PolicedListing(Transform):
         self._wrapped[id(tool)] = entry
         return entry
 
+    def unlisted(self, name: str) -> PolicedTool | None:
+        """A tool *name* (the server's own) that the server did not list, under this mount's
+        rules, so that a call of it may still be asked of the server (whose answer is then its
+        own); None when the rules leave it out, or pins judge definitions (an unlisted tool has
+        none to judge)."""
+        pins = self._rules.pins
+        if (pins is not None and pins.pins is not None) or not self._rules.admits(name):
+            return None
+        tool = Tool(name=name, parameters={"type": "object"})
+        rules = self._rules
+        policy = CallPolicy(
+            ToolRules(
+                server=rules.server,
+                tool=namespaced_name(rules.namespace, name),
+                lock=rules.lock_mode(tool),
+                timeout=rules.timeout,
+                unavailable=rules.unavailable,
+                call_failed=rules.call_failed,
+            ),
+            None,
+            rules.guards,
+        )
+        return PolicedTool.of(tool, policy, rules.shown)
+
     def _down(self) -> bool:
         rules = self._rules
         if rules.lists_while_down is not None and rules.lists_while_down():

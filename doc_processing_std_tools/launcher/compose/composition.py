@@ -44,6 +44,7 @@ from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .tasks import install_tasks
 from .telemetry_setup import telemetry_of
+from .unlisted_calls import install_unlisted_calls
 from .unlisted_reads import install_unlisted_reads
 
 if TYPE_CHECKING:
@@ -401,11 +402,13 @@ async def compose(
     composition.watch_lists()
     Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
-    add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
-    install_access(composition)  # (before the relay: lists are cut per caller)
+    relay = ToolRelay(root, composition, (SessionRegistry,))
+    install_unlisted_calls(composition, relay)  # (after the relay in the chain)
+    add_server_middleware(root, relay)
     install_own_lists(composition)
     install_unlisted_reads(composition)
     install_completions(composition)
     install_tasks(composition)
     install_prompt_links(composition)
+    install_access(composition)  # (outside all of them: lists and items cut per caller)
     return composition

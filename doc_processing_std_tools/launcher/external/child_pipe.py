@@ -218,7 +218,7 @@ class ChildPipe:
                         if self._routed or not self._take(line):
                             message = _parse_line(line)
                             if self.on_notification is not None and (
-                                custom := _custom_notification(message)
+                                custom := custom_notification(message)
                             ):
                                 await self.on_notification(*custom)
                                 continue
@@ -369,7 +369,7 @@ def _parse_line(line: bytes) -> Any:
         return exc
 
 
-def _custom_notification(message: Any) -> tuple[str, Any] | None:
+def custom_notification(message: Any) -> tuple[str, Any] | None:
     """(method, params) of a notification no MCP version defines (the SDK's session drops
     those), else None."""
     inner = getattr(message, "message", None)

@@ -141,21 +141,34 @@ class ToolRelay:
         return self._targets
 
     def _target(self, ctx: Any) -> RelayTarget | None:
-        params = ctx.params
-        if (
-            ctx.method != "tools/call"
-            or ctx.request_id is None
-            or not isinstance(params, Mapping)
-            or ctx.protocol_version not in self._handshake_era
-            or not RELAYED_PARAMS.issuperset(params)
-            or not isinstance(params.get("name"), str)
-            or not self.serves_plainly()
-        ):
+        if not self._plain_call(ctx):
             return None
-        target = self.targets().get(params.get("name"))  # type: ignore[arg-type]
+        target = self.targets().get(ctx.params.get("name"))
         if target is None or target.supervisor is None or not self._as_the_sdk_would(ctx):
             return None
         return target
+
+    def _plain_call(self, ctx: Any) -> bool:
+        """A ``tools/call`` the relay may serve, if it knows where (its name is a string)."""
+        params = ctx.params
+        return (
+            ctx.method == "tools/call"
+            and ctx.request_id is not None
+            and isinstance(params, Mapping)
+            and ctx.protocol_version in self._handshake_era
+            and RELAYED_PARAMS.issuperset(params)
+            and isinstance(params.get("name"), str)
+            and self.serves_plainly()
+        )
+
+    async def relay_unlisted(self, ctx: Any, target: RelayTarget) -> Any | None:
+        """Relay *ctx*'s call to *target*, a tool its server did not list (``compose``'s
+        ``UnlistedCalls`` decides which); None when the call is not one the relay may serve."""
+        if target.supervisor is None or not self._plain_call(ctx):
+            return None
+        if not self._as_the_sdk_would(ctx):
+            return None
+        return await self._relay(target, ctx)
 
     def _as_the_sdk_would(self, ctx: Any) -> bool:
         """Whether the SDK itself would hand this call to a handler: the connection is

@@ -32,7 +32,7 @@ from ...seams.fastmcp_server import outside_requests
 from ..config.schema import ServerEntry
 from .child_start import stop_process
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .session_transports import is_connection_loss
+from .session_transports import is_connection_loss, pass_notifications
 from .tokens import TokenStore
 
 log = logging.getLogger("dpt-launch")
@@ -234,9 +234,8 @@ class SessionPool:
                     # what the client's first list shows: a ping's answer comes after it.
                     await client.ping()
                     session.link.settled = True
-                    pipe = getattr(session.transport, "pipe", None)
-                    if pipe is not None:  # (its custom notifications: to its client too)
-                        pipe.on_notification = session.link.notify
+                    # (its custom notifications: to its client too)
+                    pass_notifications(session.transport, session.link.notify)
                     session.link.client = client
                 session.last_used = anyio.current_time()  # (idle from now, not from the ask)
                 session.ready.set()

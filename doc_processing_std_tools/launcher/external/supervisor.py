@@ -40,7 +40,13 @@ from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
-from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
+from .session_transports import (
+    HTTP_HINTS,
+    HttpStatusNote,
+    is_connection_loss,
+    pass_notifications,
+    session_transport,
+)
 from .tokens import TokenStore
 from .wording import ExternalStartError, shown_url
 
@@ -113,6 +119,7 @@ class Supervisor:
             self.pool.early = child_start.claim_first(name)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
+        self.front.serves_clients = entry.session_mode != "per_client"
         self.front.fronts.servers.add(self)
         self._changed = anyio.Event()
         self._lost = anyio.Event()
@@ -469,8 +476,7 @@ class Supervisor:
             await self._close_listing()
             self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
-            if self.pipe is not None:
-                self.pipe.on_notification = front.notify
+            pass_notifications(transport, front.notify)
             self.last_error = ""
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
