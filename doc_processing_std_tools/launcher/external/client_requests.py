@@ -77,6 +77,17 @@ class Fronts:
         self.own_sessions = True
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
+        # HTTP client sessions by their Mcp-Session-Id, from their handshake to their end (the
+        # HTTP fast path serves a session's calls only once it is known here)
+        self.http: dict[str, Any] = {}
+
+    def _remember_http(self, session: Any) -> None:
+        connection = session_connection(session)
+        session_id = getattr(connection, "session_id", None)
+        stack = getattr(connection, "exit_stack", None)
+        if isinstance(session_id, str) and stack is not None:  # (forgotten at its teardown)
+            self.http[session_id] = session
+            stack.callback(self.http.pop, session_id, None)
 
     def no_lone_client(self) -> None:
         """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
@@ -88,6 +99,7 @@ class Fronts:
         stdio it is the one client, and servers that asked for roots before it could answer are
         told the roots changed."""
         if not stdio:
+            self._remember_http(session)
             for server in list(self.servers):
                 server.client_joined(session)
             return
