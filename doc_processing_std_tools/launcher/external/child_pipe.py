@@ -108,6 +108,7 @@ class ChildPipe:
         # while calls of the fast path wait here: where such a notification is written at
         # once, ahead of their replies (set by the fast path: the stdio client's line writer)
         self.write_note: Callable[[bytes], None] | None = None
+        self.passed = 0  # lines handed to the SDK session (what the child sent beside replies)
         self._count = 0
         # Straight to asyncio's pipes where it can: our replies are picked off the child's
         # stdout as they arrive, and lines are written without anyio's extra loop pass.
@@ -216,6 +217,7 @@ class ChildPipe:
                         answers.clear()
                     for line in lines:
                         if self._routed or not self._take(line):
+                            self.passed += 1
                             message = _parse_line(line)
                             if self.on_notification is not None and (
                                 custom := _custom_notification(message)

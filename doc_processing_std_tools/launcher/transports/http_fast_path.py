@@ -239,7 +239,14 @@ class HttpFastPath:
                 supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
             )
         with own.link.calling(session, request_id):
-            return await forward_on_pipe(pipe, target, request_id, params)
+            passed = pipe.passed
+            reply = await forward_on_pipe(pipe, target, request_id, params)
+            if pipe.passed != passed and own.client is not None:
+                # The child sent something else meanwhile (a log message...): it goes the SDK
+                # session's way, to this request's stream; a ping behind it on that way lets it
+                # reach the stream before the reply, which came straight here.
+                await own.client.ping()
+            return reply
 
 
 async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:

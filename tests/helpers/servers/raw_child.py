@@ -2,7 +2,11 @@
 
 Its tools answer with a line that is not one valid JSON-RPC message (``two_values``,
 ``control_character``, ``nan``), or first send the client a request of its own whose id
-looks like the launcher's (``asks_first``).
+looks like the launcher's (``asks_first``). For the HTTP fast path: ``id_seen`` answers with
+the request id it got (the launcher's own ``dpt~N`` on a fast path, the SDK session's integer
+on the SDK path), ``logs_first`` sends a log message before its answer, ``hang`` never
+answers, ``cancels_seen`` answers with the request ids of the ``notifications/cancelled`` it
+got; ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules).
 """
 
 from __future__ import annotations
@@ -10,7 +14,20 @@ from __future__ import annotations
 import json
 import sys
 
-TOOLS = ["two_values", "control_character", "nan", "asks_first", "fine"]
+TOOLS = [
+    "two_values",
+    "control_character",
+    "nan",
+    "asks_first",
+    "fine",
+    "id_seen",
+    "logs_first",
+    "hang",
+    "cancels_seen",
+    "denied",
+    "limited",
+]
+CANCELLED: list[object] = []
 
 
 def send(text: str) -> None:
@@ -45,7 +62,14 @@ def call(request_id: object, name: str) -> None:
         kind = "result" if "result" in answer else "error"
         text = f"asked, got a {kind} for {answer.get('id')}"
         reply(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
-    else:
+    elif name in ("id_seen", "cancels_seen"):
+        seen = request_id if name == "id_seen" else CANCELLED
+        reply(request_id, {"content": [{"type": "text", "text": json.dumps(seen)}], "isError": False})
+    elif name == "logs_first":
+        note = {"level": "warning", "logger": "raw", "data": "before the answer"}
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": note}))
+        reply(request_id, {"content": [{"type": "text", "text": "logged"}], "isError": False})
+    elif name != "hang":
         reply(request_id, {"content": [{"type": "text", "text": "fine"}], "isError": False})
 
 
@@ -58,7 +82,7 @@ def main() -> None:
                 request_id,
                 {
                     "protocolVersion": message["params"]["protocolVersion"],
-                    "capabilities": {"tools": {}},
+                    "capabilities": {"tools": {}, "logging": {}},
                     "serverInfo": {"name": "raw", "version": "0"},
                 },
             )
@@ -68,6 +92,8 @@ def main() -> None:
             reply(request_id, {"tools": tools})
         elif method == "tools/call":
             call(request_id, message["params"]["name"])
+        elif method == "notifications/cancelled":
+            CANCELLED.append(message["params"].get("requestId"))
         elif method == "ping":
             reply(request_id, {})
         elif request_id is not None and method is not None:

@@ -1,0 +1,148 @@
+"""The HTTP fast path of relayed calls: a real ``dpt-launch`` over HTTP mounting a raw stdio
+child, the official ``mcp`` client. The child tells which path a call took: the request id it
+gets is the launcher's own ``dpt~N`` on the fast path, the SDK session's integer otherwise
+(a call with a progress token keeps the SDK path)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from helpers import launch
+from helpers.launch import Launched, text_of
+from helpers.paths import SERVERS
+from helpers.waiting import until
+
+RAW_CHILD = SERVERS / "raw_child.py"
+PROGRESS = {"progressToken": "p1"}  # (keeps a call on the SDK path)
+
+CONFIG = """\
+    access:
+      - tools: ["*"]
+        exclude: ["*denied"]
+    audit: {audit}
+    rate_limits:
+      - tools: ["*limited"]
+        rate: 1/h
+        burst: 1
+    servers:
+      raw:
+        command: {python}
+        args: [{child}]
+"""
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Launched, Path]]:
+    folder = tmp_path_factory.mktemp("fast")
+    audit = folder / "audit.jsonl"
+    config = folder / "tools.yaml"
+    text = CONFIG.format(audit=audit, python=sys.executable, child=RAW_CHILD)
+    config.write_text(textwrap.dedent(text), encoding="utf-8")
+    with launch.http_launcher(config) as running:
+        yield running, audit
+
+
+@asynccontextmanager
+async def client(launched: Launched, **options: Any) -> AsyncIterator[Any]:
+    async with (
+        streamable_http_client(launched.url) as (read, write, *_),
+        ClientSession(read, write, **options) as session,
+    ):
+        await session.initialize()
+        listed = await session.list_tools()
+        session.names = {t.name.rsplit("_", 1)[-1]: t.name for t in listed.tools}  # type: ignore[attr-defined]
+        session.names.update({t.name: t.name for t in listed.tools})  # type: ignore[attr-defined]
+        yield session
+
+
+def name(session: Any, tool: str) -> str:
+    return next(full for full in session.names.values() if full.endswith(tool))
+
+
+async def fast(session: Any) -> str:
+    """Once this session's calls take the fast path (its own upstream session opens in the
+    background after its handshake): the id the child saw."""
+
+    async def seen() -> str:
+        result = await session.call_tool(name(session, "id_seen"), {})
+        return text_of(result) if text_of(result).startswith('"dpt~') else ""
+
+    return await until(seen, "a call on the fast path")
+
+
+async def test_a_relayed_call_takes_the_fast_path_with_the_sdk_paths_result(launched) -> None:
+    running, _ = launched
+    with anyio.fail_after(60):
+        async with client(running) as session:
+            assert (await fast(session)).startswith('"dpt~')
+            slow = await session.call_tool(name(session, "id_seen"), {}, meta=PROGRESS)
+            assert not text_of(slow).startswith('"dpt~')  # (an integer: the SDK session's id)
+            quick = await session.call_tool(name(session, "fine"), {})
+            sdk = await session.call_tool(name(session, "fine"), {}, meta=PROGRESS)
+    assert quick.model_dump() == sdk.model_dump()
+    assert text_of(quick) == "fine"
+
+
+async def test_access_rate_limits_and_audit_decide_as_on_the_sdk_path(launched) -> None:
+    running, audit = launched
+    with anyio.fail_after(60):
+        async with client(running) as session:
+            await fast(session)
+            denied = await session.call_tool(name(session, "denied"), {})
+            denied_sdk = await session.call_tool(name(session, "denied"), {}, meta=PROGRESS)
+            first = await session.call_tool(name(session, "limited"), {})
+            limited = await session.call_tool(name(session, "limited"), {})
+            limited_sdk = await session.call_tool(name(session, "limited"), {}, meta=PROGRESS)
+    assert denied.is_error and denied.model_dump() == denied_sdk.model_dump()
+    assert not first.is_error and text_of(first) == "fine"
+    assert limited.is_error and limited.model_dump() == limited_sdk.model_dump()
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    denied_lines = [line for line in lines if line.get("tool", "").endswith("denied")]
+    assert len(denied_lines) >= 2
+    fast_line, sdk_line = denied_lines[-2:]
+    for key in ("user", "session", "client", "outcome", "server", "tool"):
+        assert fast_line.get(key) == sdk_line.get(key), key
+
+
+async def test_a_log_message_during_the_call_reaches_the_client_before_the_reply(
+    launched,
+) -> None:
+    running, _ = launched
+    logs: list[Any] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    with anyio.fail_after(60):
+        async with client(running, logging_callback=on_log) as session:
+            await fast(session)
+            result = await session.call_tool(name(session, "logs_first"), {})
+            assert text_of(result) == "logged"
+            assert logs == ["before the answer"]
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_child(launched) -> None:
+    running, _ = launched
+    with anyio.fail_after(60):
+        async with client(running) as session:
+            await fast(session)
+            with anyio.move_on_after(0.5):  # (the SDK client sends notifications/cancelled)
+                await session.call_tool(name(session, "hang"), {})
+
+            async def told() -> list[Any]:
+                seen = json.loads(text_of(await session.call_tool(name(session, "cancels_seen"))))
+                return [key for key in seen if isinstance(key, str) and key.startswith("dpt~")]
+
+            assert await until(told, "the child told of the cancelled call")
