@@ -64,7 +64,9 @@ def call(request_id: object, name: str) -> None:
         reply(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
     elif name in ("id_seen", "cancels_seen"):
         seen = request_id if name == "id_seen" else CANCELLED
-        reply(request_id, {"content": [{"type": "text", "text": json.dumps(seen)}], "isError": False})
+        reply(
+            request_id, {"content": [{"type": "text", "text": json.dumps(seen)}], "isError": False}
+        )
     elif name == "logs_first":
         note = {"level": "warning", "logger": "raw", "data": "before the answer"}
         send(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": note}))
