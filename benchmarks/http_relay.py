@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import os
 import pstats
+import signal
 import statistics
 import subprocess
 import sys
@@ -117,15 +118,17 @@ async def concurrent(session: ClientSession, per_caller: int) -> float:
 
 
 PROFILED = """\
-import cProfile, runpy, sys, time
+import cProfile, runpy, signal, sys, time
 out = sys.argv.pop(1)
 sys.argv[0] = "dpt-launch"
 profiler = cProfile.Profile(time.process_time)
+signal.signal(signal.SIGUSR1, lambda *_: profiler.enable())  # (after the warm-up: no start-up)
 try:
-    profiler.runcall(runpy.run_module, "doc_processing_std_tools.launcher.cli", run_name="__main__")
+    runpy.run_module("doc_processing_std_tools.launcher.cli", run_name="__main__")
 except SystemExit:
     pass
 finally:
+    profiler.disable()
     profiler.dump_stats(out)
 """
 PARTS = (  # (label, a piece of the file's path), first match wins: self time per part
@@ -152,20 +155,19 @@ PARTS = (  # (label, a piece of the file's path), first match wins: self time pe
 )
 
 
-def print_parts(profile: Path) -> None:
-    """The launcher's self time by part (import time left out: files under importlib)."""
+def print_parts(profile: Path, calls: int) -> None:
+    """The launcher's CPU (self time) by part, per call, over the *calls* made after the
+    warm-up (the profiler's own cost inflates each part: read the shares)."""
     stats: Any = pstats.Stats(str(profile)).stats
     parts: dict[str, float] = {}
-    for (filename, _line, name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
-        if "importlib" in filename or name in ("<module>", "exec", "compile"):
-            continue
+    for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
         label = next((label for label, piece in PARTS if piece in filename), None)
         if label is None:
             label = "built-ins (syscalls, select)" if filename == "~" else "other"
         parts[label] = parts.get(label, 0.0) + tottime
     total = sum(parts.values())
     for label, seconds in sorted(parts.items(), key=lambda item: -item[1]):
-        print(f"{seconds / total:6.1%}  {seconds:7.2f} s  {label}")
+        print(f"{seconds / total:6.1%}  {seconds / calls * 1000:6.3f} ms/call  {label}")
 
 
 async def main() -> None:
@@ -189,6 +191,8 @@ async def main() -> None:
                 profile = args.profile
                 async with launcher(checkout, root, profile, args.config_extra) as (session, proc):
                     await sequential(session, 50)  # warm
+                    if profile is not None:
+                        proc.send_signal(signal.SIGUSR1)
                     before = cpu_seconds(proc.pid)
                     p50[checkout].append(await sequential(session, args.calls))
                     cpu[checkout].append((cpu_seconds(proc.pid) - before) / args.calls * 1000)
@@ -200,7 +204,7 @@ async def main() -> None:
                     flush=True,
                 )
                 if profile is not None:
-                    print_parts(profile)
+                    print_parts(profile, args.calls + args.calls // CONCURRENT * CONCURRENT)
                     return
     for checkout in checkouts:
         print(

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 from uuid import uuid4
 
@@ -33,7 +34,6 @@ from mcp.server.streamable_http import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sse_starlette import EventSourceResponse
-from starlette.requests import Request
 
 HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left open
 
@@ -184,10 +184,11 @@ def session_transport(manager: Any, scope: Any, session_id: str) -> Any:
     return transport
 
 
-def sse_post(transport: Any, scope: Any) -> bool:
-    """Whether the transport would answer this POST (its headers) on an SSE stream rather than
-    refuse it: it accepts JSON and SSE, and sends JSON."""
-    request = Request(scope)
+def sse_post(transport: Any, accept: str, content_type: str) -> bool:
+    """Whether the transport would answer a POST with these ``Accept`` and ``Content-Type``
+    headers on an SSE stream rather than refuse it (406, 415): its own checks, given only the
+    two headers (a Starlette request would parse them all)."""
+    request: Any = SimpleNamespace(headers={"accept": accept, "content-type": content_type})
     has_json, has_sse = check_accept_headers(request)
     return has_json and has_sse and bool(transport._check_content_type(request))
 

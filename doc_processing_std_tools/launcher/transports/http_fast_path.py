@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -64,6 +65,8 @@ log = logging.getLogger("dpt-launch")
 FAST_BODY_MAX = 64 * 1024  # bytes: a longer body keeps the SDK path (read once, by the SDK)
 SESSION_HEADER = b"mcp-session-id"
 LENGTH_HEADER = b"content-length"
+ACCEPT_HEADER = b"accept"
+TYPE_HEADER = b"content-type"
 VERSION_HEADER = b"mcp-protocol-version"
 HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 CALL = b'"tools/call"'
@@ -88,11 +91,16 @@ class HttpFastPath:
             await self.app(scope, receive, send)
             return
         session_id = length = None
+        accept = content_type = b""
         for name, value in scope["headers"]:
             if name == SESSION_HEADER:
                 session_id = value.decode("latin-1")
             elif name == LENGTH_HEADER:
                 length = value
+            elif name == ACCEPT_HEADER:
+                accept = value
+            elif name == TYPE_HEADER:
+                content_type = value
             elif name == VERSION_HEADER and value.decode("latin-1") not in HANDSHAKE_ERA:
                 await self.app(scope, receive, send)  # a 2026-era request
                 return
@@ -107,7 +115,8 @@ class HttpFastPath:
             await self.app(scope, replay, send)
             return
         if body.find(CALL) >= 0:
-            taken = self._take(scope, session, session_id, body)
+            wants = (accept.decode("latin-1"), content_type.decode("latin-1"))
+            taken = self._take(scope, session, session_id, body, wants)
             if taken is not None:
                 await self._serve(scope, receive, send, session, session_id, *taken)
                 return
@@ -119,10 +128,10 @@ class HttpFastPath:
         await self.app(scope, replay, send)
 
     def _take(
-        self, scope: Scope, session: Any, session_id: str, body: bytes
+        self, scope: Scope, session: Any, session_id: str, body: bytes, wants: tuple[str, str]
     ) -> tuple[Any, RelayTarget, int | str, dict[str, Any]] | None:
         """(the session's transport, the target, the request id, the params) when this POST
-        is served here."""
+        is served here. *wants*: its Accept and Content-Type headers."""
         try:
             found = relayed_call(body, self.tables(scope.get(PROFILE_SCOPE_KEY)))
             if found is None:
@@ -149,7 +158,7 @@ class HttpFastPath:
             ):
                 return None  # (not open yet: the SDK path opens it)
             transport = session_transport(self.sessions, scope, session_id)
-            if transport is None or not sse_post(transport, scope):
+            if transport is None or not sse_post(transport, *wants):
                 return None
         except Exception:  # whatever is odd about the request, the SDK path answers it
             log.debug("HTTP fast path: left a request to the SDK", exc_info=True)
@@ -176,10 +185,11 @@ class HttpFastPath:
         cancel = self._calls[key] = anyio.CancelScope()
         self.served += 1
         to_request, from_request = stream
-        events_in, events_out = anyio.create_memory_object_stream[dict[str, Any]](0)
         headers = Headers(scope=scope)
 
         async def call() -> None:
+            """The call, run by PostReply (cancelled when the client leaves first): its reply
+            goes to the request's stream, after what the server sent for the request."""
             reply = b""
             with cancel:
                 try:
@@ -195,21 +205,8 @@ class HttpFastPath:
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))
             if not cancel.cancelled_caught:  # a call the client cancelled gets no reply
-                # (after what the server sent for it: the same stream)
-                await to_request.send(reply.rstrip(b"\n"))
-
-        async def writer() -> None:
-            """The request's messages as SSE events, then the reply; runs the call."""
-            async with events_in, from_request, anyio.create_task_group() as group:
-                group.start_soon(call)
-                async for item in from_request:
-                    if isinstance(item, bytes):
-                        await events_in.send({"event": "message", "data": item.decode()})
-                        return
-                    event = event_data(transport, item)
-                    if event is not None:
-                        await events_in.send(event)
-                group.cancel_scope.cancel()  # the session ended first: the call too
+                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
 
         sse = {
             "Cache-Control": "no-cache, no-transform",
@@ -219,7 +216,7 @@ class HttpFastPath:
         }
         try:
             with serving(transport):
-                await PostReply(events_out, writer, sse)(scope, receive, send)
+                await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
         finally:
             self._calls.pop(key, None)
             with anyio.CancelScope(shield=True):
@@ -247,6 +244,32 @@ class HttpFastPath:
                 # reach the stream before the reply, which came straight here.
                 await own.client.ping()
             return reply
+
+
+class _Events:
+    """A request's stream as SSE events, up to the reply (or the session's end). (An iterator,
+    not an async generator: one left at its reply would be closed later in a task of its own.)
+    """
+
+    def __init__(self, transport: Any, stream: Any) -> None:
+        self.transport, self.stream, self.done = transport, stream, False
+
+    def __aiter__(self) -> _Events:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while not self.done:
+            try:
+                item = await self.stream.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                break
+            if isinstance(item, bytes):  # the reply
+                self.done = True
+                return {"event": "message", "data": item.decode()}
+            event = event_data(self.transport, item)
+            if event is not None:
+                return event
+        raise StopAsyncIteration
 
 
 async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:
