@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ import anyio
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
-ECHO = "echo"  # the relayed echo's exposed name (read from the first list)
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from peers import (  # noqa: E402
@@ -41,6 +41,15 @@ from peers import (  # noqa: E402
     free_port,
     node_servers,
 )
+
+
+@dataclass
+class Running:
+    """One launcher serving, the client's session on it, and the relayed echo's name."""
+
+    session: ClientSession
+    proc: subprocess.Popen[Any]
+    echo: str
 
 
 def config(root: Path, port: int, extra: str = "") -> Path:
@@ -56,7 +65,7 @@ def config(root: Path, port: int, extra: str = "") -> Path:
 @contextlib.asynccontextmanager
 async def launcher(
     checkout: Path, root: Path, profile: Path | None, extra: str
-) -> AsyncIterator[tuple[ClientSession, subprocess.Popen[Any]]]:
+) -> AsyncIterator[Running]:
     port = free_port()
     python = checkout / ".venv" / "bin" / "python"
     command = [str(python)]
@@ -80,9 +89,8 @@ async def launcher(
             session = await stack.enter_async_context(ClientSession(read, write))
             await session.initialize()
             listed = await session.list_tools()
-            global ECHO
-            ECHO = next(t.name for t in listed.tools if t.name.endswith("echo"))
-            yield session, proc
+            echo = next(t.name for t in listed.tools if t.name.endswith("echo"))
+            yield Running(session, proc, echo)
     finally:
         _stop(proc)
         errlog.close()
@@ -94,21 +102,24 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def sequential(session: ClientSession, calls: int) -> float:
+async def sequential(running: Running, calls: int) -> float:
+    session = running.session
     samples = []
     for i in range(calls):
         start = time.perf_counter()
-        result = await session.call_tool(ECHO, {"message": f"m{i}"})
+        result = await session.call_tool(running.echo, {"message": f"m{i}"})
         samples.append(time.perf_counter() - start)
         if result.is_error:
             raise RuntimeError(f"echo failed: {result}")
     return statistics.median(samples) * 1000
 
 
-async def concurrent(session: ClientSession, per_caller: int) -> float:
+async def concurrent(running: Running, per_caller: int) -> float:
+    session = running.session
+
     async def caller(index: int) -> None:
         for i in range(per_caller):
-            await session.call_tool(ECHO, {"message": f"c{index}-{i}"})
+            await session.call_tool(running.echo, {"message": f"c{index}-{i}"})
 
     start = time.perf_counter()
     async with anyio.create_task_group() as group:
@@ -158,7 +169,7 @@ PARTS = (  # (label, a piece of the file's path), first match wins: self time pe
 def print_parts(profile: Path, calls: int) -> None:
     """The launcher's CPU (self time) by part, per call, over the *calls* made after the
     warm-up (the profiler's own cost inflates each part: read the shares)."""
-    stats: Any = pstats.Stats(str(profile)).stats
+    stats: Any = pstats.Stats(str(profile)).stats  # type: ignore[attr-defined]  # (untyped)
     parts: dict[str, float] = {}
     for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
         label = next((label for label, piece in PARTS if piece in filename), None)
@@ -189,14 +200,15 @@ async def main() -> None:
         for round_ in range(args.rounds):
             for checkout in checkouts:
                 profile = args.profile
-                async with launcher(checkout, root, profile, args.config_extra) as (session, proc):
-                    await sequential(session, 50)  # warm
+                async with launcher(checkout, root, profile, args.config_extra) as running:
+                    proc = running.proc
+                    await sequential(running, 50)  # warm
                     if profile is not None:
                         proc.send_signal(signal.SIGUSR1)
                     before = cpu_seconds(proc.pid)
-                    p50[checkout].append(await sequential(session, args.calls))
+                    p50[checkout].append(await sequential(running, args.calls))
                     cpu[checkout].append((cpu_seconds(proc.pid) - before) / args.calls * 1000)
-                    rate[checkout].append(await concurrent(session, args.calls // CONCURRENT))
+                    rate[checkout].append(await concurrent(running, args.calls // CONCURRENT))
                 print(
                     f"round {round_ + 1} {checkout}: p50 {p50[checkout][-1]:.2f} ms, "
                     f"launcher CPU {cpu[checkout][-1]:.2f} ms/call, "

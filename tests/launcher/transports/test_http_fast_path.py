@@ -32,6 +32,9 @@ CONFIG = """\
       - tools: ["*"]
         exclude: ["*denied"]
     audit: {audit}
+    profiles:
+      small:
+        exclude: ["*fine"]
     rate_limits:
       - tools: ["*limited"]
         rate: 1/h
@@ -55,15 +58,15 @@ def launched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Launche
 
 
 @asynccontextmanager
-async def client(launched: Launched, **options: Any) -> AsyncIterator[Any]:
+async def client(launched: Launched, path: str = "", **options: Any) -> AsyncIterator[Any]:
     async with (
-        streamable_http_client(launched.url) as (read, write, *_),
+        streamable_http_client(launched.url + path) as (read, write, *_),
         ClientSession(read, write, **options) as session,
     ):
         await session.initialize()
         listed = await session.list_tools()
-        fine = next(t.name for t in listed.tools if t.name.endswith("fine"))
-        NAMES["prefix"] = fine.removesuffix("fine")
+        seen = next(t.name for t in listed.tools if t.name.endswith("id_seen"))
+        NAMES["prefix"] = seen.removesuffix("id_seen")
         yield session
 
 
@@ -153,3 +156,16 @@ async def test_a_cancelled_call_is_cancelled_at_the_child(launched) -> None:
                 return [key for key in seen if isinstance(key, str) and key.startswith("dpt~")]
 
             assert await until(told, "the child told of the cancelled call")
+
+
+async def test_a_tool_the_profile_leaves_out_is_unknown_on_both_paths(launched) -> None:
+    running, _ = launched
+    with anyio.fail_after(60):
+        async with client(running, "/small") as session:
+            await fast(session)
+            hidden = await session.call_tool(name(session, "fine"), {})
+            hidden_sdk = await session.call_tool(name(session, "fine"), {}, meta=PROGRESS)
+            listed = {tool.name for tool in (await session.list_tools()).tools}
+    assert name(session, "fine") not in listed
+    assert hidden.is_error and "fine" in text_of(hidden)
+    assert hidden.model_dump() == hidden_sdk.model_dump()
