@@ -6,13 +6,17 @@ looks like the launcher's (``asks_first``). For the HTTP fast path: ``id_seen`` 
 the request id it got (the launcher's own ``dpt~N`` on a fast path, the SDK session's integer
 on the SDK path), ``logs_first`` sends a log message before its answer, ``hang`` never
 answers, ``cancels_seen`` answers with the request ids of the ``notifications/cancelled`` it
-got; ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules).
+got; ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules); ``slow``
+touches the file ``$RAW_CHILD_MARK`` names, then answers after a second.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
+from pathlib import Path
 
 TOOLS = [
     "two_values",
@@ -26,6 +30,7 @@ TOOLS = [
     "cancels_seen",
     "denied",
     "limited",
+    "slow",
 ]
 CANCELLED: list[object] = []
 
@@ -71,6 +76,10 @@ def call(request_id: object, name: str) -> None:
         note = {"level": "warning", "logger": "raw", "data": "before the answer"}
         send(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": note}))
         reply(request_id, {"content": [{"type": "text", "text": "logged"}], "isError": False})
+    elif name == "slow":
+        Path(os.environ["RAW_CHILD_MARK"]).touch()
+        time.sleep(1)
+        reply(request_id, {"content": [{"type": "text", "text": "slow done"}], "isError": False})
     elif name != "hang":
         reply(request_id, {"content": [{"type": "text", "text": "fine"}], "isError": False})
 

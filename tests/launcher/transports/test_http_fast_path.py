@@ -6,6 +6,7 @@ gets is the launcher's own ``dpt~N`` on the fast path, the SDK session's integer
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import textwrap
 from collections.abc import AsyncIterator, Iterator
@@ -169,3 +170,27 @@ async def test_a_tool_the_profile_leaves_out_is_unknown_on_both_paths(launched) 
     assert name(session, "fine") not in listed
     assert hidden.is_error and "fine" in text_of(hidden)
     assert hidden.model_dump() == hidden_sdk.model_dump()
+
+
+@pytest.mark.slow  # (a launcher of its own, stopped by the test)
+async def test_the_drain_on_sigterm_waits_for_a_call_on_the_fast_path(tmp_path: Path) -> None:
+    mark = tmp_path / "slow-started"
+    config = tmp_path / "tools.yaml"
+    text = f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n"
+    config.write_text(text, encoding="utf-8")
+    with launch.http_launcher(config, env={"RAW_CHILD_MARK": str(mark)}) as running:
+        with anyio.fail_after(60):
+            async with client(running) as session:
+                await fast(session)
+                async with anyio.create_task_group() as group:
+                    replies: list[Any] = []
+
+                    async def slow() -> None:
+                        replies.append(await session.call_tool(name(session, "slow"), {}))
+
+                    group.start_soon(slow)
+                    await until(mark.exists, "the slow call at the child")
+                    running.proc.send_signal(signal.SIGTERM)
+        assert text_of(replies[0]) == "slow done"
+        assert await anyio.to_thread.run_sync(running.proc.wait, 60) == 0
+    assert "Traceback" not in running.stderr()
