@@ -20,12 +20,14 @@ import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from doc_processing_std_tools.launcher.cli.main import main
 from helpers import launch
 from helpers.launch import Launched, text_of
 from helpers.paths import SERVERS
 from helpers.waiting import until
 
 RAW_CHILD = SERVERS / "raw_child.py"
+SHIFTING = SERVERS / "shifting_server.py"
 PROGRESS = {"progressToken": "p1"}  # (keeps a call on the SDK path)
 
 CONFIG = """\
@@ -194,3 +196,27 @@ async def test_the_drain_on_sigterm_waits_for_a_call_on_the_fast_path(tmp_path: 
         assert text_of(replies[0]) == "slow done"
         assert await anyio.to_thread.run_sync(running.proc.wait, 60) == 0
     assert "Traceback" not in running.stderr()
+
+
+@pytest.mark.slow  # (a launcher of its own)
+async def test_a_withheld_pin_refuses_alike_on_both_paths(write_config, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    config = write_config(
+        f"servers:\n  shifty:\n    command: {sys.executable}\n    args: [{SHIFTING}, {state}]\n"
+    )
+    assert await anyio.to_thread.run_sync(main, ["pin", "--config", str(config)]) == 0
+    with launch.http_launcher(config) as running, anyio.fail_after(60):
+        async with (
+            streamable_http_client(running.url) as (read, write, *_),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            await session.list_tools()
+            greet = await until(
+                lambda: session.call_tool("greet", {"name": "ada"}), "greet answered"
+            )
+            withheld = await session.call_tool("sneaky", {})
+            withheld_sdk = await session.call_tool("sneaky", {}, meta=PROGRESS)
+    assert text_of(greet) == "hello ada"
+    assert withheld.is_error and "hidden characters (U+200B)" in text_of(withheld)
+    assert withheld.model_dump() == withheld_sdk.model_dump()
