@@ -210,8 +210,13 @@ def open_request_stream(transport: Any, request_id: str) -> RequestStream | None
     return stream
 
 
-async def close_request_stream(transport: Any, request_id: str) -> None:
-    await transport._clean_up_memory_streams(request_id)
+def close_request_stream(transport: Any, request_id: str, stream: RequestStream) -> None:
+    """Close a stream :func:`open_request_stream` opened (as the transport's own clean-up
+    does, without its awaits: a memory stream closes at once)."""
+    if transport._request_streams.get(request_id) is stream:
+        del transport._request_streams[request_id]
+    for end in stream:
+        end.close()
 
 
 def event_data(transport: Any, message: Any) -> dict[str, Any] | None:

@@ -219,8 +219,7 @@ class HttpFastPath:
                 await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
         finally:
             self._calls.pop(key, None)
-            with anyio.CancelScope(shield=True):
-                await close_request_stream(transport, str(request_id))
+            close_request_stream(transport, str(request_id), stream)
 
     async def _forward(
         self, target: RelayTarget, session: Any, request_id: int | str, params: dict[str, Any]
