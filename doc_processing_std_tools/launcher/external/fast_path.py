@@ -22,7 +22,9 @@ and served on the event loop, under the exposed tool's rules as on every path
 (its ``CallPolicy``: unavailable, process lock, timeout, restarting; a relayed
 call cut short is cancelled at the child). A client's ``notifications/cancelled`` for
 a taken call cancels it. Anything else, and anything unusual (lone-surrogate escapes,
-extra params, 2026-era envelopes), keeps the SDK path.
+extra params, 2026-era envelopes), keeps the SDK path. Which calls are taken
+(:func:`relayed_call`) and how one goes down a child's pipe (:func:`forward_on_pipe`) are
+shared with the HTTP fast path (``launcher/transports/http_fast_path.py``).
 """
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ class HttpFastPath:
             wants = (accept.decode("latin-1"), content_type.decode("latin-1"))
             taken = self._take(scope, session, session_id, body, wants)
             if taken is not None:
-                await self._serve(scope, receive, send, session, session_id, *taken)
+                await self._serve(scope, receive, replay, send, session, session_id, *taken)
                 return
         elif self._calls and body.find(CANCELLED) >= 0:
             request_id = cancelled_request(body)
@@ -169,6 +169,7 @@ class HttpFastPath:
         self,
         scope: Scope,
         receive: Receive,
+        replay: Receive,
         send: Send,
         session: Any,
         session_id: str,
@@ -179,7 +180,7 @@ class HttpFastPath:
     ) -> None:
         stream = open_request_stream(transport, str(request_id))
         if stream is None:  # (the SDK has a request of that id in flight: it answers)
-            await self.app(scope, _replaying([], receive), send)
+            await self.app(scope, replay, send)
             return
         key = (session_id, request_id)
         cancel = self._calls[key] = anyio.CancelScope()
