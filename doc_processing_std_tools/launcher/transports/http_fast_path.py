@@ -70,6 +70,7 @@ TYPE_HEADER = b"content-type"
 VERSION_HEADER = b"mcp-protocol-version"
 HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 CALL = b'"tools/call"'
+MAX_WANTS = 64  # header pairs remembered
 CANCELLED = b'"notifications/cancelled"'
 
 # the tools a connection to an endpoint may call here, by the name it calls them: given the
@@ -85,6 +86,9 @@ class HttpFastPath:
         self.served = 0  # calls served here (tests, and the benchmark, read it)
         self._limit = min(FAST_BODY_MAX, body_limit(sessions))
         self._calls: dict[tuple[str, int | str], anyio.CancelScope] = {}
+        # (Accept, Content-Type) -> whether the SDK's transport answers such a POST on an SSE
+        # stream: the same few pairs from every client, checked once each
+        self._wants: dict[tuple[bytes, bytes], bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or not self.fronts.http:
@@ -115,8 +119,7 @@ class HttpFastPath:
             await self.app(scope, replay, send)
             return
         if body.find(CALL) >= 0:
-            wants = (accept.decode("latin-1"), content_type.decode("latin-1"))
-            taken = self._take(scope, session, session_id, body, wants)
+            taken = self._take(scope, session, session_id, body, (accept, content_type))
             if taken is not None:
                 await self._serve(scope, receive, replay, send, session, session_id, *taken)
                 return
@@ -128,7 +131,7 @@ class HttpFastPath:
         await self.app(scope, replay, send)
 
     def _take(
-        self, scope: Scope, session: Any, session_id: str, body: bytes, wants: tuple[str, str]
+        self, scope: Scope, session: Any, session_id: str, body: bytes, wants: tuple[bytes, bytes]
     ) -> tuple[Any, RelayTarget, int | str, dict[str, Any]] | None:
         """(the session's transport, the target, the request id, the params) when this POST
         is served here. *wants*: its Accept and Content-Type headers."""
@@ -158,7 +161,14 @@ class HttpFastPath:
             ):
                 return None  # (not open yet: the SDK path opens it)
             transport = session_transport(self.sessions, scope, session_id)
-            if transport is None or not sse_post(transport, *wants):
+            if transport is None:
+                return None
+            sse = self._wants.get(wants)
+            if sse is None:
+                sse = sse_post(transport, wants[0].decode("latin-1"), wants[1].decode("latin-1"))
+                if len(self._wants) < MAX_WANTS:
+                    self._wants[wants] = sse
+            if not sse:
                 return None
         except Exception:  # whatever is odd about the request, the SDK path answers it
             log.debug("HTTP fast path: left a request to the SDK", exc_info=True)
