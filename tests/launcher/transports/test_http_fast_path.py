@@ -24,13 +24,16 @@ from doc_processing_std_tools.launcher.cli.main import main
 from helpers import launch
 from helpers.launch import Launched, text_of
 from helpers.paths import SERVERS
-from helpers.waiting import until
+from helpers.waiting import until, wait_for
 
 RAW_CHILD = SERVERS / "raw_child.py"
 SHIFTING = SERVERS / "shifting_server.py"
 PROGRESS = {"progressToken": "p1"}  # (keeps a call on the SDK path)
 
 CONFIG = """\
+    log_level: INFO
+    transport:
+      log_format: json
     access:
       - tools: ["*"]
         exclude: ["*denied"]
@@ -103,6 +106,14 @@ async def test_a_relayed_call_takes_the_fast_path_with_the_sdk_paths_result(laun
             sdk = await session.call_tool(name(session, "fine"), {}, meta=PROGRESS)
     assert quick.model_dump() == sdk.model_dump()
     assert text_of(quick) == "fine"
+
+    def access_lines() -> list[dict[str, Any]]:
+        lines = running.stderr().splitlines()
+        entries = [json.loads(line) for line in lines if '"dpt-launch.access"' in line]
+        return [e for e in entries if str(e.get("tool", "")).endswith("id_seen")]
+
+    seen = wait_for(access_lines, "the access log's lines of the calls")
+    assert all(e["mcp_method"] == "tools/call" and e["status"] == 200 for e in seen)
 
 
 async def test_access_rate_limits_and_audit_decide_as_on_the_sdk_path(launched) -> None:
