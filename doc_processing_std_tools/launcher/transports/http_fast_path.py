@@ -83,7 +83,6 @@ class HttpFastPath:
 
     def __init__(self, app: ASGIApp, sessions: Any, fronts: Fronts, tables: Tables) -> None:
         self.app, self.sessions, self.fronts, self.tables = app, sessions, fronts, tables
-        self.served = 0  # calls served here (tests, and the benchmark, read it)
         self._limit = min(FAST_BODY_MAX, body_limit(sessions))
         self._calls: dict[tuple[str, int | str], anyio.CancelScope] = {}
         # (Accept, Content-Type) -> whether the SDK's transport answers such a POST on an SSE
@@ -194,7 +193,6 @@ class HttpFastPath:
             return
         key = (session_id, request_id)
         cancel = self._calls[key] = anyio.CancelScope()
-        self.served += 1
         to_request, from_request = stream
         headers = Headers(scope=scope)
 
