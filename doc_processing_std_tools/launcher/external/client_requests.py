@@ -79,8 +79,18 @@ class Fronts:
         self.own_sessions = True
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
-        # HTTP client sessions connected now (handshake done, connection not torn down)
-        self.clients: dict[int, Any] = {}
+        # HTTP client sessions by their Mcp-Session-Id, from their handshake to their end (the
+        # HTTP fast path serves a session's calls only once it is known here; a shared session's
+        # message outside any call goes to the one connected: only_client)
+        self.http: dict[str, Any] = {}
+
+    def _remember_http(self, session: Any) -> None:
+        connection = session_connection(session)
+        session_id = getattr(connection, "session_id", None)
+        stack = getattr(connection, "exit_stack", None)
+        if isinstance(session_id, str) and stack is not None:  # (forgotten at its teardown)
+            self.http[session_id] = session
+            stack.callback(self.http.pop, session_id, None)
 
     def no_lone_client(self) -> None:
         """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
@@ -92,7 +102,7 @@ class Fronts:
         stdio it is the one client, and servers that asked for roots before it could answer are
         told the roots changed."""
         if not stdio:
-            self._joined(session)
+            self._remember_http(session)
             for server in list(self.servers):
                 server.client_joined(session)
             return
@@ -104,22 +114,11 @@ class Fronts:
                     link.asked_roots_early = False
                     await link.tell_roots_changed()
 
-    def _joined(self, session: Any) -> None:
-        """Count an HTTP client session until its connection's teardown (one without a
-        teardown to hook is not counted: it could never be taken off)."""
-        connection = session_connection(session)
-        stack = getattr(connection, "exit_stack", None)
-        if stack is None:
-            return
-        key = id(connection)
-        self.clients[key] = session
-        stack.callback(self.clients.pop, key, None)
-
     def only_client(self) -> Any:
         """The one HTTP client session connected, or None when there are none or several."""
-        if len(self.clients) != 1:
+        if len(self.http) != 1:
             return None
-        return next(iter(self.clients.values()))
+        return next(iter(self.http.values()))
 
     async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session* asked for *level* (its request *request_id*): each server's session

@@ -257,6 +257,7 @@ def test_a_read_ending_a_line_begun_earlier_joins_it() -> None:
 
     class Passes:  # a child pipe that takes no line: every line goes on below
         max_line = None  # (no cap)
+        passed = 0
 
         def _take(self, line: bytes) -> bool:
             return False
