@@ -497,3 +497,25 @@ async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoin
     # roots request of its start-up can land here)
     ours = [line for line in logged if not line.startswith(f"[{mounted_http.mount}]")]
     assert len(ours) <= 1, "\n".join(logged)
+
+
+# --- 2026-era (stateless) clients: what the handshake-era direct connection gives ---------------
+
+# A 2026-era client (the SDK's Client(mode="auto")) probes server/discover; server-everything
+# 2026.8.31 does not speak the 2026 protocol, so directly the client falls back to the
+# handshake, while through the launcher it stays 2026-era (each request stateless). The
+# comparison leaves out what the era itself changes (View(era_neutral=True)).
+STATELESS = ClientSpec(sampling=True, elicitation=True, era="auto")
+
+
+async def test_a_2026_era_client_gets_the_childs_json_rpc_errors(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    url = f"https://example.com/sign-in/{uuid.uuid4()}"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", STATELESS) as client:
+            await client.call("trigger-url-elicitation", {"url": url, "errorPath": True})
+            await client.call("echo", {"message": "still there"})
+
+    await assert_same(scenario, *pair_http_fast, View(era_neutral=True))

@@ -28,7 +28,7 @@ from ...locking import CALL_ARRIVAL
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import behaves_as_default, low_level_server
 from ...seams.server_sessions import initialize_accepted
-from ..calls.policed_tools import PolicedTool
+from ..calls.policed_tools import ENDED_WITH, PolicedTool
 from .fast_path import FastPath
 from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
@@ -176,18 +176,43 @@ class ToolRelay:
         target = self._target(ctx)
         if target is None:
             if not getattr(self._composition, "starting", None):  # (servers still starting)
-                return await call_next(ctx)
+                return await self._step_aside(ctx, call_next)
             arrived = CALL_ARRIVAL.set(time.monotonic())  # (its timeout counts from now)
             try:
                 reason = await self._until_started(ctx)
                 if reason:
                     return {"content": [{"type": "text", "text": reason}], "isError": True}
                 if reason is None or (target := self._target(ctx)) is None:
-                    return await call_next(ctx)
+                    return await self._step_aside(ctx, call_next)
                 return await self._relay(target, ctx)
             finally:
                 CALL_ARRIVAL.reset(arrived)
         return await self._relay(target, ctx)
+
+    async def _step_aside(self, ctx: Any, call_next: Any) -> Any:
+        """The request goes the normal way, through fastmcp (path (g): a 2026-era connection,
+        extra params, root middleware). An external server's JSON-RPC error for a call still
+        reaches the client as that error, as on the relayed paths; fastmcp would answer it as
+        an ``isError`` text."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        ended: list[ToolError] = []
+        noting = ENDED_WITH.set(ended)
+        try:
+            result = await call_next(ctx)
+        finally:
+            ENDED_WITH.reset(noting)
+        if ended and self._external(ctx.params):
+            error = _servers_own(ended[-1])
+            if error is not None:
+                raise MCPError(error["code"], error["message"], error.get("data"))
+        return result
+
+    def _external(self, params: Any) -> bool:
+        """Whether *params* call a tool of a ``command:`` or ``url:`` server."""
+        name = params.get("name") if isinstance(params, Mapping) else None
+        target = self.targets().get(name) if isinstance(name, str) else None
+        return target is not None and target.supervisor is not None
 
     async def _relay(self, target: RelayTarget, ctx: Any) -> Any:
         params: Mapping[str, Any] = ctx.params
@@ -289,19 +314,39 @@ class ToolRelay:
             request.add_done_callback(_forget_abandoned)
             raise
         except MCPError as exc:
-            # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
-            # auth module and key_value), which a launcher without external servers never needs
-            from .session_transports import is_connection_loss
-
-            error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
-            passed = server_error({"error": error})
-            if passed is not None and exc.code != CONNECTION_CLOSED and not is_connection_loss(exc):
+            passed = _passed_on(exc)
+            if passed is not None:
                 raise ErrorReply(target.exposed, passed) from exc
             raise ToolError(f"Error calling tool {target.exposed!r}: {exc.message}") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ToolError(
                 f"Error calling tool {target.exposed!r}: the connection closed"
             ) from exc
+
+
+def _passed_on(exc: MCPError) -> dict[str, Any] | None:
+    """The server's JSON-RPC error *exc* as the client gets it (bounded: ``server_error``), or
+    None when it says the connection is gone (the launcher answers that itself)."""
+    # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
+    # auth module and key_value), which a launcher without external servers never needs
+    from .session_transports import is_connection_loss
+
+    if exc.code == CONNECTION_CLOSED or is_connection_loss(exc):
+        return None
+    return server_error({"error": exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)})
+
+
+def _servers_own(exc: BaseException) -> dict[str, Any] | None:
+    """The server's JSON-RPC error a call fastmcp served ended with (*exc*, a ``ToolError``,
+    raised from it), as :func:`_passed_on` passes it; None for any other failure. An
+    ``MCPError`` raised from something else is fastmcp's word for a failure, not the
+    server's reply (its proxy's "Client failed to connect")."""
+    cause, seen = exc.__cause__, 0
+    while cause is not None and seen < 10:
+        if isinstance(cause, MCPError):
+            return _passed_on(cause) if cause.__cause__ is None else None
+        cause, seen = cause.__cause__, seen + 1
+    return None
 
 
 _ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server
