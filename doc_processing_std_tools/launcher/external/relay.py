@@ -21,13 +21,13 @@ from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.methods import validate_client_request
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ...locking import CALL_ARRIVAL
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import behaves_as_default, low_level_server
-from ...seams.server_sessions import initialize_accepted
+from ...seams.server_sessions import initialize_accepted, session_connection
 from ..calls.policed_tools import ENDED_WITH, PolicedTool
 from .fast_path import FastPath
 from .relay_lines import ErrorReply, server_error
@@ -92,6 +92,7 @@ class ToolRelay:
         self._fast_middleware = -1
         self._inert_middleware = (*inert_middleware, DereferenceRefsMiddleware)
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        self._modern_era = frozenset(MODERN_PROTOCOL_VERSIONS)
         # _meta keys that describe one connection: never carried across the relay
         self._connection_keys = frozenset(
             {
@@ -146,7 +147,7 @@ class ToolRelay:
             ctx.method != "tools/call"
             or ctx.request_id is None
             or not isinstance(params, Mapping)
-            or ctx.protocol_version not in self._handshake_era
+            or not self._era_relayed(ctx.protocol_version, params)
             or not RELAYED_PARAMS.issuperset(params)
             or not isinstance(params.get("name"), str)
             or not self.serves_plainly()
@@ -156,6 +157,14 @@ class ToolRelay:
         if target is None or target.supervisor is None or not self._as_the_sdk_would(ctx):
             return None
         return target
+
+    def _era_relayed(self, version: Any, params: Mapping[str, Any]) -> bool:
+        """Whether a call of this protocol era is relayed: any handshake-era one; a 2026-era
+        (stateless) one unless it asks for a task (that era's tasks are an extension the
+        launcher does not serve; fastmcp answers it as it would alone)."""
+        if version in self._handshake_era:
+            return True
+        return version in self._modern_era and "task" not in params
 
     def _as_the_sdk_would(self, ctx: Any) -> bool:
         """Whether the SDK itself would hand this call to a handler: the connection is
@@ -173,6 +182,18 @@ class ToolRelay:
         return True
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        answer = await self._answer(ctx, call_next)
+        if (
+            isinstance(answer, dict)
+            and ctx.protocol_version in self._modern_era
+            and "resultType" not in answer
+        ):
+            # (what the relay answers itself: a 2026-era result must say its type, and a
+            # handshake-era server's says none)
+            answer["resultType"] = "complete"
+        return answer
+
+    async def _answer(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)
         if target is None:
             if not getattr(self._composition, "starting", None):  # (servers still starting)
@@ -271,9 +292,11 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
-        if target.supervisor.subject() is not None:
-            # A signed-in user's own session: nothing it asks reaches a client, so it neither
-            # waits for other client sessions' turns nor stands for their calls.
+        stateless = getattr(session_connection(caller), "protocol_version", None) in self._modern_era
+        if target.supervisor.subject() is not None or stateless:
+            # A signed-in user's own session, or a 2026-era request (it stands alone, and the
+            # server cannot ask its client anything): nothing the server asks reaches a
+            # client, so the call neither waits for client sessions' turns nor stands for theirs.
             return await self._send(target, out, on_progress, None, request_id)
         own = await target.supervisor.own_session(caller)
         if own is not None and own.link is not None:
