@@ -517,5 +517,12 @@ async def test_a_2026_era_client_gets_the_childs_json_rpc_errors(
         async with run.client("client", STATELESS) as client:
             await client.call("trigger-url-elicitation", {"url": url, "errorPath": True})
             await client.call("echo", {"message": "still there"})
+            await client.call(
+                "trigger-long-running-operation", {"duration": 0.4, "steps": 2}, progress=True
+            )
+            reply = await client.call("get-resource-links", {"count": 2})
+            for block in reply["result"]["content"]:
+                if block["type"] == "resource_link":
+                    await client.read(block["uri"], as_given=True)
 
     await assert_same(scenario, *pair_http_fast, View(era_neutral=True))

@@ -779,7 +779,7 @@ class View:
     2026-era client (``ClientSpec(era="auto")``) that one side serves in the handshake era, what
     the era itself changes is left out: the ``connect`` step (``server/discover`` or
     ``initialize``), the connection's keys in each ``_meta`` (``io.modelcontextprotocol/...``)
-    and a result's ``resultType``.
+    and a result's ``resultType`` and cache hints (``ttlMs``, ``cacheScope``).
     """
 
     capabilities: tuple[str, ...] = ()
@@ -877,6 +877,7 @@ def transcript_of(client: Client, view: View) -> list[dict[str, Any]]:
 
 
 CONNECTION_KEYS = "io.modelcontextprotocol/"  # 2026-era _meta keys that describe the connection
+ERA_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})  # 2026-era result fields (cache hints)
 
 
 def _era_neutral(value: Any) -> Any:
@@ -884,7 +885,7 @@ def _era_neutral(value: Any) -> Any:
     if isinstance(value, dict):
         out = {}
         for key, item in value.items():
-            if key == "resultType":
+            if key in ERA_KEYS:
                 continue
             if key == "_meta" and isinstance(item, dict):
                 item = {k: v for k, v in item.items() if not k.startswith(CONNECTION_KEYS)}
