@@ -26,7 +26,6 @@ from .pin_gate import PinGate
 from .pins import Finding, Kind
 from .policy import CallPolicy, LockMode, ToolRules
 
-
 # The ToolErrors that calls fastmcp serves ended with, noted for whoever set a list here (the
 # relay, around a call it leaves to fastmcp): fastmcp answers a ToolError as an isError text,
 # and the server's JSON-RPC error it came from (its code and data) is then only in this chain.

@@ -292,7 +292,9 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
-        stateless = getattr(session_connection(caller), "protocol_version", None) in self._modern_era
+        stateless = (
+            getattr(session_connection(caller), "protocol_version", None) in self._modern_era
+        )
         if target.supervisor.subject() is not None or stateless:
             # A signed-in user's own session, or a 2026-era request (it stands alone, and the
             # server cannot ask its client anything): nothing the server asks reaches a
@@ -356,7 +358,9 @@ def _passed_on(exc: MCPError) -> dict[str, Any] | None:
 
     if exc.code == CONNECTION_CLOSED or is_connection_loss(exc):
         return None
-    return server_error({"error": exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)})
+    return server_error(
+        {"error": exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)}
+    )
 
 
 def _servers_own(exc: BaseException) -> dict[str, Any] | None:
