@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -327,14 +328,18 @@ async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
     await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",), names_only=True))
 
 
-async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint) -> None:
+@pytest.mark.parametrize("era", ["handshake", "auto"])
+async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint, era: str) -> None:
+    """Also for a 2026-era client (``auto``), whose tasks the launcher does not serve."""
+
     async def scenario(run: Run) -> None:
-        async with run.client("client", NO_ROOTS) as client:
+        async with run.client("client", replace(NO_ROOTS, era=era)) as client:
             await client.list_tools()
 
     run = await run_scenario(scenario, mounted_http)
     client = run.clients[0]
-    declared = _initialize_result(client).get("capabilities", {})
+    connected = client.reply_to("server/discover" if era == "auto" else "initialize")
+    declared = connected["result"].get("capabilities", {})
     task_only = [
         tool["name"]
         for tool in client.reply_to("tools/list")["result"]["tools"]
@@ -389,10 +394,6 @@ def _task_run(argv: list[str], tool: str, folder: Path) -> list[Any]:
         raw.proc.kill()
         raw.proc.wait()
     return seen
-
-
-def _initialize_result(client: Client) -> dict[str, Any]:
-    return client.reply_to("initialize")["result"]
 
 
 # --- row 6: smaller differences ----------------------------------------------------------------
