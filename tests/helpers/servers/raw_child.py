@@ -2,7 +2,8 @@
 
 Its tools answer with a line that is not one valid JSON-RPC message (``two_values``,
 ``control_character``, ``nan``), or first send the client a request of its own whose id
-looks like the launcher's (``asks_first``).
+looks like the launcher's (``asks_first``), or answer with a JSON-RPC error that has data
+(``refuses``: server-everything's URL-elicitation error).
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from __future__ import annotations
 import json
 import sys
 
-TOOLS = ["two_values", "control_character", "nan", "asks_first", "fine"]
+TOOLS = ["two_values", "control_character", "nan", "asks_first", "refuses", "fine"]
+REFUSAL = {
+    "code": -32042,
+    "message": "This request requires browser-based authorization.",
+    "data": {"elicitations": [{"mode": "url", "url": "https://example.com", "elicitationId": "e"}]},
+}
 
 
 def send(text: str) -> None:
@@ -39,6 +45,8 @@ def call(request_id: object, name: str) -> None:
             f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text","text":"n"}}],'
             '"structuredContent":{"x":NaN},"isError":false}}'
         )
+    elif name == "refuses":
+        send(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": REFUSAL}))
     elif name == "asks_first":
         send('{"jsonrpc":"2.0","id":"dpt~1","method":"ping"}')
         answer = json.loads(sys.stdin.readline())
