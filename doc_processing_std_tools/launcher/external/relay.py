@@ -72,8 +72,9 @@ class ToolRelay:
     lock, timeout with cancellation at the server, restarting); progress reports
     are passed on. Whatever it does not serve plainly goes the normal way through
     fastmcp: a tool it does not know (listed later, or filtered out), params
-    beyond name, arguments and _meta, a 2026-era connection, and any root
-    middleware or transform that must see calls. Over stdio, calls to a
+    beyond name, arguments and _meta, a 2026-era task-augmented call, and any root
+    middleware or transform that must see calls (a server's JSON-RPC error still
+    reaches the client as that error: :meth:`_step_aside`). Over stdio, calls to a
     ``command:`` server's tools skip even this: :attr:`fast` (``launcher/external/fast_path.py``)
     serves them from the raw lines, under the same rules.
     """
