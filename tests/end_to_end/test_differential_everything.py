@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -318,21 +319,30 @@ async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
     await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",), names_only=True))
 
 
-async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint) -> None:
+@pytest.mark.parametrize("era", ["handshake", "auto"])
+async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint, era: str) -> None:
+    """Also for a 2026-era client (``auto``), whose tasks the launcher does not serve. (A
+    2026-era list no longer says which tools need a task: a handshake-era client's list does.)"""
+
     async def scenario(run: Run) -> None:
-        async with run.client("client", NO_ROOTS) as client:
+        async with run.client("handshake", NO_ROOTS) as client:
+            await client.list_tools()
+        async with run.client("client", replace(NO_ROOTS, era=era)) as client:
             await client.list_tools()
 
     run = await run_scenario(scenario, mounted_http)
-    client = run.clients[0]
-    declared = _initialize_result(client).get("capabilities", {})
-    task_only = [
+    handshake, client = run.clients
+    needs_task = {
         tool["name"]
-        for tool in client.reply_to("tools/list")["result"]["tools"]
+        for tool in handshake.reply_to("tools/list")["result"]["tools"]
         if (tool.get("execution") or {}).get("taskSupport") == "required"
-    ]
-    assert "tasks" in declared or not task_only, (
-        f"no tasks capability declared, yet task-only tools listed: {task_only}"
+    }
+    assert needs_task, "server-everything lists a task-only tool (simulate-research-query)"
+    connected = client.reply_to("server/discover" if era == "auto" else "initialize")
+    declared = connected["result"].get("capabilities", {})
+    listed = {tool["name"] for tool in client.reply_to("tools/list")["result"]["tools"]}
+    assert "tasks" in declared or not needs_task & listed, (
+        f"no tasks capability declared, yet task-only tools listed: {sorted(needs_task & listed)}"
     )
 
 
@@ -380,10 +390,6 @@ def _task_run(argv: list[str], tool: str, folder: Path) -> list[Any]:
         raw.proc.kill()
         raw.proc.wait()
     return seen
-
-
-def _initialize_result(client: Client) -> dict[str, Any]:
-    return client.reply_to("initialize")["result"]
 
 
 # --- row 6: smaller differences ----------------------------------------------------------------
@@ -552,3 +558,32 @@ async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoin
     # roots request of its start-up can land here)
     ours = [line for line in logged if not line.startswith(f"[{mounted_http.mount}]")]
     assert len(ours) <= 1, "\n".join(logged)
+
+
+# --- 2026-era (stateless) clients: what the handshake-era direct connection gives ---------------
+
+# A 2026-era client (the SDK's Client(mode="auto")) probes server/discover; server-everything
+# 2026.8.31 does not speak the 2026 protocol, so directly the client falls back to the
+# handshake, while through the launcher it stays 2026-era (each request stateless). The
+# comparison leaves out what the era itself changes (View(era_neutral=True)).
+STATELESS = ClientSpec(sampling=True, elicitation=True, era="auto")
+
+
+async def test_a_2026_era_client_gets_the_childs_json_rpc_errors(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    url = f"https://example.com/sign-in/{uuid.uuid4()}"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", STATELESS) as client:
+            await client.call("trigger-url-elicitation", {"url": url, "errorPath": True})
+            await client.call("echo", {"message": "still there"})
+            await client.call(
+                "trigger-long-running-operation", {"duration": 0.4, "steps": 2}, progress=True
+            )
+            reply = await client.call("get-resource-links", {"count": 2})
+            for block in reply["result"]["content"]:
+                if block["type"] == "resource_link":
+                    await client.read(block["uri"], as_given=True)
+
+    await assert_same(scenario, *pair_http_fast, View(era_neutral=True))

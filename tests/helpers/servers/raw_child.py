@@ -2,7 +2,8 @@
 
 Its tools answer with a line that is not one valid JSON-RPC message (``two_values``,
 ``control_character``, ``nan``), or first send the client a request of its own whose id
-looks like the launcher's (``asks_first``). For the HTTP fast path: ``id_seen`` answers with
+looks like the launcher's (``asks_first``), or answer with a JSON-RPC error that has data
+(``refuses``: server-everything's URL-elicitation error). For the HTTP fast path: ``id_seen`` answers with
 the request id it got (the launcher's own ``dpt~N`` on a fast path, the SDK session's integer
 on the SDK path), ``logs_first`` sends a log message before its answer, ``hang`` never
 answers, ``cancels_seen`` answers with the request ids of the ``notifications/cancelled`` it
@@ -23,6 +24,7 @@ TOOLS = [
     "control_character",
     "nan",
     "asks_first",
+    "refuses",
     "fine",
     "id_seen",
     "logs_first",
@@ -33,6 +35,11 @@ TOOLS = [
     "slow",
 ]
 CANCELLED: list[object] = []
+REFUSAL = {
+    "code": -32042,
+    "message": "This request requires browser-based authorization.",
+    "data": {"elicitations": [{"mode": "url", "url": "https://example.com", "elicitationId": "e"}]},
+}
 
 
 def send(text: str) -> None:
@@ -61,6 +68,8 @@ def call(request_id: object, name: str) -> None:
             f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text","text":"n"}}],'
             '"structuredContent":{"x":NaN},"isError":false}}'
         )
+    elif name == "refuses":
+        send(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": REFUSAL}))
     elif name == "asks_first":
         send('{"jsonrpc":"2.0","id":"dpt~1","method":"ping"}')
         answer = json.loads(sys.stdin.readline())
