@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -375,9 +376,10 @@ def test_a_task_belongs_to_the_client_it_was_made_for() -> None:
 
 
 class _Connection:
-    """A client connection as the launcher sees one: its teardown stack."""
+    """An HTTP client connection as the launcher sees one: its session id and teardown stack."""
 
     def __init__(self) -> None:
+        self.session_id = uuid.uuid4().hex
         self.exit_stack = contextlib.ExitStack()
 
 
