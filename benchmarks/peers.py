@@ -19,6 +19,12 @@ Rows (each the median of interleaved rounds, every peer open at once):
 - the first ``tools/list`` when a fourth server hangs on ``initialize`` (capped);
 - PSS of the process tree (``/proc/*/smaps_rollup``) after the calls.
 
+dpt-launch runs twice over HTTP: as configured by default (``sessions: per_client``: each HTTP
+client has children of its own, isolated from other clients' state, issue 34) and as
+``dpt-launch shared`` (``sessions: shared`` on every server: one child per server for every
+client, the peers' semantics). Over stdio the two are the same (the one client's session is the
+launcher's own), so that column has no stdio figures.
+
 A peer that cannot run here gets no figure (``n/a``) and the reason is printed and kept in the
 section's note. Run: ``python benchmarks/peers.py [--quick] [--report]``; ``run.py --only peers``.
 Figures are provisional on a shared machine: read the ratios.
@@ -70,7 +76,9 @@ NPM_PACKAGES = (
     "@modelcontextprotocol/server-filesystem@2026.8.31",
     "@modelcontextprotocol/server-memory@2026.8.31",
 )
-PEERS = ("direct", "dpt-launch", "fastmcp proxy", "magg", "mcp-hub")
+SHARED = "dpt-launch shared"  # every server with sessions: shared (HTTP only)
+PEERS = ("direct", "dpt-launch", SHARED, "fastmcp proxy", "magg", "mcp-hub")
+SAME_OVER_STDIO = "over stdio sessions: shared is dpt-launch's default column (one client)"
 CONCURRENT = 16
 BIG_FILE_BYTES = 5 * 1024 * 1024
 HUNG_CAP_S = 15.0
@@ -203,14 +211,18 @@ class Bench:
             found["hung"] = (PY, [str(self.hang)])
         return found
 
-    def dpt_config(self, port: int | None) -> Path:
+    def dpt_config(self, port: int | None, shared: bool = False) -> Path:
+        """dpt-launch's config; *shared*: every server with ``sessions: shared``."""
         lines = []
         if port is not None:
             lines += ["transport:", "  type: http", f"  port: {port}"]
         lines.append("servers:")
         for name, (command, args) in self.servers().items():
             lines += [f"  {name}:", f"    command: {command}", f"    args: {json.dumps(args)}"]
-        path = self.root / f"dpt-{port or 'stdio'}{'-hung' if self.hung else ''}.yaml"
+            if shared:
+                lines.append("    sessions: shared")
+        kind = f"{port or 'stdio'}{'-shared' if shared else ''}{'-hung' if self.hung else ''}"
+        path = self.root / f"dpt-{kind}.yaml"
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -264,6 +276,8 @@ def stdio_start(peer: str, bench: Bench, server: str = "everything") -> Started 
     if peer == "dpt-launch":
         config = bench.dpt_config(None)
         return Started([PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)])
+    if peer == SHARED:
+        return SAME_OVER_STDIO
     if peer == "fastmcp proxy":
         config = bench.mcp_config("fastmcp-stdio.json")
         return Started([PY, str(bench.proxy_script()), str(config), "stdio"])
@@ -282,8 +296,8 @@ def http_start(peer: str, bench: Bench, port: int) -> Started | str:
             f"http://127.0.0.1:{port}/mcp",
             env={"PORT": str(port)},
         )
-    if peer == "dpt-launch":
-        config = bench.dpt_config(port)
+    if peer in ("dpt-launch", SHARED):
+        config = bench.dpt_config(port, shared=peer == SHARED)
         return Started(
             [PY, "-m", "doc_processing_std_tools.launcher.cli", "--config", str(config)],
             f"http://127.0.0.1:{port}/mcp",
@@ -460,18 +474,39 @@ async def big_read_s(peer: Peer, path: Path) -> float:
     return elapsed
 
 
+def pss_mb(pid: int) -> float:
+    """PSS of *pid* alone, in MB (0 when it is gone)."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0.0
+    lines = (line for line in rollup.splitlines() if line.startswith("Pss:"))
+    return sum(int(line.split()[1]) for line in lines) / 1024
+
+
 def tree_pss_mb(pid: int) -> float:
     """PSS of *pid* and every process under it, in MB."""
-    total = 0
-    for each in [pid, *descendant_pids(pid)]:
+    return sum(pss_mb(each) for each in [pid, *descendant_pids(pid)])
+
+
+def tree_parts(pid: int) -> dict[str, float]:
+    """dpt-launch's tree by part (PSS, MB): the launcher process, each shim (the stdlib-only
+    ``child.py`` between the launcher and a command; mean), each server child (mean), and how
+    many server children there are."""
+    shims, servers = [], []
+    for each in descendant_pids(pid):
         try:
-            rollup = Path(f"/proc/{each}/smaps_rollup").read_text()
+            argv = Path(f"/proc/{each}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        for line in rollup.splitlines():
-            if line.startswith("Pss:"):
-                total += int(line.split()[1])
-    return total / 1024
+        is_shim = any(arg.endswith(b"/external/child.py") for arg in argv[:4])
+        (shims if is_shim else servers).append(pss_mb(each))
+    return {
+        "pss launcher": pss_mb(pid),
+        "pss shim": statistics.mean(shims) if shims else math.nan,
+        "pss server": statistics.mean(servers) if servers else math.nan,
+        "children": float(len(servers)),
+    }
 
 
 # -- start-up -----------------------------------------------------------------------------
@@ -543,6 +578,13 @@ ROWS = {
     "stdio pss": "PSS of the process tree after the stdio calls (MB)",
     "http pss": "PSS of the process tree after the HTTP calls (MB)",
 }
+# dpt-launch's tree after the HTTP calls, by part (one client connected)
+PARTS = {
+    "http pss launcher": "PSS after the HTTP calls, the launcher process (MB)",
+    "http pss shim": "PSS after the HTTP calls, each shim (MB)",
+    "http pss server": "PSS after the HTTP calls, each server child (MB)",
+    "http children": "server children after the HTTP calls, one client (count)",
+}
 
 
 async def calls_rounds(
@@ -595,6 +637,9 @@ async def calls_rounds(
         for name, peer in peers.items():
             if name != "direct":  # (the servers alone, not all three: nothing to compare)
                 samples.add(f"{prefix} pss", name, tree_pss_mb(peer.pid))
+            if http and name in ("dpt-launch", SHARED):
+                for part, value in tree_parts(peer.pid).items():
+                    samples.add(f"http {part}", name, value)
 
 
 async def startup_rounds(bench: Bench, samples: Samples, rounds: int) -> None:
@@ -617,7 +662,10 @@ async def _first_list(bench: Bench, name: str, http: bool) -> float:
 
 async def hung_round(bench: Bench, samples: Samples) -> None:
     hung = Bench(bench.root, hung=True)
+    samples.refuse(f"hung | {SHARED}", SAME_OVER_STDIO)
     for name in PEERS[1:]:
+        if name == SHARED:
+            continue
         started = stdio_start(name, hung)
         if isinstance(started, str):
             started = http_start(name, hung, free_port())
@@ -640,7 +688,7 @@ async def measure(quick: bool, root: Path) -> Samples:
 
 
 def figure_name(row: str, peer: str) -> str:
-    title = ROWS[row]
+    title = {**ROWS, **PARTS}[row]
     head, unit = title.rsplit(" (", 1)
     return f"{head}: {peer} ({unit}"
 
@@ -655,6 +703,10 @@ def figures(quick: bool = False) -> dict[str, float]:
     found: dict[str, float] = {}
     for row in ROWS:
         for peer in PEERS:
+            values = samples.rows.get(row, {}).get(peer)
+            found[figure_name(row, peer)] = statistics.median(values) if values else math.nan
+    for row in PARTS:
+        for peer in ("dpt-launch", SHARED):
             values = samples.rows.get(row, {}).get(peer)
             found[figure_name(row, peer)] = statistics.median(values) if values else math.nan
 

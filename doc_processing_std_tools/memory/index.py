@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import gc
 import hashlib
 import os
@@ -19,7 +18,8 @@ from .. import APP_NAME
 from ..containment import TEMP_PREFIX, Jail, remove_if_stale
 from .formats import HEAD_BYTES, _decode_entry, _key_in_head
 from .index_entry import LARGE, NOT_UTF8, TEXT, UNREADABLE, IndexedEntry
-from .index_file import decode_index, encode_index
+from .index_file import Listing, decode_index, encode_index
+from .index_saving import SavedLater
 
 MAX_INDEXED_BYTES = 1 << 20  # entries above are listed by key and matched by key only
 
@@ -30,9 +30,6 @@ INDEX_BUDGET_CHARS = 32 << 20  # characters of values (and folded values) kept i
 # A file changed less than this before it was read may change again within the same
 # timestamp tick, unseen by stat: it is read again until it is older (cf. git's "racy clean").
 RACY_NS = 2_000_000_000
-
-
-INDEX_SAVE_DELAY = 2.0  # seconds from a change seen by a scan to the index's save
 
 
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -103,7 +100,7 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class EntryIndex:
+class EntryIndex(SavedLater):
     """The key-value entries of one memory folder, kept between calls and checked on each.
 
     Each call lists the folder (skipped while the folder's own stat is unchanged) and stats
@@ -281,40 +278,10 @@ class EntryIndex:
         """Whether anything is known yet (a saved copy read, or a scan done)."""
         return self._by_name is not None
 
-    def _schedule_save(self) -> None:
-        """Save a few seconds from now, or at exit (one pending save at a time). Caller
-        holds _lock."""
-        if self._save_pending:
-            return
-        self._save_pending = True
-        _UNSAVED.add(self)
-        timer = threading.Timer(INDEX_SAVE_DELAY, self.save)
-        timer.daemon = True
-        timer.start()
+    def _snapshot(self) -> tuple[list[IndexedEntry], Listing | None]:
+        return list((self._by_name or {}).values()), self._listing
 
-    def save(self) -> None:
-        """Write the saved copy now (atomically; a failure only costs the next process time)."""
-        with self._lock:
-            self._save_pending = False
-            _UNSAVED.discard(self)
-            entries = list((self._by_name or {}).values())
-            listing = self._listing
-        try:
-            info = os.stat(self.folder)
-            data = encode_index(entries, (info.st_dev, info.st_ino), listing)
-            path = self._path()
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            temp.write_bytes(data)
-            os.replace(temp, path)  # no fsync: a cache, checked entry by entry when loaded
-        except OSError:
-            pass
-
-
-_UNSAVED: set[EntryIndex] = set()  # indexes with a save pending
-
-
-@atexit.register
-def _save_at_exit() -> None:
-    for index in list(_UNSAVED):
-        index.save()
+    def _saved(self, snapshot: tuple[list[IndexedEntry], Listing | None]) -> tuple[Path, bytes]:
+        entries, listing = snapshot
+        info = os.stat(self.folder)
+        return self._path(), encode_index(entries, (info.st_dev, info.st_ino), listing)

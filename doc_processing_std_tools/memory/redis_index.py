@@ -6,9 +6,7 @@ store's identity and the data's epoch."""
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import os
 import threading
 import zlib
 from collections.abc import Iterator
@@ -19,9 +17,10 @@ import redis
 
 from . import redis_scripts as lua
 from .formats import HEAD_BYTES, _decode_entry, _key_in_head
-from .index import INDEX_BUDGET_CHARS, INDEX_SAVE_DELAY, MAX_INDEXED_BYTES, _entry, _index_dir
+from .index import INDEX_BUDGET_CHARS, MAX_INDEXED_BYTES, _entry, _index_dir
 from .index_entry import LARGE, NOT_UTF8, TEXT, IndexedEntry
 from .index_file import decode_index, encode_index
+from .index_saving import SavedLater
 from .redis_connection import RedisMemory
 
 # The meta fields read before every search: when all are unchanged, so is the namespace. ``gen``
@@ -42,7 +41,7 @@ def version_sig(version: bytes) -> int:
         return zlib.crc32(version) | (1 << 62)
 
 
-class RedisEntryIndex:
+class RedisEntryIndex(SavedLater):
     """The key-value entries of one namespace, caught up with Redis at each search."""
 
     def __init__(self, db: RedisMemory) -> None:
@@ -117,34 +116,15 @@ class RedisEntryIndex:
             return {}
         return {e.name: e for e in entries}
 
-    def _schedule_save(self) -> None:
-        """Save a few seconds from now, or at exit. Caller holds _lock."""
-        if self._save_pending:
-            return
-        self._save_pending = True
-        _UNSAVED.add(self)
-        timer = threading.Timer(INDEX_SAVE_DELAY, self.save)
-        timer.daemon = True
-        timer.start()
+    def _snapshot(self) -> tuple[list[IndexedEntry], bytes] | None:
+        entries = list(self._entries.values())
+        epoch = self._gen[0] if self._gen else None
+        return (entries, epoch) if entries and epoch is not None else None
 
-    def save(self) -> None:
-        """Write the saved copy now (atomically; a failure only costs the next process time)."""
-        with self._lock:
-            self._save_pending = False
-            _UNSAVED.discard(self)
-            entries = list(self._entries.values())
-            epoch = self._gen[0] if self._gen else None
-        if not entries or epoch is None:
-            return
+    def _saved(self, snapshot: tuple[list[IndexedEntry], bytes]) -> tuple[Path, bytes]:
+        entries, epoch = snapshot
         ids, path = self._identity(epoch)
-        try:
-            data = encode_index(entries, ids)
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            temp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-            temp.write_bytes(data)
-            os.replace(temp, path)
-        except OSError:
-            pass
+        return path, encode_index(entries, ids)
 
     def _fetch(self, names: list[str]) -> Iterator[tuple[list[str], list[Any]]]:
         """(names, FETCH reply) per batch; up to FETCH_PIPELINE batches per round trip, so
@@ -185,12 +165,3 @@ class RedisEntryIndex:
             return _entry(name, sig, NOT_UTF8, key, size)
         keep = self._kept + 2 * len(value) <= INDEX_BUDGET_CHARS
         return _entry(name, sig, TEXT, key, size, value if keep else None)
-
-
-_UNSAVED: set[RedisEntryIndex] = set()  # indexes with a save pending
-
-
-@atexit.register
-def _save_at_exit() -> None:
-    for index in list(_UNSAVED):
-        index.save()

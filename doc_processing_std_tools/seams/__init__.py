@@ -6,6 +6,7 @@ module per upstream surface:
 - ``client_sessions``: raw requests on the SDK's client sessions, their callbacks and pending replies;
 - ``server_sessions``: the connection a server session belongs to, and its request gate;
 - ``http_sessions``: the SDK's streamable HTTP session manager and its HTTP client;
+- ``session_reads``: a ``url:`` server's messages, seen before the SDK's client session reads them;
 - ``stdio_children``: an MCP server process as the SDK's stdio client starts and stops it;
 - ``oauth_client``: the SDK's OAuth client provider, changed for long-lived sessions;
 

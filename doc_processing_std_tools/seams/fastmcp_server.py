@@ -12,6 +12,7 @@ from contextlib import AbstractAsyncContextManager, contextmanager
 from typing import Any
 
 from fastmcp import FastMCP
+from fastmcp.resources.template import match_uri_template
 from fastmcp.server.context import _get_client_log_level
 from fastmcp.server.dependencies import fastmcp_request_ctx
 from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
@@ -127,6 +128,12 @@ def exposed_uri(namespace: str | None, uri: str) -> str:
     """*uri* of a server mounted under *namespace* as the root exposes it
     (``Namespace._transform_uri``: ``scheme://path`` becomes ``scheme://namespace/path``)."""
     return Namespace(namespace)._transform_uri(uri) if namespace else uri
+
+
+def template_matches(uri_template: str, uri: str) -> bool:
+    """Whether *uri* is one of *uri_template*'s, as fastmcp matches a read to a template
+    (``match_uri_template``, RFC 6570)."""
+    return match_uri_template(uri, uri_template) is not None
 
 
 def request_sources() -> tuple[Any, Any, Any]:

@@ -1,22 +1,36 @@
 """The mcp SDK's streamable HTTP pieces: its session manager (with each session's events kept
 apart in a shared event store, no reply to a cancelled request, and each POST's answer built by
-a response class of the caller's), how many sessions it holds, and its default HTTP client.
+a response class of the caller's), how many sessions it holds, its default HTTP client, and
+what the HTTP fast path (``launcher/transports/http_fast_path.py``) needs of a session's
+transport: the transport a request may use, the request's own stream of messages (what the
+server sends tied to that request), and the session held open while a call is served.
 
 Pinned by ``tests/seams/``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from functools import partial
+from types import SimpleNamespace
 from typing import Any
 from uuid import uuid4
 
+import anyio
 import mcp.server.streamable_http as sdk_streamable_http
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from fastmcp.server.session_scoped_event_store import SessionScopedEventStore
-from mcp.server.streamable_http import StreamableHTTPServerTransport
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
+from mcp.server.streamable_http import (
+    REQUEST_STREAM_BUFFER_SIZE,
+    EventMessage,
+    StreamableHTTPServerTransport,
+    check_accept_headers,
+)
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
 from sse_starlette import EventSourceResponse
@@ -137,3 +151,95 @@ def mcp_http_client(headers: dict[str, str] | None, timeout: Any, auth: Any) -> 
     """The ``httpx2.AsyncClient`` the mcp SDK's HTTP transports make by default (its timeouts:
     30 s to connect, 300 s to read), from ``mcp.shared._httpx_utils``."""
     return create_mcp_http_client(headers=headers, timeout=timeout, auth=auth)
+
+
+# -- what the HTTP fast path needs of a session's transport ---------------------------------
+
+# what the SDK's transport sends to a request's stream (an EventMessage), or the fast path's
+# own reply (bytes) after them
+RequestStream = tuple[MemoryObjectSendStream[Any], MemoryObjectReceiveStream[Any]]
+
+
+def session_transport(manager: Any, scope: Any, session_id: str) -> Any:
+    """The transport of session *session_id* when the request in *scope* may use it as the
+    SDK's own path would serve a POST there (the credential that opened it, alive, not idle
+    past its time), and its POSTs are answered on an SSE stream without an event store or
+    a security check of the SDK's own; else None (the SDK path answers)."""
+    transport = manager._server_instances.get(session_id)
+    if transport is None or manager.stateless or manager.json_response:
+        return None
+    user = scope.get("user")
+    requestor = authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+    if requestor != manager._session_owners.get(session_id):
+        return None
+    idle = transport.idle_scope
+    if (
+        transport.is_terminated
+        or transport._event_store is not None
+        or transport._read_stream_writer is None
+        or (idle is not None and idle.cancel_called)
+        or transport._security.settings.enable_dns_rebinding_protection
+    ):
+        return None
+    return transport
+
+
+def sse_post(transport: Any, accept: str, content_type: str) -> bool:
+    """Whether the transport would answer a POST with these ``Accept`` and ``Content-Type``
+    headers on an SSE stream rather than refuse it (406, 415): its own checks, given only the
+    two headers (a Starlette request would parse them all)."""
+    request: Any = SimpleNamespace(headers={"accept": accept, "content-type": content_type})
+    has_json, has_sse = check_accept_headers(request)
+    return has_json and has_sse and bool(transport._check_content_type(request))
+
+
+def body_limit(manager: Any) -> int:
+    """The largest request body the session manager takes (a bigger one is answered 413)."""
+    return int(manager.max_request_body_size)
+
+
+def open_request_stream(transport: Any, request_id: str) -> RequestStream | None:
+    """The stream of what the server sends tied to request *request_id* (its log messages,
+    progress, requests to the client), opened where the SDK's transport routes them; None
+    while the session has a request of that id in flight."""
+    streams = transport._request_streams
+    if request_id in streams:
+        return None
+    stream: RequestStream = anyio.create_memory_object_stream[Any](REQUEST_STREAM_BUFFER_SIZE)
+    streams[request_id] = stream
+    return stream
+
+
+def close_request_stream(transport: Any, request_id: str, stream: RequestStream) -> None:
+    """Close a stream :func:`open_request_stream` opened (as the transport's own clean-up
+    does, without its awaits: a memory stream closes at once)."""
+    if transport._request_streams.get(request_id) is stream:
+        del transport._request_streams[request_id]
+    for end in stream:
+        end.close()
+
+
+def event_data(transport: Any, message: Any) -> dict[str, Any] | None:
+    """The SSE event of a message the SDK's transport routed to a request's stream; None for
+    anything else."""
+    if isinstance(message, EventMessage):
+        return transport._create_event_data(message)  # type: ignore[no-any-return]
+    return None
+
+
+@contextlib.contextmanager
+def serving(transport: Any) -> Iterator[None]:
+    """The session is not idle while a request is served (as the transport's own
+    ``handle_request`` counts it)."""
+    idle = transport.idle_scope
+    if idle is None or transport._idle_timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + transport._idle_timeout

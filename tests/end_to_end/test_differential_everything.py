@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -309,17 +310,8 @@ async def test_tool_list_follows_the_clients_capabilities(
 
 
 async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
-    pair_http_fast: tuple[Endpoint, Endpoint], request: pytest.FixtureRequest
+    pair_http_fast: tuple[Endpoint, Endpoint],
 ) -> None:
-    if pair_http_fast[1].transport == "stdio":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="issue #34 row 5, over stdio: a call to a tool the server did not list to "
-                "this client gets the launcher's 'Unknown tool', not the server's own -32602",
-            )
-        )
-
     async def scenario(run: Run) -> None:
         async with run.client("client", ClientSpec()) as client:
             await client.call("get-roots-list")
@@ -327,21 +319,30 @@ async def test_a_tool_not_listed_to_the_client_is_refused_as_the_server_does(
     await assert_same(scenario, *pair_http_fast, View(parts=("exchanges",), names_only=True))
 
 
-async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint) -> None:
+@pytest.mark.parametrize("era", ["handshake", "auto"])
+async def test_task_only_tools_need_the_tasks_capability(mounted_http: Endpoint, era: str) -> None:
+    """Also for a 2026-era client (``auto``), whose tasks the launcher does not serve. (A
+    2026-era list no longer says which tools need a task: a handshake-era client's list does.)"""
+
     async def scenario(run: Run) -> None:
-        async with run.client("client", NO_ROOTS) as client:
+        async with run.client("handshake", NO_ROOTS) as client:
+            await client.list_tools()
+        async with run.client("client", replace(NO_ROOTS, era=era)) as client:
             await client.list_tools()
 
     run = await run_scenario(scenario, mounted_http)
-    client = run.clients[0]
-    declared = _initialize_result(client).get("capabilities", {})
-    task_only = [
+    handshake, client = run.clients
+    needs_task = {
         tool["name"]
-        for tool in client.reply_to("tools/list")["result"]["tools"]
+        for tool in handshake.reply_to("tools/list")["result"]["tools"]
         if (tool.get("execution") or {}).get("taskSupport") == "required"
-    ]
-    assert "tasks" in declared or not task_only, (
-        f"no tasks capability declared, yet task-only tools listed: {task_only}"
+    }
+    assert needs_task, "server-everything lists a task-only tool (simulate-research-query)"
+    connected = client.reply_to("server/discover" if era == "auto" else "initialize")
+    declared = connected["result"].get("capabilities", {})
+    listed = {tool["name"] for tool in client.reply_to("tools/list")["result"]["tools"]}
+    assert "tasks" in declared or not needs_task & listed, (
+        f"no tasks capability declared, yet task-only tools listed: {sorted(needs_task & listed)}"
     )
 
 
@@ -389,10 +390,6 @@ def _task_run(argv: list[str], tool: str, folder: Path) -> list[Any]:
         raw.proc.kill()
         raw.proc.wait()
     return seen
-
-
-def _initialize_result(client: Client) -> dict[str, Any]:
-    return client.reply_to("initialize")["result"]
 
 
 # --- row 6: smaller differences ----------------------------------------------------------------
@@ -476,6 +473,70 @@ async def test_reload_that_changes_nothing_sends_no_list_changed(
         )
 
 
+@pytest.mark.slow
+async def test_a_log_message_outside_any_call_reaches_the_one_http_client(
+    direct_http: Endpoint, tmp_path: Path
+) -> None:
+    """server-everything's simulated logging (one message at once, then one every 5 s, each
+    outside any call) through a shared session: with one HTTP client connected, it is that
+    client's, on its GET stream as on a direct connection. (With a session per client, the
+    default, every message of its session is its client's.)"""
+    config = mount_config(
+        tmp_path / "tools.yaml",
+        everything_argv(),
+        mount=MOUNT,
+        namespace=NS,
+        extra="sessions: shared",
+    )
+    logged = is_notification("notifications/message")
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            await client.call("toggle-simulated-logging")
+            try:
+                await client.wait_for("a log message after the call", logged, count=2, timeout=9)
+            finally:
+                await client.call("toggle-simulated-logging")
+
+    # (the steps and whether the message came: the levels are random, and the toggle's text
+    # names the session)
+    with http_launcher(config, errlog=tmp_path / "launcher.log") as launched:
+        await assert_same(scenario, direct_http, mounted_over_http(launched), View(parts=()))
+
+
+@pytest.mark.slow
+async def test_a_resource_update_outside_any_call_reaches_the_http_client(
+    direct_http: Endpoint, mounted_http: Endpoint
+) -> None:
+    """server-everything's simulated updates of a subscribed resource: one at once, then one
+    every 5 s, each sent outside any call."""
+    uri = "demo://resource/static/document/features.md"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", NO_ROOTS) as client:
+            shown = run.endpoint.uri(uri)
+            await client.request(
+                "subscribe", lambda: client.s.subscribe_resource(shown), "resources/subscribe"
+            )
+            await client.call("toggle-subscriber-updates")
+            try:
+                await client.wait_for(
+                    "an update after the call",
+                    is_notification("notifications/resources/updated", uri=shown),
+                    count=2,
+                    timeout=9,
+                )
+            finally:
+                await client.call("toggle-subscriber-updates")
+                await client.request(
+                    "unsubscribe",
+                    lambda: client.s.unsubscribe_resource(shown),
+                    "resources/unsubscribe",
+                )
+
+    await assert_same(scenario, direct_http, mounted_http, View(parts=()))
+
+
 # --- row 8: quiet logs ---------------------------------------------------------------------------
 
 
@@ -497,3 +558,32 @@ async def test_unknown_resource_read_logs_at_most_one_line(mounted_http: Endpoin
     # roots request of its start-up can land here)
     ours = [line for line in logged if not line.startswith(f"[{mounted_http.mount}]")]
     assert len(ours) <= 1, "\n".join(logged)
+
+
+# --- 2026-era (stateless) clients: what the handshake-era direct connection gives ---------------
+
+# A 2026-era client (the SDK's Client(mode="auto")) probes server/discover; server-everything
+# 2026.8.31 does not speak the 2026 protocol, so directly the client falls back to the
+# handshake, while through the launcher it stays 2026-era (each request stateless). The
+# comparison leaves out what the era itself changes (View(era_neutral=True)).
+STATELESS = ClientSpec(sampling=True, elicitation=True, era="auto")
+
+
+async def test_a_2026_era_client_gets_the_childs_json_rpc_errors(
+    pair_http_fast: tuple[Endpoint, Endpoint],
+) -> None:
+    url = f"https://example.com/sign-in/{uuid.uuid4()}"
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", STATELESS) as client:
+            await client.call("trigger-url-elicitation", {"url": url, "errorPath": True})
+            await client.call("echo", {"message": "still there"})
+            await client.call(
+                "trigger-long-running-operation", {"duration": 0.4, "steps": 2}, progress=True
+            )
+            reply = await client.call("get-resource-links", {"count": 2})
+            for block in reply["result"]["content"]:
+                if block["type"] == "resource_link":
+                    await client.read(block["uri"], as_given=True)
+
+    await assert_same(scenario, *pair_http_fast, View(era_neutral=True))

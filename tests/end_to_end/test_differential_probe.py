@@ -30,6 +30,7 @@ from helpers.differential import (
     mount_config,
     normalized,
     run_scenario,
+    served_over_http,
     stdio_endpoint,
 )
 from helpers.launch import http_launcher
@@ -154,6 +155,44 @@ async def test_custom_notifications_reach_the_client(mounted: Endpoint) -> None:
             await client.call("custom")
 
     await assert_same(scenario, direct(), mounted, View(parts=("exchanges", "notifications")))
+
+
+@pytest.fixture(params=[pytest.param("stdio", marks=pytest.mark.slow), "http"])
+def url_pair(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Endpoint, Endpoint]]:
+    """(direct, mounted) for the probe over streamable HTTP, mounted as a ``url:`` server in a
+    launcher served over each transport."""
+    argv = (sys.executable, str(SERVERS / "probe_http_server.py"))
+    with served_over_http(
+        "the HTTP probe", lambda port: ((*argv, str(port)), {}), tmp_path / "probe.log"
+    ) as url:
+        config = tmp_path / "tools.yaml"
+        config.write_text(
+            f"servers:\n  {MOUNT}:\n    url: {json.dumps(url)}\n    namespace: {NS}\n",
+            encoding="utf-8",
+        )
+        direct_http = Endpoint("direct http", url=url)
+        errlog = tmp_path / "launcher.log"
+        if request.param == "stdio":
+            mounted = stdio_endpoint(
+                "mounted stdio", launcher_argv(config), namespace=NS, mount=MOUNT, errlog=errlog
+            )
+            yield direct_http, mounted
+            return
+        with http_launcher(config, errlog=errlog) as launched:
+            yield direct_http, Endpoint("mounted http", url=launched.url, namespace=NS, mount=MOUNT)
+
+
+async def test_a_url_servers_custom_notifications_reach_the_client(
+    url_pair: tuple[Endpoint, Endpoint],
+) -> None:
+    """``notifications/probe/custom`` and ``notifications/tasks/status`` of a ``url:`` server,
+    which the SDK's client session would drop, reach the client as from a command server."""
+
+    async def scenario(run: Run) -> None:
+        async with run.client("client", SPEC) as client:
+            await client.call("custom")
+
+    await assert_same(scenario, *url_pair, View(parts=("exchanges", "notifications")))
 
 
 # --- row 7: JSON-RPC edges of the launcher's own stdio -------------------------------------------

@@ -182,15 +182,31 @@ def everything_over_http(errlog: Path) -> Iterator[str]:
 
     It listens on ``$PORT`` (no port 0: it would report 0), so a free port is picked and the
     start retried if another process took it meanwhile."""
+    with served_over_http(
+        "server-everything",
+        lambda port: (everything_argv("streamableHttp"), {"PORT": str(port)}),
+        errlog,
+    ) as url:
+        yield url
+
+
+@contextmanager
+def served_over_http(
+    what: str, command: Callable[[int], tuple[Sequence[str], dict[str, str]]], errlog: Path
+) -> Iterator[str]:
+    """A server serving streamable HTTP at ``/mcp`` on a free port (*command* gives its argv
+    and environment for a port); yields its URL. Started again on another port if another
+    process took that one meanwhile."""
     for _attempt in range(5):
         port = free_port()
+        argv, env = command(port)
         with errlog.open("ab") as err:
             proc = subprocess.Popen(
-                everything_argv("streamableHttp"),
+                list(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=err,
-                env={**os.environ, "PORT": str(port)},
+                env={**os.environ, **env},
             )
         deadline = time.monotonic() + CONNECT_TIMEOUT
         try:
@@ -202,9 +218,7 @@ def everything_over_http(errlog: Path) -> Iterator[str]:
                 return
         finally:
             _stop(proc)
-    raise AssertionError(
-        f"server-everything never served HTTP: {errlog.read_text(errors='replace')}"
-    )
+    raise AssertionError(f"{what} never served HTTP: {errlog.read_text(errors='replace')}")
 
 
 def _answers(port: int) -> bool:
@@ -236,6 +250,10 @@ class ClientSpec:
 
     *roots*: file URIs offered as MCP roots (None: no roots capability). Sampling answers a
     fixed text naming how many messages it got; elicitation declines a form and accepts a URL.
+    *era*: ``handshake`` (``initialize``), or ``auto``: a 2026-era client, as the SDK's
+    ``Client(mode="auto")`` connects: ``server/discover`` first, each request then stateless
+    (the connection's keys in its ``_meta``), and ``initialize`` only when the server does not
+    discover (server-everything 2026.8.31 does not: a direct connection falls back).
     """
 
     name: str = "differential-client"
@@ -243,6 +261,7 @@ class ClientSpec:
     sampling: bool = False
     elicitation: bool = False
     roots: tuple[str, ...] | None = None
+    era: str = "handshake"
 
 
 FULL = ClientSpec(sampling=True, elicitation=True, roots=())
@@ -627,7 +646,13 @@ async def connected(label: str, endpoint: Endpoint, spec: ClientSpec) -> AsyncIt
     ):
         client.session = session
         with anyio.fail_after(CONNECT_TIMEOUT):
-            await session.initialize()
+            if spec.era == "auto":
+                try:
+                    await session.discover()
+                except MCPError:  # (no server/discover: the handshake, as mode="auto" falls back)
+                    await session.initialize()
+            else:
+                await session.initialize()
         if endpoint.settle:
             ready = is_notification(endpoint.settle)
             with anyio.move_on_after(WAIT_TIMEOUT):
@@ -764,11 +789,16 @@ class View:
     (``exchanges``, ``server requests``, ``notifications``, ``client notifications``), for a
     case about one thing that a server's own timing would otherwise blur. *names_only*: a
     list result (tools, prompts, resources, templates) is reduced to its items' names, for a
-    case about which items are listed rather than how each looks.
+    case about which items are listed rather than how each looks. *era_neutral*: for a
+    2026-era client (``ClientSpec(era="auto")``) that one side serves in the handshake era, what
+    the era itself changes is left out: the ``connect`` step (``server/discover`` or
+    ``initialize``), the connection's keys in each ``_meta`` (``io.modelcontextprotocol/...``)
+    and a result's ``resultType`` and cache hints (``ttlMs``, ``cacheScope``).
     """
 
     capabilities: tuple[str, ...] = ()
     names_only: bool = False
+    era_neutral: bool = False
     parts: tuple[str, ...] = (
         "exchanges",
         "server requests",
@@ -849,6 +879,8 @@ def transcript_of(client: Client, view: View) -> list[dict[str, Any]]:
         else:
             record["notifications"].append(normalized(_content(message), names))
     kinds = ("exchanges", "server requests", "notifications", "client notifications")
+    if view.era_neutral:
+        steps = [_era_neutral(record) for record in steps[1:]]
     for record in steps:
         for key in kinds[1:]:
             record[key].sort(key=_canonical)
@@ -856,6 +888,28 @@ def transcript_of(client: Client, view: View) -> list[dict[str, Any]]:
             if not record[key] or key not in view.parts:
                 del record[key]
     return steps
+
+
+CONNECTION_KEYS = "io.modelcontextprotocol/"  # 2026-era _meta keys that describe the connection
+ERA_KEYS = frozenset({"resultType", "ttlMs", "cacheScope"})  # 2026-era result fields (cache hints)
+
+
+def _era_neutral(value: Any) -> Any:
+    """*value* less what a 2026-era connection adds to every message (see :class:`View`)."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if key in ERA_KEYS:
+                continue
+            if key == "_meta" and isinstance(item, dict):
+                item = {k: v for k, v in item.items() if not k.startswith(CONNECTION_KEYS)}
+                if not item:
+                    continue
+            out[key] = _era_neutral(item)
+        return out
+    if isinstance(value, list):
+        return [_era_neutral(item) for item in value]
+    return value
 
 
 def _names_of(reply: Any) -> Any:

@@ -6,6 +6,7 @@ When a fastmcp upgrade breaks one of these, fix the seams module (and this test)
 
 from __future__ import annotations
 
+import json
 from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
@@ -31,6 +32,7 @@ from doc_processing_std_tools.seams import (
     http_sessions,
     oauth_client,
     server_sessions,
+    session_reads,
     stdio_children,
 )
 from doc_processing_std_tools.shared import tool_call_logs
@@ -569,6 +571,12 @@ async def test_own_uri_reverses_the_namespace_fastmcp_puts_on_a_resource() -> No
     assert fastmcp_server.exposed_uri(None, "note://a/b") == "note://a/b"
 
 
+def test_a_uri_matches_a_template_as_fastmcp_reads_it() -> None:
+    assert fastmcp_server.template_matches("note://ns/{key}", "note://ns/today")
+    assert fastmcp_server.template_matches("file:///{path*}", "file:///a/b/c")
+    assert not fastmcp_server.template_matches("note://ns/{key}", "note://other/today")
+
+
 async def test_own_name_reverses_the_namespace_fastmcp_puts_on_a_prompt() -> None:
     child = FastMCP("child")
 
@@ -875,3 +883,74 @@ async def test_raw_requests_and_notifications_reach_the_client_as_written() -> N
         result = await client.call_tool("ask", {})
     assert result.data == "{'action': 'decline'}"
     assert "mode" not in asked[0].model_fields_set
+
+
+# --- session_reads: a url: server's messages seen before the SDK's client session ---------------
+
+
+def _raw_mcp(request: httpx2.Request) -> httpx2.Response:
+    """A streamable HTTP MCP server in one function: a call's stream carries a notification no
+    MCP version defines before its reply."""
+    if request.method != "POST":
+        return httpx2.Response(405 if request.method == "GET" else 200)
+    message = json.loads(request.content)
+    if "id" not in message:
+        return httpx2.Response(202)
+    result: dict[str, Any] = {}
+    first: list[dict[str, Any]] = []
+    if message["method"] == "initialize":
+        result = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw", "version": "1"},
+        }
+    elif message["method"] == "tools/list":
+        result = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    elif message["method"] == "tools/call":
+        first = [{"jsonrpc": "2.0", "method": "notifications/vendor/x", "params": {"n": 1}}]
+        result = {"content": [{"type": "text", "text": "done"}]}
+    reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+    events = "".join(f"event: message\ndata: {json.dumps(m)}\n\n" for m in [*first, reply])
+    headers = {"content-type": "text/event-stream", "mcp-session-id": "s1"}
+    return httpx2.Response(200, headers=headers, content=events.encode())
+
+
+async def test_taking_transport_offers_each_message_before_the_session_drops_it() -> None:
+    """``TransportOptions.session_class`` builds fastmcp's session over our read stream: a
+    notification the SDK's session would drop is taken first; the rest reach the session."""
+    taken: list[str] = []
+
+    async def take(message: Any) -> bool:
+        method = getattr(getattr(message, "message", None), "method", None)
+        if method == "notifications/vendor/x":
+            taken.append(method)
+            return True
+        return False
+
+    def http_client(**kwargs: Any) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
+            transport=httpx2.MockTransport(_raw_mcp), headers=kwargs.get("headers")
+        )
+
+    transport = session_reads.TakingStreamableHttp(
+        "http://raw.example/mcp", httpx_client_factory=http_client
+    )
+    transport.take = take
+    async with Client(transport, mode="legacy") as client:
+        result = await client.call_tool("t", {})
+    assert result.content[0].text == "done"  # type: ignore[union-attr]
+    assert taken == ["notifications/vendor/x"]
+
+
+async def test_taken_reads_end_with_their_stream() -> None:
+    send, receive = anyio.create_memory_object_stream[Any](4)
+
+    async def take(message: Any) -> bool:
+        return bool(message == "taken")
+
+    reads = session_reads.TakenReads(receive, take)
+    async with send:
+        await send.send("taken")
+        await send.send("kept")
+    async with reads:
+        assert [message async for message in reads] == ["kept"]

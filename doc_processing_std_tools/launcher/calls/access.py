@@ -2,8 +2,10 @@
 profiles a caller may use.
 
 One :class:`Access` per composition, asked by the call guards at the start of every call (a
-denied call is refused before anything else), by the listing gate for each ``tools/list`` (a
-denied tool is absent) and by the HTTP app for each request at a profile's endpoint (403).
+denied call is refused before anything else), by the access gate for each list (a denied tool,
+prompt or resource is absent) and each prompt, read, subscription or completion (a denied
+server's item answers as an unknown one), and by the HTTP app for each request at a profile's
+endpoint (403).
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ class Access:
         return any(
             _any(rule.servers, server) and _any(rule.tools, tool) and not _any(rule.exclude, tool)
             for _, rule in self.applying(caller)
+        )
+
+    def allows_server(self, caller: Caller, server: str) -> bool:
+        """Whether *caller* may list and use *server*'s prompts, resources and resource
+        templates: some rule that applies matches it in ``servers`` and allows every tool name
+        (:attr:`AccessRule.whole_servers`): a rule written for some tools allows those alone."""
+        return any(
+            rule.whole_servers and _any(rule.servers, server) for _, rule in self.applying(caller)
         )
 
     def allows_profile(self, caller: Caller, profile: str) -> bool:

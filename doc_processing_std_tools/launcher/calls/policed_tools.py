@@ -10,9 +10,11 @@ refused by its policy, on every path.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from fastmcp.exceptions import ToolError
 from fastmcp.server.transforms import Transform
 from fastmcp.tools import Tool
 
@@ -23,6 +25,11 @@ from .guards import CallGuards
 from .pin_gate import PinGate
 from .pins import Finding, Kind
 from .policy import CallPolicy, LockMode, ToolRules
+
+# The ToolErrors that calls fastmcp serves ended with, noted for whoever set a list here (the
+# relay, around a call it leaves to fastmcp): fastmcp answers a ToolError as an isError text,
+# and the server's JSON-RPC error it came from (its code and data) is then only in this chain.
+ENDED_WITH: ContextVar[list[ToolError] | None] = ContextVar("dpt_ended_with", default=None)
 
 
 class PolicedTool(RunsAround):
@@ -47,13 +54,27 @@ class PolicedTool(RunsAround):
     # (the policy is told the call's arguments: the audit log hashes them)
     async def _run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
-        result = await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
+        try:
+            result = await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
+        except ToolError as exc:
+            _note(exc)
+            raise
         return result if self._shown is None else self._shown(result)
 
     async def run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
-        result = await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+        try:
+            result = await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+        except ToolError as exc:
+            _note(exc)
+            raise
         return result if self._shown is None else self._shown(result)
+
+
+def _note(exc: ToolError) -> None:
+    noted = ENDED_WITH.get()
+    if noted is not None:
+        noted.append(exc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +161,30 @@ class PolicedListing(Transform):
             self._wrapped.clear()
         self._wrapped[id(tool)] = entry
         return entry
+
+    def unlisted(self, name: str) -> PolicedTool | None:
+        """A tool *name* (the server's own) that the server did not list, under this mount's
+        rules, so that a call of it may still be asked of the server (whose answer is then its
+        own); None when the rules leave it out, or pins judge definitions (an unlisted tool has
+        none to judge)."""
+        pins = self._rules.pins
+        if (pins is not None and pins.pins is not None) or not self._rules.admits(name):
+            return None
+        tool = Tool(name=name, parameters={"type": "object"})
+        rules = self._rules
+        policy = CallPolicy(
+            ToolRules(
+                server=rules.server,
+                tool=namespaced_name(rules.namespace, name),
+                lock=rules.lock_mode(tool),
+                timeout=rules.timeout,
+                unavailable=rules.unavailable,
+                call_failed=rules.call_failed,
+            ),
+            None,
+            rules.guards,
+        )
+        return PolicedTool.of(tool, policy, rules.shown)
 
     def _down(self) -> bool:
         rules = self._rules

@@ -28,8 +28,9 @@ from ...locking import fleet_lock_in_use
 from ...seams.fastmcp_server import lifespan_manager, low_level_server
 from ..compose.composition import Composition
 from ..compose.pinning import served
-from ..compose.profile_gate import gate_of
+from ..compose.profile_gate import gate_of, http_tables
 from ..compose.reload import reload_now, watch
+from ..compose.sessions import registry_of
 from ..compose.tool_search import search_catalog
 from ..config.transport import TransportConfig
 from ..external.relay import fast_path_of
@@ -38,6 +39,9 @@ from ..transports.stdio import stdio_streams
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP
+
+    from ..compose.profile_gate import HttpTables
+    from ..external.client_requests import Fronts
 
 log = logging.getLogger("dpt-launch")
 STOP_MARGIN = 0.5  # seconds past shutdown_grace for lifespans that are exiting normally
@@ -75,6 +79,7 @@ async def serve(
                 metrics.gauges.states = composition.external_states
                 metrics.gauges.restarts = composition.external_restarts
                 metrics.gauges.pools = composition.external_sessions
+                metrics.gauges.early = composition.external_early
                 metrics.gauges.pins_drifted = composition.pins.drifted
                 fleet = fleet_lock_in_use()
                 if fleet is not None:
@@ -91,6 +96,7 @@ async def serve(
                 access=composition.guards.access if composition.guards is not None else None,
                 default_profile=_default_profile(composition),
                 console=console_sources(composition) if transport.console else None,
+                relayed=_relayed(composition),
             )  # stops itself on SIGTERM/SIGINT
             group.cancel_scope.cancel()
         return
@@ -122,6 +128,15 @@ def console_sources(composition: Composition) -> ConsoleSources:
         search=search_catalog,
         metrics=lambda: composition.telemetry.metrics,
     )
+
+
+def _relayed(composition: Composition) -> tuple[Fronts, HttpTables] | None:
+    """What the HTTP fast path needs: the client sessions, the tables of relayed tools."""
+    registry = registry_of(composition.root)
+    tables = http_tables(composition.root)
+    if registry is None or tables is None:
+        return None
+    return registry.fronts, tables
 
 
 def _profiles(composition: Composition) -> list[str]:

@@ -1,49 +1,155 @@
-"""Per-user listings (``access:``): :class:`AccessGate` leaves out of each ``tools/list`` the
-tools its caller may not use.
+"""Per-user listings and items (``access:``): :class:`AccessGate` leaves out of each list what
+its caller may not use, and answers a denied server's prompt, read, subscription or
+completion as an unknown one's.
 
-Installed in the SDK server's chain after :class:`~.profile_gate.ProfileGate` (which lists
-through it: a profile's list and its ``search_tools`` catalog are cut too) and before the
-relay. The calls themselves are refused once, by the call policy's guards, on every path.
+A tool is judged by :meth:`Access.allows_tool` (its server and its name); a prompt, resource or
+resource template by :meth:`Access.allows_server` (its server alone). Installed in the SDK
+server's chain outside every middleware that serves prompts and resources itself (completions,
+unlisted reads, subscriptions) and inside :class:`~.profile_gate.ProfileGate` (which lists
+through it: a profile's list and its ``search_tools`` catalog are cut too). Tool calls
+themselves are refused once, by the call policy's guards, on every path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ...seams.fastmcp_server import add_server_middleware
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+
+from ...seams.fastmcp_server import add_server_middleware, own_uri, template_matches
 from ..calls.access import Access
+from ..calls.audit import Caller
 from ..calls.guards import CallGuards
+from .completions import COMPLETE, EMPTY
+from .own_lists import LISTS
+from .subscriptions import unknown_resource
+from .unlisted_reads import resource_not_found
+
+READS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+GATED = frozenset({*LISTS, *READS, "prompts/get", COMPLETE})
+
+
+@dataclass(frozen=True)
+class Owners:
+    """Which mount exposes each tool, prompt, resource and template (by its exposed name)."""
+
+    tools: Mapping[str, str]
+    prompts: Mapping[str, str]
+    resources: Mapping[str, str]  # exposed URIs and URI templates
+    templates: tuple[tuple[str, str], ...]  # (exposed URI template, mount)
+    namespaces: tuple[tuple[str, str], ...]  # (namespace, mount)
+
+    @classmethod
+    def of(cls, mounts: Sequence[Any]) -> Owners:
+        resources = {uri: m.name for m in mounts for uri in m.resources}
+        return cls(
+            tools={t.name: m.name for m in mounts for t in m.tools},
+            prompts={p: m.name for m in mounts for p in m.prompts},
+            resources=resources,
+            templates=tuple((uri, name) for uri, name in resources.items() if "{" in uri),
+            namespaces=tuple((m.entry.namespace, m.name) for m in mounts if m.entry.namespace),
+        )
+
+    def of_uri(self, uri: str) -> tuple[str, ...]:
+        """The mounts that may serve a read of *uri*: the one listing it (fastmcp reads a
+        listed resource before any template), else every one whose template matches it or
+        whose namespace it carries (an unlisted read goes to that server)."""
+        listed = self.resources.get(uri)
+        if listed is not None:
+            return (listed,)
+        matched = [name for template, name in self.templates if template_matches(template, uri)]
+        carried = [name for space, name in self.namespaces if own_uri(space, uri) != uri]
+        return tuple(dict.fromkeys([*matched, *carried]))
+
+    def key_owner(self, method: str, key: str) -> str | None:
+        """The mount of a listed item named *key* in *method*'s list; None for one no mount
+        exposes (the launcher's own: never cut)."""
+        if method == "tools/list":
+            return self.tools.get(key)
+        if method == "prompts/list":
+            return self.prompts.get(key)
+        return self.resources.get(key)
 
 
 class AccessGate:
-    """An SDK server middleware: each ``tools/list`` answer cut to what its caller may use."""
+    """An SDK server middleware: each list cut to what its caller may use; a prompt, read,
+    subscription or completion of a server the caller may not use answered as an unknown
+    item's (no oracle for what a denied server holds)."""
 
     def __init__(self, composition: Any, guards: CallGuards, access: Access) -> None:
         self.composition, self.guards, self.access = composition, guards, access
-        self._owners: tuple[Any, dict[str, str]] = (None, {})
+        self._owners: tuple[Any, Owners] = (None, Owners.of(()))
 
-    def owners(self) -> dict[str, str]:
-        """Exposed tool name -> its mount's name (rebuilt when the mounts change)."""
+    def owners(self) -> Owners:
+        """The current mounts' :class:`Owners` (rebuilt when the mounts change)."""
         mounts = self.composition.mounts
         if self._owners[0] is not mounts:
-            self._owners = (mounts, {t.name: m.name for m in mounts for t in m.tools})
+            self._owners = (mounts, Owners.of(mounts))
         return self._owners[1]
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
-        if ctx.method != "tools/list":
+        method = ctx.method
+        if method not in GATED:
             return await call_next(ctx)
-        listing = await call_next(ctx)
+        caller = self.guards.caller(ctx.session, getattr(ctx.request, "headers", None))
+        if method in LISTS:
+            return self._cut(method, await call_next(ctx), caller)
+        params = ctx.params if isinstance(ctx.params, Mapping) else {}
+        if method == "prompts/get":
+            name = params.get("name")
+            if isinstance(name, str) and not self._allows(caller, self._prompt_owners(name)):
+                raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}")  # (fastmcp's)
+        elif method in READS:
+            uri = params.get("uri")
+            if isinstance(uri, str) and not self._allows(caller, self.owners().of_uri(uri)):
+                raise (
+                    resource_not_found(uri) if method == "resources/read" else unknown_resource(uri)
+                )
+        else:
+            ref = params.get("ref")
+            if isinstance(ref, Mapping) and not self._allows(caller, self._ref_owners(ref)):
+                return EMPTY  # (what a reference no server exposes gets)
+        return await call_next(ctx)
+
+    def _cut(self, method: str, listing: Any, caller: Caller) -> Any:
+        kind, key = LISTS[method]
         if not isinstance(listing, Mapping):
             return listing
-        caller = self.guards.caller(ctx.session, getattr(ctx.request, "headers", None))
-        owners, allows = self.owners(), self.access.allows_tool
-        tools = [
-            t
-            for t in listing.get("tools", [])
-            if isinstance(t, Mapping) and allows(caller, owners.get(t["name"], ""), t["name"])
+        owners = self.owners()
+        kept = [
+            item
+            for item in listing.get(kind, [])
+            if isinstance(item, Mapping) and self._shown(method, owners, item.get(key), caller)
         ]
-        return {**listing, "tools": tools}
+        return {**listing, kind: kept}
+
+    def _shown(self, method: str, owners: Owners, name: Any, caller: Caller) -> bool:
+        """Whether an item named *name* of *method*'s list is shown to *caller*: a tool its
+        rules allow; a prompt, resource or template of a server they may use, or of none."""
+        if not isinstance(name, str):
+            return False
+        owner = owners.key_owner(method, name)
+        if method == "tools/list":
+            return self.access.allows_tool(caller, owner or "", name)
+        return owner is None or self.access.allows_server(caller, owner)
+
+    def _prompt_owners(self, name: str) -> tuple[str, ...]:
+        owner = self.owners().prompts.get(name)
+        return () if owner is None else (owner,)
+
+    def _ref_owners(self, ref: Mapping[str, Any]) -> tuple[str, ...]:
+        if isinstance(name := ref.get("name"), str):
+            return self._prompt_owners(name)
+        if isinstance(uri := ref.get("uri"), str):
+            return self.owners().of_uri(uri)
+        return ()
+
+    def _allows(self, caller: Caller, servers: Sequence[str]) -> bool:
+        """Whether *caller* may use every one of *servers* (none: an item no server serves)."""
+        return all(self.access.allows_server(caller, server) for server in servers)
 
 
 def install_access(composition: Any) -> AccessGate | None:

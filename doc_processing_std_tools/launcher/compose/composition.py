@@ -44,6 +44,7 @@ from .sessions import SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .tasks import install_tasks
 from .telemetry_setup import telemetry_of
+from .unlisted_calls import install_unlisted_calls
 from .unlisted_reads import install_unlisted_reads
 
 if TYPE_CHECKING:
@@ -121,6 +122,19 @@ class Composition:
             Mount name to (sessions open, ``max_sessions``).
         """
         return {m.name: m.supervisor.pool_size() for m in self.mounts if m.supervisor is not None}
+
+    def external_early(self) -> dict[str, tuple[int, int, int]]:
+        """Each ``per_client`` command's child started with the launcher for its first client
+        (serving HTTP).
+
+        Returns:
+            Mount name to (waiting now, taken by a client's session, stopped unused).
+        """
+        return {
+            m.name: m.supervisor.pool.early_counts()
+            for m in self.mounts
+            if m.supervisor is not None and m.entry.command
+        }
 
     def last_errors(self) -> dict[str, str]:
         """Why each mounted external server's last session ended or failed to open ("": none)."""
@@ -389,11 +403,13 @@ async def compose(
     composition.watch_lists()
     Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).
-    add_server_middleware(root, ToolRelay(root, composition, (SessionRegistry,)))
-    install_access(composition)  # (before the relay: lists are cut per caller)
+    relay = ToolRelay(root, composition, (SessionRegistry,))
+    install_unlisted_calls(composition, relay)  # (after the relay in the chain)
+    add_server_middleware(root, relay)
     install_own_lists(composition)
     install_unlisted_reads(composition)
     install_completions(composition)
     install_tasks(composition)
     install_prompt_links(composition)
+    install_access(composition)  # (outside all of them: lists and items cut per caller)
     return composition

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from fastmcp.server.providers import Provider
     from fastmcp.tools import Tool
 
+    from ..calls.policed_tools import PolicedListing
     from ..external.supervisor import Supervisor
 
 
@@ -29,7 +30,11 @@ class Mount:
     supervisor: Supervisor | None = None  # external servers: its session's keeper
     provider: Provider | None = None  # what was added to the root (set by mount_into)
     listing: Provider | None = None  # the same before the composition's ownership filter
+    policing: PolicedListing | None = None  # the launcher's rules around its tools (in listing)
     tools: tuple[Tool, ...] = ()  # as exposed: namespace applied, lock wrapper included
+    # every tool name it had at its first listing, with its namespace, those its rules or the
+    # composition leave out too
+    every_tool: frozenset[str] = frozenset()
     locked: frozenset[str] = frozenset()  # exposed names the launcher runs under the process lock
     prompts: tuple[str, ...] = ()  # prompt names as exposed
     resources: tuple[str, ...] = ()  # resource URIs and URI templates as exposed

@@ -16,7 +16,7 @@ from fastmcp.server.providers.aggregate import AggregateProvider
 from fastmcp.server.providers.fastmcp_provider import FastMCPProvider
 from fastmcp.server.transforms import Namespace, Transform
 
-from ...seams.fastmcp_server import behaves_as_default
+from ...seams.fastmcp_server import behaves_as_default, namespaced_name
 from ..calls.guards import CallGuards
 from ..calls.pin_gate import PinGate
 from ..calls.policed_tools import MountRules, PolicedListing
@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 
-def mounted_provider(server: FastMCP, rules: MountRules) -> Provider:
-    """*server* as ``FastMCP.mount`` would add it, its tools policed by *rules*.
+def mounted_provider(
+    server: FastMCP, rules: MountRules, policing: PolicedListing | None = None
+) -> Provider:
+    """*server* as ``FastMCP.mount`` would add it, its tools policed by *rules* (through
+    *policing*, when the caller keeps it).
 
     A server with settings of its own is mounted whole (its middleware, error masking and
     lifespan all apply, exactly as when it runs alone); one with none has its providers served
@@ -47,7 +50,7 @@ def mounted_provider(server: FastMCP, rules: MountRules) -> Provider:
         if behaves_as_default(server)
         else FastMCPProvider(server)
     )
-    provider: Provider = inner.wrap_transform(PolicedListing(rules))
+    provider: Provider = inner.wrap_transform(policing or PolicedListing(rules))
     if rules.namespace:
         provider = provider.wrap_transform(Namespace(rules.namespace))
     return provider
@@ -125,27 +128,26 @@ async def mount_into(
             own_names.add(name)
         return entry.tools.admits(*glob_names(name, entry.namespace))
 
-    provider = mounted_provider(
-        mount.server,
-        MountRules(
-            server=mount.name,
-            namespace=entry.namespace,
-            admits=admits,
-            lock_mode=functools.partial(lock_mode, entry.lock, locks_itself(mount)),
-            timeout=entry.timeout,
-            unavailable=mount.supervisor.unavailable if mount.supervisor else None,
-            call_failed=mount.supervisor.call_failed if mount.supervisor else None,
-            lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
-            telemetry=telemetry,
-            guards=guards,
-            pins=pins,
-            shown=(
-                functools.partial(exposed_result_links, entry.namespace)
-                if mount.supervisor is not None and entry.namespace
-                else None
-            ),
+    rules = MountRules(
+        server=mount.name,
+        namespace=entry.namespace,
+        admits=admits,
+        lock_mode=functools.partial(lock_mode, entry.lock, locks_itself(mount)),
+        timeout=entry.timeout,
+        unavailable=mount.supervisor.unavailable if mount.supervisor else None,
+        call_failed=mount.supervisor.call_failed if mount.supervisor else None,
+        lists_while_down=mount.supervisor.lists_cached if mount.supervisor else None,
+        telemetry=telemetry,
+        guards=guards,
+        pins=pins,
+        shown=(
+            functools.partial(exposed_result_links, entry.namespace)
+            if mount.supervisor is not None and entry.namespace
+            else None
         ),
     )
+    policing = PolicedListing(rules)
+    provider = mounted_provider(mount.server, rules, policing)
     shown = (
         exposed_only(provider, functools.partial(exposure.allows, mount.name))
         if exposure is not None
@@ -164,7 +166,9 @@ async def mount_into(
         problems=problems,
         provider=shown,
         listing=provider,
+        policing=policing,
         tools=tools,
+        every_tool=frozenset(namespaced_name(entry.namespace, own) for own in own_names),
         locked=locked_names(entry, tools),
         prompts=prompts,
         resources=resources,

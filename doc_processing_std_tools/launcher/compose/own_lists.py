@@ -83,7 +83,7 @@ def as_served(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def install_own_lists(composition: Any) -> OwnLists:
-    """Before the access gate in the SDK server's chain (a profile gate, installed later, comes
+    """Inside the access gate in the SDK server's chain (a profile gate, installed later, comes
     first): it sees each list under the names the servers are mounted with."""
     lists = OwnLists(composition)
     add_server_middleware(composition.root, lists)

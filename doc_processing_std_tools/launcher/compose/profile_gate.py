@@ -287,3 +287,31 @@ def _profile_fast_path(root: Any, gate: ProfileGate, profile: str) -> None:
     for middleware in getattr(low_level_server(root), "middleware", ()):
         if isinstance(middleware, ToolRelay):
             middleware.fast = FastPath(_ProfiledTargets(middleware, gate, profile))
+
+
+class HttpTables:
+    """The HTTP fast path's table per endpoint (``transports/http_fast_path.py``): a profile's
+    endpoint calls the profile's shown names, the tools it admits, as :class:`ProfileGate`
+    decides for the SDK path (the path's profile, else the default; an unknown one: none)."""
+
+    def __init__(self, root: Any, relay: ToolRelay) -> None:
+        self._root, self._relay = root, relay
+        self._tables: dict[str, _ProfiledTargets] = {}
+
+    def __call__(self, profile: str | None) -> Mapping[str, Any]:
+        gate = gate_of(self._root)  # (a reload may add the plain rule's gate)
+        name = str(profile) if profile else (gate.default if gate is not None else None)
+        if gate is None or name is None or name not in gate.profiles:
+            return self._relay.fast_targets()
+        table = self._tables.get(name)
+        if table is None or table._gate is not gate:
+            table = self._tables[name] = _ProfiledTargets(self._relay, gate, name)
+        return table.fast_targets()
+
+
+def http_tables(root: Any) -> HttpTables | None:
+    """:class:`HttpTables` of *root*'s relay; None when it relays nothing."""
+    for middleware in getattr(low_level_server(root), "middleware", ()):
+        if isinstance(middleware, ToolRelay):
+            return HttpTables(root, middleware)
+    return None

@@ -78,4 +78,9 @@ class Subscriptions:
                 found = None
             if found is not None:
                 return mount, own_uri(mount.entry.namespace, uri)
-        raise MCPError(INVALID_PARAMS, f"unknown resource {uri[:200]!r}")
+        raise unknown_resource(uri)
+
+
+def unknown_resource(uri: str) -> MCPError:
+    """What a subscription to a URI no server exposes answers."""
+    return MCPError(INVALID_PARAMS, f"unknown resource {uri[:200]!r}")

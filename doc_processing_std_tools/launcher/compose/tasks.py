@@ -10,6 +10,12 @@ id to that server, tied to the asking client (what the server asks meanwhile, an
 of an ``input_required`` task, reaches it), and its answer or error back as it is. A
 ``tasks/list`` asks every external server that declares ``tasks``. An in-process server's
 tasks are fastmcp's own and not served through the root.
+
+A 2026-era (stateless) client is not offered tasks: in that protocol they are an extension
+(``io.modelcontextprotocol/tasks``, SEP-2663) with requests of their own, which the launcher does
+not translate to its servers' handshake-era ``tasks/*``; its tool list leaves out the tools that
+can only run as a task (a call of one could only fail), and a task-augmented call of its goes
+through fastmcp, as it would to fastmcp alone.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any
 from fastmcp.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import add_server_middleware
@@ -48,13 +55,31 @@ class Tasks:
                 return with_capability(result, "tasks", declared)
         elif ctx.method == "tools/list" and isinstance(result, dict):
             tools = result.get("tools")
-            if (
-                isinstance(tools, list)
-                and any(map(_task_only, tools))
-                and next(self.offering(), None) is None  # (no task can be made here)
-            ):
+            if not isinstance(tools, list):
+                return result
+            if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+                # A 2026-era client: its tasks are an extension not served here, so no task
+                # can be made for it (its list no longer says which tools need one)
+                hidden = self._task_only_names()
+                if hidden:
+                    kept = [
+                        t for t in tools if not (isinstance(t, dict) and t.get("name") in hidden)
+                    ]
+                    return {**result, "tools": kept}
+            elif any(map(_task_only, tools)) and next(self.offering(), None) is None:
+                # (no task can be made here)
                 return {**result, "tools": [t for t in tools if not _task_only(t)]}
         return result
+
+    def _task_only_names(self) -> set[str]:
+        """The exposed names of the external servers' tools that can only run as a task."""
+        return {
+            tool.name
+            for mount in self.composition.mounts
+            if mount.supervisor is not None
+            for tool in mount.tools
+            if getattr(getattr(tool, "execution", None), "task_support", None) == "required"
+        }
 
     def offering(self) -> Iterator[tuple[Any, Any]]:
         """(mount, its ``tasks`` capability) for each connected external server declaring it."""

@@ -54,6 +54,11 @@ class UnlistedReads:
         return result
 
 
+def resource_not_found(uri: str) -> MCPError:
+    """The root's answer to a read of a URI nothing serves (fastmcp's ``_on_read_resource``)."""
+    return MCPError(INVALID_PARAMS, f"{NOT_FOUND} {uri!r}", {"uri": uri})
+
+
 def owner_of(mounts: Sequence[Any], uri: str) -> tuple[Any, str] | None:
     """The connected external mount whose namespace *uri* carries, and the URI as that server
     names it; None when none does."""

@@ -1,8 +1,8 @@
 """``access:``: who may use which servers, tools and profiles (docs/trust.md#per-user-access).
 
 Rules only allow: without ``access:`` everyone may use everything; with it, a caller may use a
-tool (or open a profile's endpoint) only when some rule whose identity conditions the caller
-meets allows it. A rule's identity conditions (``users``, ``claims``) need a verified
+tool, a server's prompts and resources (or open a profile's endpoint) only when some rule whose
+identity conditions the caller meets allows it. A rule's identity conditions (``users``, ``claims``) need a verified
 credential (a static token or a JWT); a rule without them applies to every caller, also the
 local user over stdio and anonymous HTTP callers.
 """
@@ -21,7 +21,7 @@ CLAIM_NAME = r"^[A-Za-z0-9_.:/-]{1,100}$"
 
 class AccessRule(StrictModel):
     """One rule of ``access:``: when its caller conditions hold, the servers, tools and profiles
-    it allows. Every condition given must hold; a list matches when any of its globs does."""
+    it allows (a server's prompts and resources with its tools, unless ``tools`` narrows them). Every condition given must hold; a list matches when any of its globs does."""
 
     # who: globs on the caller's name (a JWT's ``sub``, a static token's ``token-N``)
     users: OneOrMany | None = None
@@ -49,3 +49,9 @@ class AccessRule(StrictModel):
     def identified(self) -> bool:
         """Whether the rule names who it is for (then only a verified caller can meet it)."""
         return self.users is not None or bool(self.claims)
+
+    @property
+    def whole_servers(self) -> bool:
+        """Whether the rule allows its servers whole, prompts and resources too: its ``tools``
+        holds ``*`` (the default; ``exclude`` takes tools out, not the rest)."""
+        return "*" in self.tools

@@ -108,6 +108,8 @@ class ChildPipe:
         # while calls of the fast path wait here: where such a notification is written at
         # once, ahead of their replies (set by the fast path: the stdio client's line writer)
         self.write_note: Callable[[bytes], None] | None = None
+        # lines handed on to the SDK session as they came (what the child sent beside replies)
+        self.passed = 0
         self._count = 0
         # Straight to asyncio's pipes where it can: our replies are picked off the child's
         # stdout as they arrive, and lines are written without anyio's extra loop pass.
@@ -216,9 +218,10 @@ class ChildPipe:
                         answers.clear()
                     for line in lines:
                         if self._routed or not self._take(line):
+                            self.passed += not self._routed  # (routed: counted as they came)
                             message = _parse_line(line)
                             if self.on_notification is not None and (
-                                custom := _custom_notification(message)
+                                custom := custom_notification(message)
                             ):
                                 await self.on_notification(*custom)
                                 continue
@@ -338,6 +341,7 @@ class _RoutingProtocol(asyncio.Protocol):
             if not self._pipe._take(line):
                 passed.append(line)
         if passed:
+            self._pipe.passed += len(passed)
             self._below.data_received(b"\n".join(passed) + b"\n")
 
     def eof_received(self) -> bool | None:
@@ -369,7 +373,7 @@ def _parse_line(line: bytes) -> Any:
         return exc
 
 
-def _custom_notification(message: Any) -> tuple[str, Any] | None:
+def custom_notification(message: Any) -> tuple[str, Any] | None:
     """(method, params) of a notification no MCP version defines (the SDK's session drops
     those), else None."""
     inner = getattr(message, "message", None)

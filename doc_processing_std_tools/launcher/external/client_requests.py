@@ -17,6 +17,8 @@ it, and answers the server's requests by asking that client:
   server's request belongs to, and the launcher never guesses). Calls from several sessions
   are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
   through at a time (a call not relayed by :mod:`.relay` would still get the error).
+  A notification (a log message, one no MCP version defines) goes to the one HTTP client
+  connected, on its own stream, as on a direct connection; with several it is dropped.
 
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
@@ -77,6 +79,18 @@ class Fronts:
         self.own_sessions = True
         # set once the stdio client is ready, or once it is known none will come (HTTP, --check)
         self.settled = anyio.Event()
+        # HTTP client sessions by their Mcp-Session-Id, from their handshake to their end (the
+        # HTTP fast path serves a session's calls only once it is known here; a shared session's
+        # message outside any call goes to the one connected: only_client)
+        self.http: dict[str, Any] = {}
+
+    def _remember_http(self, session: Any) -> None:
+        connection = session_connection(session)
+        session_id = getattr(connection, "session_id", None)
+        stack = getattr(connection, "exit_stack", None)
+        if isinstance(session_id, str) and stack is not None:  # (forgotten at its teardown)
+            self.http[session_id] = session
+            stack.callback(self.http.pop, session_id, None)
 
     def no_lone_client(self) -> None:
         """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
@@ -88,6 +102,7 @@ class Fronts:
         stdio it is the one client, and servers that asked for roots before it could answer are
         told the roots changed."""
         if not stdio:
+            self._remember_http(session)
             for server in list(self.servers):
                 server.client_joined(session)
             return
@@ -98,6 +113,12 @@ class Fronts:
                 if link.asked_roots_early:
                     link.asked_roots_early = False
                     await link.tell_roots_changed()
+
+    def only_client(self) -> Any:
+        """The one HTTP client session connected, or None when there are none or several."""
+        if len(self.http) != 1:
+            return None
+        return next(iter(self.http.values()))
 
     async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session* asked for *level* (its request *request_id*): each server's session
@@ -172,6 +193,9 @@ class FrontLink:
     """One external server's way to the client: its session's callbacks (see the module)."""
 
     filters_levels = True  # the client's logging/setLevel is applied here (not the server's)
+    # HTTP clients' calls run on this session (not with sessions per client, where it is the
+    # launcher's own): outside any call, its notifications may be the one client's
+    serves_clients = True
 
     def __init__(self, name: str, fronts: Fronts) -> None:
         self.name = name
@@ -316,11 +340,24 @@ class FrontLink:
                 self.asked_roots_early = True  # told once a client's roots are known
             raise
 
+    def _told(self, what: str) -> tuple[Any, Any]:
+        """The session (and request id) a notification *what* goes to: as a request's
+        (:meth:`_front`), or outside any call, with no stdio client, the one HTTP client
+        connected (its GET stream, as on a direct connection); an MCPError when there are
+        several (a shared session cannot tell whose it is)."""
+        try:
+            return self._front(what)
+        except MCPError:
+            only = self.fronts.only_client() if self.serves_clients and not self._calls else None
+            if only is None:
+                raise
+            return only, None
+
     async def log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """Pass the server's log message on, under its mount name, when the client's level
         admits it; dropped when no one client can be told (see the module)."""
         try:
-            session, request_id = self._front("notifications/message")
+            session, request_id = self._told("notifications/message")
         except MCPError as exc:
             log.debug("servers.%s: log message dropped: %s", self.name, exc.error.message)
             return
@@ -375,7 +412,7 @@ class FrontLink:
             if method == "notifications/tasks/status":
                 session, request_id = self._task_owner(params)
             else:
-                session, request_id = self._front(method)
+                session, request_id = self._told(method)
             await notify_client(session, method, params, request_id)
         except MCPError as exc:
             log.debug("servers.%s: %s dropped: %s", self.name, method, exc.error.message)

@@ -22,7 +22,9 @@ and served on the event loop, under the exposed tool's rules as on every path
 (its ``CallPolicy``: unavailable, process lock, timeout, restarting; a relayed
 call cut short is cancelled at the child). A client's ``notifications/cancelled`` for
 a taken call cancels it. Anything else, and anything unusual (lone-surrogate escapes,
-extra params, 2026-era envelopes), keeps the SDK path.
+extra params, 2026-era envelopes), keeps the SDK path. Which calls are taken
+(:func:`relayed_call`) and how one goes down a child's pipe (:func:`forward_on_pipe`) are
+shared with the HTTP fast path (``launcher/transports/http_fast_path.py``).
 """
 
 from __future__ import annotations
@@ -142,35 +144,14 @@ class FastPath:
                     and line.find(b'"notifications/cancelled"') >= 0
                     and self._take_cancel(line, on_loop)
                 )
-            targets = self._relay.fast_targets()
-            # A long line is decided without parsing when it can be: a 16 MB write_memory is
-            # parsed once, by the SDK. A short one is parsed sooner than searched.
-            if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
+            found = relayed_call(line, self._relay.fast_targets())
+            if found is None:
                 return False
-            if line.find(b"\\u") >= 0 and SURROGATE_ESCAPE.search(line):
-                return False  # the SDK path answers text that is not valid Unicode
-            message = _message(line, "tools/call")
-            if message is None:
-                return False
-            request_id, params = message.get("id"), message.get("params")
-            if (
-                message.get("jsonrpc") != "2.0"
-                or not isinstance(request_id, (str, int))  # (a tuple: no union made per call)
-                or isinstance(request_id, bool)
-                or request_id in self._taken
-                or not REQUEST_KEYS.issuperset(message)
-                or not isinstance(params, dict)
-                or not CALL_PARAMS.issuperset(params)
-                or ((args := params.get("arguments")) is not None and type(args) is not dict)
-                or not _plain_meta(params.get("_meta"))
-            ):
-                return False
-            name = params.get("name")
-            target = targets.get(name) if isinstance(name, str) else None
-            if target is None or (
+            target, request_id, params = found
+            if request_id in self._taken or (
                 target.plain_call is None and getattr(target.supervisor, "pipe", None) is None
             ):
-                return False  # not ours, or the child is down: the SDK path says so
+                return False  # the child is down: the SDK path says so
             self._taken.add(request_id)
             self._expect(request_id)
         except Exception:  # whatever is odd about the line, the SDK path answers it
@@ -191,12 +172,8 @@ class FastPath:
         return True
 
     def _take_cancel(self, line: bytes, on_loop: bool) -> bool:
-        message = _message(line, "notifications/cancelled")
-        if message is None:
-            return False
-        params = message.get("params")
-        request_id = params.get("requestId") if isinstance(params, dict) else None
-        if not isinstance(request_id, str | int) or request_id not in self._taken:
+        request_id = cancelled_request(line)
+        if request_id is None or request_id not in self._taken:
             return False
         if on_loop:
             self._cancel(request_id)
@@ -266,30 +243,10 @@ class FastPath:
             raise ToolError(
                 supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
             ) from ConnectionLost("the connection closed")
-        call = pipe.open_call()
         pipe.write_note = self._put
-        progress = "progressToken" in (params.get("_meta") or {})
-        if progress:
-            # The client's token stays on its connection: the child gets ours, reports are mapped back.
-            pipe.progress[call.key] = self._progress_sender(params["_meta"]["progressToken"])
-        try:
-            params = target.policy.relayed_params(params)
-            data = child_request(target.name, call.key, params, progress)
-            try:
-                await pipe.send(data)
-                line, parsed = await call.reply()
-            except ConnectionLost as exc:
-                raise ToolError(
-                    f"Error calling tool {target.exposed!r}: the connection closed"
-                ) from exc
-            except BaseException:
-                if not call.settled:  # cancelled, timed out: tell the child
-                    await tell_cancelled(pipe, call.key)
-                raise
-        finally:
-            pipe.forget(call)
-        namespace = supervisor.entry.namespace
-        return client_reply(line, parsed, call.key, request_id, target.exposed, namespace)
+        meta = params.get("_meta") or {}
+        progress = self._progress_sender(meta["progressToken"]) if "progressToken" in meta else None
+        return await forward_on_pipe(pipe, target, request_id, params, progress)
 
     def _progress_sender(self, token: Any) -> Callable[[dict[str, Any]], None]:
         def send(params: dict[str, Any]) -> None:
@@ -302,6 +259,83 @@ class FastPath:
                 self._put(json.dumps(note, separators=(",", ":")).encode() + b"\n")
 
         return send
+
+
+def relayed_call(
+    line: bytes, targets: Mapping[str, RelayTarget]
+) -> tuple[RelayTarget, int | str, dict[str, Any]] | None:
+    """*line*'s target, request id and params when it is one plain ``tools/call`` of one of
+    *targets* (the rules of every fast path: stdio's here, HTTP's in
+    ``transports/http_fast_path.py``); None for anything else, which the SDK path answers."""
+    # A long line is decided without parsing when it can be: a 16 MB write_memory is
+    # parsed once, by the SDK. A short one is parsed sooner than searched.
+    if not targets or (len(line) > SEARCH_FIRST and not _names_a_target(line, targets)):
+        return None
+    if line.find(b"\\u") >= 0 and SURROGATE_ESCAPE.search(line):
+        return None  # the SDK path answers text that is not valid Unicode
+    message = _message(line, "tools/call")
+    if message is None:
+        return None
+    request_id, params = message.get("id"), message.get("params")
+    if (
+        message.get("jsonrpc") != "2.0"
+        or not isinstance(request_id, (str, int))  # (a tuple: no union made per call)
+        or isinstance(request_id, bool)
+        or not REQUEST_KEYS.issuperset(message)
+        or not isinstance(params, dict)
+        or not CALL_PARAMS.issuperset(params)
+        or ((args := params.get("arguments")) is not None and type(args) is not dict)
+        or not _plain_meta(params.get("_meta"))
+    ):
+        return None
+    name = params.get("name")
+    target = targets.get(name) if isinstance(name, str) else None
+    if target is None:
+        return None  # not ours: the SDK path says so
+    return target, request_id, params
+
+
+def cancelled_request(line: bytes) -> int | str | None:
+    """The request id a ``notifications/cancelled`` on *line* names, else None."""
+    message = _message(line, "notifications/cancelled")
+    params = message.get("params") if message is not None else None
+    request_id = params.get("requestId") if isinstance(params, dict) else None
+    return request_id if isinstance(request_id, str | int) else None
+
+
+async def forward_on_pipe(
+    pipe: ChildPipe,
+    target: RelayTarget,
+    request_id: int | str,
+    params: dict[str, Any],
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> bytes:
+    """Send the call to the child on *pipe* with our own id; its reply, as the line for the
+    client. *progress*: where the child's progress reports go (the client's token stays on
+    its connection: the child gets ours)."""
+    supervisor = target.supervisor
+    assert supervisor is not None  # (a relayed tool)
+    call = pipe.open_call()
+    if progress is not None:
+        pipe.progress[call.key] = progress
+    try:
+        params = target.policy.relayed_params(params)
+        data = child_request(target.name, call.key, params, progress is not None)
+        try:
+            await pipe.send(data)
+            line, parsed = await call.reply()
+        except ConnectionLost as exc:
+            raise ToolError(
+                f"Error calling tool {target.exposed!r}: the connection closed"
+            ) from exc
+        except BaseException:
+            if not call.settled:  # cancelled, timed out: tell the child
+                await tell_cancelled(pipe, call.key)
+            raise
+    finally:
+        pipe.forget(call)
+    namespace = supervisor.entry.namespace
+    return client_reply(line, parsed, call.key, request_id, target.exposed, namespace)
 
 
 def _plain_meta(meta: Any) -> bool:

@@ -21,14 +21,14 @@ from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.methods import validate_client_request
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ...locking import CALL_ARRIVAL
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import behaves_as_default, low_level_server
-from ...seams.server_sessions import initialize_accepted
-from ..calls.policed_tools import PolicedTool
+from ...seams.server_sessions import initialize_accepted, session_connection
+from ..calls.policed_tools import ENDED_WITH, PolicedTool
 from .fast_path import FastPath
 from .relay_lines import ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
@@ -72,8 +72,9 @@ class ToolRelay:
     lock, timeout with cancellation at the server, restarting); progress reports
     are passed on. Whatever it does not serve plainly goes the normal way through
     fastmcp: a tool it does not know (listed later, or filtered out), params
-    beyond name, arguments and _meta, a 2026-era connection, and any root
-    middleware or transform that must see calls. Over stdio, calls to a
+    beyond name, arguments and _meta, a 2026-era task-augmented call, and any root
+    middleware or transform that must see calls (a server's JSON-RPC error still
+    reaches the client as that error: :meth:`_step_aside`). Over stdio, calls to a
     ``command:`` server's tools skip even this: :attr:`fast` (``launcher/external/fast_path.py``)
     serves them from the raw lines, under the same rules.
     """
@@ -92,6 +93,7 @@ class ToolRelay:
         self._fast_middleware = -1
         self._inert_middleware = (*inert_middleware, DereferenceRefsMiddleware)
         self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+        self._modern_era = frozenset(MODERN_PROTOCOL_VERSIONS)
         # _meta keys that describe one connection: never carried across the relay
         self._connection_keys = frozenset(
             {
@@ -141,21 +143,42 @@ class ToolRelay:
         return self._targets
 
     def _target(self, ctx: Any) -> RelayTarget | None:
-        params = ctx.params
-        if (
-            ctx.method != "tools/call"
-            or ctx.request_id is None
-            or not isinstance(params, Mapping)
-            or ctx.protocol_version not in self._handshake_era
-            or not RELAYED_PARAMS.issuperset(params)
-            or not isinstance(params.get("name"), str)
-            or not self.serves_plainly()
-        ):
+        if not self._plain_call(ctx):
             return None
-        target = self.targets().get(params.get("name"))  # type: ignore[arg-type]
+        target = self.targets().get(ctx.params.get("name"))
         if target is None or target.supervisor is None or not self._as_the_sdk_would(ctx):
             return None
         return target
+
+    def _plain_call(self, ctx: Any) -> bool:
+        """A ``tools/call`` the relay may serve, if it knows where (its name is a string)."""
+        params = ctx.params
+        return (
+            ctx.method == "tools/call"
+            and ctx.request_id is not None
+            and isinstance(params, Mapping)
+            and self._era_relayed(ctx.protocol_version, params)
+            and RELAYED_PARAMS.issuperset(params)
+            and isinstance(params.get("name"), str)
+            and self.serves_plainly()
+        )
+
+    async def relay_unlisted(self, ctx: Any, target: RelayTarget) -> Any | None:
+        """Relay *ctx*'s call to *target*, a tool its server did not list (``compose``'s
+        ``UnlistedCalls`` decides which); None when the call is not one the relay may serve."""
+        if target.supervisor is None or not self._plain_call(ctx):
+            return None
+        if not self._as_the_sdk_would(ctx):
+            return None
+        return await self._relay(target, ctx)
+
+    def _era_relayed(self, version: Any, params: Mapping[str, Any]) -> bool:
+        """Whether a call of this protocol era is relayed: any handshake-era one; a 2026-era
+        (stateless) one unless it asks for a task (that era's tasks are an extension the
+        launcher does not serve; fastmcp answers it as it would alone)."""
+        if version in self._handshake_era:
+            return True
+        return version in self._modern_era and "task" not in params
 
     def _as_the_sdk_would(self, ctx: Any) -> bool:
         """Whether the SDK itself would hand this call to a handler: the connection is
@@ -173,21 +196,58 @@ class ToolRelay:
         return True
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        answer = await self._answer(ctx, call_next)
+        if (
+            isinstance(answer, dict)
+            and ctx.protocol_version in self._modern_era
+            and "resultType" not in answer
+        ):
+            # (what the relay answers itself: a 2026-era result must say its type, and a
+            # handshake-era server's says none)
+            answer["resultType"] = "complete"
+        return answer
+
+    async def _answer(self, ctx: Any, call_next: Any) -> Any:
         target = self._target(ctx)
         if target is None:
             if not getattr(self._composition, "starting", None):  # (servers still starting)
-                return await call_next(ctx)
+                return await self._step_aside(ctx, call_next)
             arrived = CALL_ARRIVAL.set(time.monotonic())  # (its timeout counts from now)
             try:
                 reason = await self._until_started(ctx)
                 if reason:
                     return {"content": [{"type": "text", "text": reason}], "isError": True}
                 if reason is None or (target := self._target(ctx)) is None:
-                    return await call_next(ctx)
+                    return await self._step_aside(ctx, call_next)
                 return await self._relay(target, ctx)
             finally:
                 CALL_ARRIVAL.reset(arrived)
         return await self._relay(target, ctx)
+
+    async def _step_aside(self, ctx: Any, call_next: Any) -> Any:
+        """The request goes the normal way, through fastmcp (path (g): a 2026-era connection,
+        extra params, root middleware). An external server's JSON-RPC error for a call still
+        reaches the client as that error, as on the relayed paths; fastmcp would answer it as
+        an ``isError`` text."""
+        if ctx.method != "tools/call":
+            return await call_next(ctx)
+        ended: list[ToolError] = []
+        noting = ENDED_WITH.set(ended)
+        try:
+            result = await call_next(ctx)
+        finally:
+            ENDED_WITH.reset(noting)
+        if ended and self._external(ctx.params):
+            error = _servers_own(ended[-1])
+            if error is not None:
+                raise MCPError(error["code"], error["message"], error.get("data"))
+        return result
+
+    def _external(self, params: Any) -> bool:
+        """Whether *params* call a tool of a ``command:`` or ``url:`` server."""
+        name = params.get("name") if isinstance(params, Mapping) else None
+        target = self.targets().get(name) if isinstance(name, str) else None
+        return target is not None and target.supervisor is not None
 
     async def _relay(self, target: RelayTarget, ctx: Any) -> Any:
         params: Mapping[str, Any] = ctx.params
@@ -246,9 +306,13 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
-        if target.supervisor.subject() is not None:
-            # A signed-in user's own session: nothing it asks reaches a client, so it neither
-            # waits for other client sessions' turns nor stands for their calls.
+        stateless = (
+            getattr(session_connection(caller), "protocol_version", None) in self._modern_era
+        )
+        if target.supervisor.subject() is not None or stateless:
+            # A signed-in user's own session, or a 2026-era request (it stands alone, and the
+            # server cannot ask its client anything): nothing the server asks reaches a
+            # client, so the call neither waits for client sessions' turns nor stands for theirs.
             return await self._send(target, out, on_progress, None, request_id)
         own = await target.supervisor.own_session(caller)
         if own is not None and own.link is not None:
@@ -289,19 +353,41 @@ class ToolRelay:
             request.add_done_callback(_forget_abandoned)
             raise
         except MCPError as exc:
-            # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
-            # auth module and key_value), which a launcher without external servers never needs
-            from .session_transports import is_connection_loss
-
-            error = exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)
-            passed = server_error({"error": error})
-            if passed is not None and exc.code != CONNECTION_CLOSED and not is_connection_loss(exc):
+            passed = _passed_on(exc)
+            if passed is not None:
                 raise ErrorReply(target.exposed, passed) from exc
             raise ToolError(f"Error calling tool {target.exposed!r}: {exc.message}") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise ToolError(
                 f"Error calling tool {target.exposed!r}: the connection closed"
             ) from exc
+
+
+def _passed_on(exc: MCPError) -> dict[str, Any] | None:
+    """The server's JSON-RPC error *exc* as the client gets it (bounded: ``server_error``), or
+    None when it says the connection is gone (the launcher answers that itself)."""
+    # here, not at the top: session_transports imports fastmcp's client (~170 ms, its
+    # auth module and key_value), which a launcher without external servers never needs
+    from .session_transports import is_connection_loss
+
+    if exc.code == CONNECTION_CLOSED or is_connection_loss(exc):
+        return None
+    return server_error(
+        {"error": exc.error.model_dump(by_alias=True, mode="json", exclude_none=True)}
+    )
+
+
+def _servers_own(exc: BaseException) -> dict[str, Any] | None:
+    """The server's JSON-RPC error a call fastmcp served ended with (*exc*, a ``ToolError``,
+    raised from it), as :func:`_passed_on` passes it; None for any other failure. An
+    ``MCPError`` raised from something else is fastmcp's word for a failure, not the
+    server's reply (its proxy's "Client failed to connect")."""
+    cause, seen = exc.__cause__, 0
+    while cause is not None and seen < 10:
+        if isinstance(cause, MCPError):
+            return _passed_on(cause) if cause.__cause__ is None else None
+        cause, seen = cause.__cause__, seen + 1
+    return None
 
 
 _ABANDONED: set[asyncio.Future[Any]] = set()  # cancelled relayed calls still telling their server

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from fastmcp.client.transports import SSETransport, StreamableHttpTransport
 
 from ...seams.http_sessions import mcp_http_client
+from ...seams.session_reads import TakingSSE, TakingStreamableHttp
 from ..config.schema import DEFAULT_MAX_LINE_BYTES, ServerEntry
+from .child_pipe import custom_notification
 from .child_process import ChildTransport
 from .child_start import StderrRelay, command_line
 from .wording import ExternalStartError
@@ -106,11 +108,36 @@ def session_transport(
     assert entry.url
     headers = dict(entry.headers)
     if is_sse_url(entry.url):
-        return SSETransport(entry.url, headers=headers, auth=auth, httpx_client_factory=http.client)
-    return StreamableHttpTransport(
+        return TakingSSE(entry.url, headers=headers, auth=auth, httpx_client_factory=http.client)
+    return TakingStreamableHttp(
         entry.url,
         headers=headers,
         auth=auth,
         httpx_client_factory=http.client,
         max_sse_event_size=MAX_EVENT_BYTES,
     )
+
+
+Notify = Callable[[str, Any], Awaitable[None]]
+
+
+def pass_notifications(transport: Any, notify: Notify | None) -> None:
+    """The server's notifications that no MCP version defines, and ``notifications/tasks/status``
+    (the SDK's session drops both), go to *notify* (None: no longer): a command's read off its
+    pipe, a URL's off its session's read stream."""
+    pipe = getattr(transport, "pipe", None)
+    if pipe is not None:
+        pipe.on_notification = notify
+    elif isinstance(transport, TakingSSE | TakingStreamableHttp):
+        transport.take = _taker(notify) if notify is not None else None
+
+
+def _taker(notify: Notify) -> Callable[[Any], Awaitable[bool]]:
+    async def take(message: Any) -> bool:
+        custom = custom_notification(message)
+        if custom is None:
+            return False
+        await notify(*custom)
+        return True
+
+    return take

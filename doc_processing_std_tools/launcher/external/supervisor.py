@@ -40,7 +40,13 @@ from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
-from .session_transports import HTTP_HINTS, HttpStatusNote, is_connection_loss, session_transport
+from .session_transports import (
+    HTTP_HINTS,
+    HttpStatusNote,
+    is_connection_loss,
+    pass_notifications,
+    session_transport,
+)
 from .tokens import TokenStore
 from .wording import ExternalStartError, shown_url
 
@@ -109,8 +115,11 @@ class Supervisor:
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
         self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
+        if entry.command:  # (serving HTTP, per_client: the first client's, started with ours)
+            self.pool.early = child_start.claim_first(name)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
+        self.front.serves_clients = entry.session_mode != "per_client"
         self.front.fronts.servers.add(self)
         self._changed = anyio.Event()
         self._lost = anyio.Event()
@@ -256,7 +265,7 @@ class Supervisor:
 
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
-        pooled.transport = self.transport()
+        pooled.transport = self.transport(process=self.pool.take_early())
         return own_client(pooled.transport, link, self._handler(link))
 
     def _close_with(self, front: Any, key: str) -> None:
@@ -352,6 +361,8 @@ class Supervisor:
         try:
             with self._scope:
                 async with anyio.create_task_group() as self.pool.tasks:
+                    if self.pool.early is not None:
+                        self.pool.tasks.start_soon(self.pool.expire_early)
                     await self._keep()
                     self.pool.tasks.cancel_scope.cancel()
             if self.state == "starting":
@@ -359,6 +370,7 @@ class Supervisor:
                 self._set("failed")
         finally:
             await self._close_listing()
+            await self.pool.drop_early()
             self.close()
 
     async def _keep(self) -> None:
@@ -464,8 +476,7 @@ class Supervisor:
             await self._close_listing()
             self._client = front.client = client
             self.pipe = getattr(transport, "pipe", None)
-            if self.pipe is not None:
-                self.pipe.on_notification = front.notify
+            pass_notifications(transport, front.notify)
             self.last_error = ""
             self.attempt = 0  # up again: the next outage counts its attempts from 1
             self._lost = anyio.Event()
@@ -551,22 +562,26 @@ class Supervisor:
             except Exception:
                 return ""
 
-    def transport(self, auth: Any = None) -> Any:
-        """The session's transport; *auth*: a user's OAuth (else the launcher's own login)."""
+    def transport(self, auth: Any = None, process: Any = None) -> Any:
+        """The session's transport; *auth*: a user's OAuth (else the launcher's own login);
+        *process*: a command's process started already (else the early start's, once)."""
         if auth is None and self.entry.url and self.entry.auth is not None:
             auth = serving_auth(
                 self.name, self.entry, self.store, on_needs_login=self._login_missing
             )
-        early, self._early = self._early, None
-        process = early.process if early is not None else None
+        if process is None:
+            early, self._early = self._early, None
+            process = early.process if early is not None else None
         return session_transport(
             self.name, self.entry, self.base_dir, self.relay, self._http, auth, process
         )
 
     def close(self) -> None:
         early, self._early = self._early, None
-        if early is not None:  # (never used: stopped before its first session)
-            with contextlib.suppress(OSError):
-                os.killpg(early.process.pid, signal.SIGKILL)
+        first, self.pool.early = self.pool.early, None
+        for process in (early.process if early is not None else None, first):
+            if process is not None:  # (never used: stopped before its first session)
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()

@@ -57,6 +57,7 @@ from .asgi import (
 from .auth import IncomingAuth
 from .console import ConsoleSources
 from .header_guard import slow_header_guard
+from .http_fast_path import HttpFastPath, Tables
 from .identity import scope_caller
 from .session_binding import PROFILE_SCOPE_KEY, SessionEndpoints
 
@@ -70,6 +71,7 @@ if TYPE_CHECKING:
     from starlette.applications import Starlette
 
     from ...telemetry import Metrics
+    from ..external.client_requests import Fronts
 
     # each server's state for ``/ready``: {name: {"state", "required"[, "reason"]}}
     ServerStates = Callable[[], dict[str, dict[str, Any]]]
@@ -92,6 +94,7 @@ async def serve_http(
     access: Access | None = None,
     default_profile: str | None = None,
     console: ConsoleSources | None = None,
+    relayed: tuple[Fronts, Tables] | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
@@ -99,7 +102,8 @@ async def serve_http(
     With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections). With
     *access*, a profile's endpoint (and the plain one, serving *default_profile*) answers 403
     to a caller its rules do not let use the profile. With *console*, the operator console is
-    served at ``/ui`` (:mod:`.console`).
+    served at ``/ui`` (:mod:`.console`). With *relayed* (the client sessions, and the tables of
+    relayed tools per profile), plain relayed calls take the HTTP fast path (:mod:`.http_fast_path`).
     """
     soft_limit = raise_open_file_limit()
     max_connections = transport.max_connections
@@ -112,7 +116,16 @@ async def serve_http(
         )
     requests = InFlight()
     app = build_app(
-        root, states, transport, requests, profiles, metrics, access, default_profile, console
+        root,
+        states,
+        transport,
+        requests,
+        profiles,
+        metrics,
+        access,
+        default_profile,
+        console,
+        relayed,
     )
     config = uvicorn.Config(
         app,
@@ -204,10 +217,12 @@ def build_app(
     access: Access | None = None,
     default_profile: str | None = None,
     console: ConsoleSources | None = None,
+    relayed: tuple[Fronts, Tables] | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
     endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
-    with the profile's name); with *console*, the operator console at ``/ui``."""
+    with the profile's name); with *console*, the operator console at ``/ui``; with *relayed*,
+    the HTTP fast path of relayed calls at the endpoint (:mod:`.http_fast_path`)."""
     sessions = session_manager(
         event_store=event_store(transport),
         app=low_level_server(root),
@@ -222,6 +237,8 @@ def build_app(
     )
 
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
+    if relayed is not None and not transport.stateless and not transport.json_response:
+        mcp_endpoint = HttpFastPath(mcp_endpoint, sessions, *relayed)
     if profiles:  # (a session is used only at the endpoint that opened it)
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)

@@ -37,7 +37,12 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 from mcp.shared.message import SessionMessage
-from mcp_types import JSONRPCNotification, JSONRPCRequest, jsonrpc_message_adapter
+from mcp_types import (
+    PROTOCOL_VERSION_META_KEY,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    jsonrpc_message_adapter,
+)
 
 from ..external import client_hello
 from ..lines import LineBuffer, read_lines
@@ -213,7 +218,7 @@ def _route(line: bytes, writer: LineWriter, handshake: _Handshake, fast: FastPat
             writer.put(encode_error(message.id, INVALID_PARAMS, BOOLEAN_TOKEN_TEXT))
             log.warning("stdio: answered a request whose progressToken is a boolean")
             return None
-        if not handshake.begun and message.method in GATED:
+        if not handshake.begun and message.method in GATED and not _stateless(message.params):
             writer.put(encode_error(message.id, INVALID_PARAMS, NOT_INITIALIZED_TEXT))
             log.warning("stdio: answered a %s sent before initialize", message.method)
             return None
@@ -230,6 +235,13 @@ def _route(line: bytes, writer: LineWriter, handshake: _Handshake, fast: FastPat
         if isinstance(cancelled, str | int):  # (a list or an object names no request)
             writer.answered(cancelled)
     return SessionMessage(message)
+
+
+def _stateless(params: Any) -> bool:
+    """Whether a request carries the 2026-era envelope (its protocol version in ``_meta``): it
+    needs no handshake, and the SDK serves it in that era."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
 async def _pump_on_loop(

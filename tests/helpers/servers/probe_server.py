@@ -5,7 +5,7 @@ Tools:
 
 - ``seen``: what this session received (``what``: one of these only): the ``clientInfo``
   and ``capabilities`` (names) of ``initialize``, the ``levels`` of ``logging/setLevel``, the
-  ``notifications`` (methods);
+  ``notifications`` (methods); ``pid``: this process's id (asked only by name);
 - ``custom``: sends ``notifications/probe/custom`` (a method no MCP client knows) first;
 - ``overlong``: answers with one line of ``$PROBE_OVERLONG_BYTES`` bytes (a reply with its id).
 
@@ -78,7 +78,8 @@ def main() -> None:
             name = params.get("name")
             if name == "seen":
                 what = (params.get("arguments") or {}).get("what")
-                result = text(json.dumps(seen.get(what) if what else seen, sort_keys=True))
+                found = os.getpid() if what == "pid" else seen.get(what) if what else seen
+                result = text(json.dumps(found, sort_keys=True))
             elif name == "custom":
                 send({"method": "notifications/probe/custom", "params": {"n": 1}})
                 result = text("sent notifications/probe/custom")

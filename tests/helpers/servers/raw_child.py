@@ -2,15 +2,44 @@
 
 Its tools answer with a line that is not one valid JSON-RPC message (``two_values``,
 ``control_character``, ``nan``), or first send the client a request of its own whose id
-looks like the launcher's (``asks_first``).
+looks like the launcher's (``asks_first``), or answer with a JSON-RPC error that has data
+(``refuses``: server-everything's URL-elicitation error). For the HTTP fast path: ``id_seen`` answers with
+the request id it got (the launcher's own ``dpt~N`` on a fast path, the SDK session's integer
+on the SDK path), ``logs_first`` sends a log message before its answer, ``hang`` never
+answers, ``cancels_seen`` answers with the request ids of the ``notifications/cancelled`` it
+got; ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules); ``slow``
+touches the file ``$RAW_CHILD_MARK`` names, then answers after a second.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
+from pathlib import Path
 
-TOOLS = ["two_values", "control_character", "nan", "asks_first", "fine"]
+TOOLS = [
+    "two_values",
+    "control_character",
+    "nan",
+    "asks_first",
+    "refuses",
+    "fine",
+    "id_seen",
+    "logs_first",
+    "hang",
+    "cancels_seen",
+    "denied",
+    "limited",
+    "slow",
+]
+CANCELLED: list[object] = []
+REFUSAL = {
+    "code": -32042,
+    "message": "This request requires browser-based authorization.",
+    "data": {"elicitations": [{"mode": "url", "url": "https://example.com", "elicitationId": "e"}]},
+}
 
 
 def send(text: str) -> None:
@@ -39,13 +68,28 @@ def call(request_id: object, name: str) -> None:
             f'{{"jsonrpc":"2.0","id":{rid},"result":{{"content":[{{"type":"text","text":"n"}}],'
             '"structuredContent":{"x":NaN},"isError":false}}'
         )
+    elif name == "refuses":
+        send(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": REFUSAL}))
     elif name == "asks_first":
         send('{"jsonrpc":"2.0","id":"dpt~1","method":"ping"}')
         answer = json.loads(sys.stdin.readline())
         kind = "result" if "result" in answer else "error"
         text = f"asked, got a {kind} for {answer.get('id')}"
         reply(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
-    else:
+    elif name in ("id_seen", "cancels_seen"):
+        seen = request_id if name == "id_seen" else CANCELLED
+        reply(
+            request_id, {"content": [{"type": "text", "text": json.dumps(seen)}], "isError": False}
+        )
+    elif name == "logs_first":
+        note = {"level": "warning", "logger": "raw", "data": "before the answer"}
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": note}))
+        reply(request_id, {"content": [{"type": "text", "text": "logged"}], "isError": False})
+    elif name == "slow":
+        Path(os.environ["RAW_CHILD_MARK"]).touch()
+        time.sleep(1)
+        reply(request_id, {"content": [{"type": "text", "text": "slow done"}], "isError": False})
+    elif name != "hang":
         reply(request_id, {"content": [{"type": "text", "text": "fine"}], "isError": False})
 
 
@@ -58,7 +102,7 @@ def main() -> None:
                 request_id,
                 {
                     "protocolVersion": message["params"]["protocolVersion"],
-                    "capabilities": {"tools": {}},
+                    "capabilities": {"tools": {}, "logging": {}},
                     "serverInfo": {"name": "raw", "version": "0"},
                 },
             )
@@ -68,6 +112,8 @@ def main() -> None:
             reply(request_id, {"tools": tools})
         elif method == "tools/call":
             call(request_id, message["params"]["name"])
+        elif method == "notifications/cancelled":
+            CANCELLED.append(message["params"].get("requestId"))
         elif method == "ping":
             reply(request_id, {})
         elif request_id is not None and method is not None:

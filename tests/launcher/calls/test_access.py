@@ -60,6 +60,25 @@ def test_users_and_claims_need_a_verified_caller() -> None:
         assert not rules.allows_tool(local, "memory", "memory_read_graph")
 
 
+def test_a_servers_prompts_and_resources_go_with_a_rule_that_allows_it_whole() -> None:
+    rules = access(
+        {"tools": ["*_read*"]},  # everyone: the read tools of every server, nothing else
+        {"users": "alice", "servers": ["memory", "fs"], "exclude": "*_write*"},
+        {"claims": {"roles": "writer"}, "servers": "fs", "tools": ["*", "extra"]},
+    )
+    for caller in (LOCAL, TOKEN, BOB, ALICE):
+        assert rules.allows_tool(caller, "memory", "memory_read")
+    for caller in (LOCAL, TOKEN):
+        assert not rules.allows_server(caller, "memory")
+        assert not rules.allows_server(caller, "fs")
+    # an exclude takes tools out of a rule, not the server's prompts and resources
+    assert rules.allows_server(ALICE, "memory") and rules.allows_server(ALICE, "fs")
+    assert not rules.allows_server(ALICE, "other")
+    assert rules.allows_server(BOB, "fs") and not rules.allows_server(BOB, "memory")
+    assert not access().allows_server(ALICE, "memory")
+    assert access({}).allows_server(LOCAL, "anything")
+
+
 def test_every_condition_of_a_rule_must_hold() -> None:
     rules = access({"users": ["alice", "bob"], "claims": {"groups": ["admin*"]}, "profiles": "*"})
     assert rules.allows_profile(ALICE, "finder")
@@ -90,11 +109,12 @@ def test_the_config_forms_and_errors_name_the_key(tmp_path: Path) -> None:
         write(tmp_path, "access:\n  - {users: alice, tools: 'memory_*'}\n" + servers)
     )
     rule = loaded.config.access[0]  # type: ignore[index]
-    assert (rule.users, rule.tools, rule.servers, rule.identified) == (
+    assert (rule.users, rule.tools, rule.servers, rule.identified, rule.whole_servers) == (
         ["alice"],
         ["memory_*"],
         ["*"],
         True,
+        False,
     )
     for bad, key in (
         ("access:\n  - {user: alice}\n", "access.0.user"),

@@ -35,7 +35,9 @@ class FakeFront:
         yield
 
 
-def external(name: str, namespace: str, *, declares: bool = True) -> Any:
+def external(
+    name: str, namespace: str, *, declares: bool = True, tools: tuple[Any, ...] = ()
+) -> Any:
     front = FakeFront(declares)
 
     async def client() -> Any:
@@ -46,12 +48,22 @@ def external(name: str, namespace: str, *, declares: bool = True) -> Any:
 
     supervisor = SimpleNamespace(front=front, client=client, own_session=own_session)
     return SimpleNamespace(
-        name=name, supervisor=supervisor, entry=SimpleNamespace(namespace=namespace)
+        name=name,
+        supervisor=supervisor,
+        entry=SimpleNamespace(namespace=namespace),
+        tools=list(tools),
     )
 
 
-def request(method: str, params: dict[str, Any] | None = None, session: str = "session") -> Any:
-    return SimpleNamespace(method=method, params=params, session=session, request_id=7)
+def request(
+    method: str,
+    params: dict[str, Any] | None = None,
+    session: str = "session",
+    version: str = "2025-11-25",
+) -> Any:
+    return SimpleNamespace(
+        method=method, params=params, session=session, request_id=7, protocol_version=version
+    )
 
 
 @pytest.fixture
@@ -148,3 +160,23 @@ async def test_task_only_tools_are_listed_only_when_tasks_are_declared() -> None
     none = Tasks(SimpleNamespace(mounts=[external("ev", "ev", declares=False)]))
     shown = (await none(request("tools/list"), listing))["tools"]
     assert [t["name"] for t in shown] == ["ev_plain", "ev_either"]
+
+
+async def test_a_2026_era_client_is_not_listed_task_only_tools() -> None:
+    """Its tasks are an extension the launcher does not serve, and its list (sieved to that
+    protocol) no longer says which tools need one: the mounts' tools do."""
+    required = SimpleNamespace(task_support="required")
+    listed = [
+        SimpleNamespace(name="ev_plain", execution=None),
+        SimpleNamespace(name="ev_either", execution=SimpleNamespace(task_support="optional")),
+        SimpleNamespace(name="ev_task", execution=required),
+    ]
+
+    async def listing(ctx: Any) -> dict[str, Any]:
+        return {"tools": [{"name": "ev_plain"}, {"name": "ev_either"}, {"name": "ev_task"}]}
+
+    offered = Tasks(SimpleNamespace(mounts=[external("ev", "ev", tools=tuple(listed))]))
+    shown = (await offered(request("tools/list", version="2026-07-28"), listing))["tools"]
+    assert [t["name"] for t in shown] == ["ev_plain", "ev_either"]
+    handshake = (await offered(request("tools/list"), listing))["tools"]
+    assert [t["name"] for t in handshake] == ["ev_plain", "ev_either", "ev_task"]

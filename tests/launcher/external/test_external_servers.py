@@ -348,12 +348,51 @@ async def test_external_calls_are_relayed_on_the_session_not_through_fastmcp(
             excluded = await client.call_tool_mcp("ext_delete_everything", {})
             assert excluded.is_error and "ext_delete_everything" in excluded.content[0].text
         assert set(through_fastmcp) == {"ext_delete_everything"}  # filtered out: not relayed
-        async with Client(composition.root) as client:  # a 2026-era client: the fastmcp way
+        async with Client(composition.root) as client:  # a 2026-era client: relayed too
             assert (await client.call_tool("ext_bump", {})).data == 2
-        assert set(through_fastmcp) == {"ext_delete_everything", "ext_bump"}
+        assert set(through_fastmcp) == {"ext_delete_everything"}
     finally:
         await composition.aclose()
     assert (tmp_path / "c").read_text() == "2"
+
+
+async def test_a_servers_json_rpc_error_reaches_the_client_on_every_path(tmp_path: Path) -> None:
+    """Relayed (either era) or through fastmcp (here: root middleware that must see calls), a
+    server's JSON-RPC error for a call is that error for the client: its code, message and data."""
+    from fastmcp import Client
+    from fastmcp.server.middleware import Middleware
+    from mcp.shared.exceptions import MCPError
+
+    from doc_processing_std_tools.launcher.compose import compose
+    from doc_processing_std_tools.launcher.config import load_config
+
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        f"servers:\n  ext:\n    command: {sys.executable}\n"
+        f"    args: ['{SERVERS / 'raw_child.py'}']\n    namespace: ext\n"
+    )
+    composition = await compose(load_config(config))
+    errors = []
+    try:
+        for sees_calls in (False, True):
+            if sees_calls:
+                composition.root.add_middleware(Middleware())  # (the relay steps aside)
+            for mode in ("legacy", "auto"):
+                async with Client(composition.root, mode=mode) as client:
+                    with pytest.raises(MCPError) as raised:
+                        await client.call_tool_mcp("ext_refuses", {})
+                    errors.append(raised.value.error.model_dump(exclude_none=True))
+                    assert (await client.call_tool_mcp("ext_fine", {})).content[0].text == "fine"
+    finally:
+        await composition.aclose()
+    expected = {
+        "code": -32042,
+        "message": "This request requires browser-based authorization.",
+        "data": {
+            "elicitations": [{"mode": "url", "url": "https://example.com", "elicitationId": "e"}]
+        },
+    }
+    assert errors == [expected] * 4
 
 
 @pytest.mark.slow  # (a lifecycle test: waits out a real kill, restart or timeout)

@@ -8,17 +8,21 @@ the same child run alone is the reference.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
 import mcp_types
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from doc_processing_std_tools.launcher.external.client_requests import MAX_TASKS, FrontLink, Fronts
 from helpers.launch import launched, text_of
@@ -369,3 +373,38 @@ def test_a_task_belongs_to_the_client_it_was_made_for() -> None:
     link.made_task("t1", mine)
     assert link.owns("t1", mine) and not link.owns("t1", other)
     assert not link.owns(["t1"], mine) and not link.owns("t2", mine)  # (a client's odd id)
+
+
+class _Connection:
+    """An HTTP client connection as the launcher sees one: its session id and teardown stack."""
+
+    def __init__(self) -> None:
+        self.session_id = uuid.uuid4().hex
+        self.exit_stack = contextlib.ExitStack()
+
+
+async def test_a_notification_outside_any_call_goes_to_the_one_http_client_only() -> None:
+    """A notification of a session clients share, sent outside any call, goes to the one HTTP
+    client connected; never one of the launcher's own session (with sessions per client)."""
+    fronts = Fronts()
+    link = FrontLink("everything", fronts)
+    first, second = (
+        SimpleNamespace(_connection=_Connection()),
+        SimpleNamespace(_connection=_Connection()),
+    )
+    with pytest.raises(MCPError):
+        link._told("notifications/message")  # (no client connected)
+    await fronts.client_ready(first, stdio=False)
+    assert link._told("notifications/message") == (first, None)
+    await fronts.client_ready(second, stdio=False)
+    with pytest.raises(MCPError, match="outside any call"):
+        link._told("notifications/message")  # (two: whose is it?)
+    with pytest.raises(MCPError):
+        link._front("roots/list")  # (a request outside a call is still refused)
+    first._connection.exit_stack.close()  # (the first one leaves)
+    assert link._told("notifications/message") == (second, None)
+    with link.calling(first, 7):
+        assert link._told("notifications/message") == (first, 7)  # (a call's: its own)
+    link.serves_clients = False  # (sessions per client: this one is the launcher's own)
+    with pytest.raises(MCPError):
+        link._told("notifications/message")

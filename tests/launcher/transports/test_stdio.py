@@ -257,6 +257,7 @@ def test_a_read_ending_a_line_begun_earlier_joins_it() -> None:
 
     class Passes:  # a child pipe that takes no line: every line goes on below
         max_line = None  # (no cap)
+        passed = 0
 
         def _take(self, line: bytes) -> bool:
             return False
@@ -521,3 +522,22 @@ def test_odd_lines_that_look_like_relayed_calls_are_answered_and_change_nothing(
     assert replies == {None, 5, 6, 7}
     ok = external_wire.request(external_wire.call(8, "echo", {"text": "fine"}))
     assert ok["id"] == 8 and ok["result"]["content"][0]["text"] == "fine"
+
+
+def test_a_2026_era_request_needs_no_initialize(config: Path) -> None:
+    """A stateless request (the connection's keys in its ``_meta``) opens a 2026-era connection:
+    it is served, not refused as sent before ``initialize``."""
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    w = Wire(config)
+    try:
+        params = {"name": "ping", "arguments": {}, "_meta": envelope}
+        request = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        reply = w.request(json.dumps(request).encode())
+        assert reply["result"]["content"][0]["text"] == "pong", reply
+        assert reply["result"]["resultType"] == "complete"
+    finally:
+        w.close()

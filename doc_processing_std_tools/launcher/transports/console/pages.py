@@ -32,7 +32,7 @@ from starlette.templating import Jinja2Templates
 
 from ...calls.pins import PinError
 from .charts import HEIGHT, WIDTH, charts
-from .forms import BadInput, arguments_of, fields_of
+from .forms import BadInput, Field, arguments_of, fields_of
 from .loopback import Loopback
 from .pin_rows import approve_served, drifted_rows
 from .responses import SecurityHeaders, one_line, shown_result
@@ -237,37 +237,40 @@ class Console:
             rows = sorted(listed, key=lambda t: t.name)
         return self.render(request, visitor, "tools.html", tools=rows, **context)
 
-    async def _tool(self, request: Request, visitor: Visitor, name: str) -> Any:
+    async def _named_tool(
+        self, request: Request, visitor: Visitor
+    ) -> tuple[Any, list[Field]] | Response:
+        """The tool the path names, as the visitor's list has it, and its form's fields; or
+        the 404 page when the visitor may call no tool of that name."""
+        name = request.path_params["name"]
         listed = await self._loopback(request, visitor).tools()
-        return next((t for t in listed if t.name == name), None)
+        found = next((t for t in listed if t.name == name), None)
+        if found is None:
+            return self.render(
+                request,
+                visitor,
+                "tools.html",
+                status=404,
+                page="tools",
+                tools=[],
+                error=f"no tool {name!r} that you may call",
+            )
+        return found, fields_of(found.input_schema)
 
     async def tool(self, request: Request, visitor: Visitor) -> Response:
-        name = request.path_params["name"]
-        found = await self._tool(request, visitor, name)
-        if found is None:
-            return self._no_tool(request, visitor, name)
-        fields = fields_of(found.input_schema)
+        named = await self._named_tool(request, visitor)
+        if isinstance(named, Response):
+            return named
+        found, fields = named
         return self.render(
             request, visitor, "tool.html", page="tools", tool=found, fields=fields, values={}
         )
 
-    def _no_tool(self, request: Request, visitor: Visitor, name: str) -> Response:
-        return self.render(
-            request,
-            visitor,
-            "tools.html",
-            status=404,
-            page="tools",
-            tools=[],
-            error=f"no tool {name!r} that you may call",
-        )
-
     async def run_tool(self, request: Request, visitor: Visitor) -> Response:
-        name = request.path_params["name"]
-        found = await self._tool(request, visitor, name)
-        if found is None:
-            return self._no_tool(request, visitor, name)
-        fields = fields_of(found.input_schema)
+        named = await self._named_tool(request, visitor)
+        if isinstance(named, Response):
+            return named
+        found, fields = named
         form = await request.form()
         values = {f.name: str(form.get(f.name, "")) for f in fields}
         context: dict[str, Any] = {"page": "tools", "tool": found, "fields": fields}
@@ -278,7 +281,7 @@ class Console:
                 request, visitor, "tool.html", status=400, values=values, error=str(exc), **context
             )
         try:
-            result = await self._loopback(request, visitor).call(name, arguments)
+            result = await self._loopback(request, visitor).call(found.name, arguments)
         except Exception as exc:
             return self.render(
                 request, visitor, "tool.html", values=values, error=one_line(exc), **context

@@ -203,12 +203,12 @@ def test_a_killed_server_restarts_and_an_oauth_server_is_logged_in_by_its_button
             check_page(page)
             screenshot(page, "servers", shots := tmp_path / "shots")
 
-            # (the server's session's child is the first started; a client's own session
-            # would have one of its own)
+            # (the server's session's child is the first started, just before the one for the
+            # first client's own session: in the same clock tick, the lower pid)
             children = [
                 p for p in child_pids(daemon.proc.pid) if "external_server.py" in cmdline(p)
             ]
-            os.kill(min(children, key=started_at), signal.SIGKILL)
+            os.kill(min(children, key=lambda p: (started_at(p), p)), signal.SIGKILL)
             reload_until(page, "ext", "restarting")
             assert "restarting" in page.locator('tr[data-server="ext"]').inner_text()
             reload_until(page, "ext", "up")
