@@ -79,6 +79,18 @@ class ProfileGate:
         self._maps[profile] = (mounts, current, names)
         return names
 
+    def shows_server(self, profile: str | None, server: str) -> bool:
+        """Whether a connection to *profile*'s endpoint (None: the default) sees mount *server*:
+        some tool of it is in the profile, or it has none (a profile cuts tools alone)."""
+        name = profile or self.default
+        if name is None or name not in self.profiles:
+            return True
+        mount = next((m for m in self.composition.mounts if m.name == server), None)
+        if mount is None or not mount.tools:
+            return True
+        shown = self.names(name).shown
+        return any(t.name in shown for t in mount.tools)
+
     def profile_of(self, ctx: Any) -> str | None:
         request = getattr(ctx, "request", None)
         scope = getattr(request, "scope", None)
