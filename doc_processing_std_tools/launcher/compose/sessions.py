@@ -119,7 +119,8 @@ class Audience:
     """Which servers an HTTP client may hear of outside any call (a shared session's log
     message names its server): those its ``access:`` rules let it use whole, and that its
     endpoint's profile shows. Its caller and profile are taken at its handshake (the
-    session is bound to both); the rules and names are read when a message comes."""
+    session is bound to both); the rules and the profile's names are read when a message
+    comes."""
 
     def __init__(self, composition: Any) -> None:
         self.composition = composition
@@ -130,19 +131,21 @@ class Audience:
         scope = getattr(request, "scope", None)
         profile = scope.get(PROFILE_SCOPE_KEY) if isinstance(scope, Mapping) else None
         guards = self.composition.guards
-        access = guards.access if guards is not None else None
         caller = None
-        if guards is not None and access is not None:
+        if guards is not None:
             caller = guards.caller(session, getattr(request, "headers", None) or {})
+        composition = self.composition
 
         def told(server: str) -> bool:
+            guards = composition.guards
+            access = guards.access if guards is not None else None
             if (
                 access is not None
                 and caller is not None
                 and not access.allows_server(caller, server)
             ):
                 return False
-            gate = gate_of(self.composition.root)
+            gate = gate_of(composition.root)
             return gate is None or gate.shows_server(profile, server)
 
         return told
