@@ -105,6 +105,7 @@ class CallRecord:
         "_otel_token",
         "_telemetry",
         "_token",
+        "label",
         "server",
         "span",
         "started",
@@ -112,8 +113,11 @@ class CallRecord:
         "tool",
     )
 
-    def __init__(self, telemetry: Telemetry, server: str, tool: str, span: Any) -> None:
+    def __init__(
+        self, telemetry: Telemetry, server: str, tool: str, span: Any, label: str | None = None
+    ) -> None:
         self._telemetry, self.server, self.tool, self.span = telemetry, server, tool, span
+        self.label = tool if label is None else label  # the metrics' tool label
         self.store_failed = False
         self._token: contextvars.Token[CallRecord | None] | None = None
         self._otel_token: Any = None
@@ -147,7 +151,7 @@ class CallRecord:
                 self._otel_token = None
         metrics = self._telemetry.metrics
         if metrics is not None:
-            metrics.observe(self.server, self.tool, outcome, elapsed, self.store_failed)
+            metrics.observe(self.server, self.label, outcome, elapsed, self.store_failed)
         if self.span is not None:
             self._telemetry.tracing.finish(self.span, outcome)  # type: ignore[union-attr]
 
@@ -181,14 +185,17 @@ class Telemetry:
         tool: str,
         meta: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        *,
+        metric_tool: str | None = None,
     ) -> CallRecord:
-        """Start observing a call of *tool* (exposed name) of *server* (mount name). The span's
-        parent is the trace context of the call's ``_meta`` (``traceparent``), else of the HTTP
-        request's headers."""
+        """Start observing a call of *tool* (exposed name) of *server* (mount name), counted in
+        the metrics under *metric_tool* when given (a bounded label for names a client chose).
+        The span's parent is the trace context of the call's ``_meta`` (``traceparent``), else
+        of the HTTP request's headers."""
         span = None
         if self.tracing is not None:
             span = self.tracing.start(server, tool, meta, headers)
-        return CallRecord(self, server, tool, span)
+        return CallRecord(self, server, tool, span, metric_tool)
 
     def shutdown(self) -> None:
         """Send the spans still buffered (the OTLP exporter's batch)."""

@@ -30,6 +30,9 @@ from .policy import CallPolicy, LockMode, ToolRules
 # relay, around a call it leaves to fastmcp): fastmcp answers a ToolError as an isError text,
 # and the server's JSON-RPC error it came from (its code and data) is then only in this chain.
 ENDED_WITH: ContextVar[list[ToolError] | None] = ContextVar("dpt_ended_with", default=None)
+# The metrics' tool label of every unlisted call (a name a client made up, which its server did
+# not list): one series per server, however many names clients try; spans keep the name.
+UNLISTED_LABEL = "(unlisted)"
 
 
 class PolicedTool(RunsAround):
@@ -132,29 +135,21 @@ class PolicedListing(Transform):
                 mode="json", by_alias=True, exclude_none=True
             )
             finding = pins.judge(rules.server, "tools", definition)
-        policy = CallPolicy(
-            ToolRules(
-                server=rules.server,
-                tool=exposed,
-                lock=rules.lock_mode(tool),
-                timeout=rules.timeout,
-                unavailable=rules.unavailable,
-                call_failed=rules.call_failed,
-                withheld=(
-                    pins.refusal(finding, exposed)
-                    if pins is not None and finding is not None and not pins.serves(finding)
-                    else None
-                ),
-                pin=(
-                    finding.problem
-                    if finding is not None
-                    else "pinned"
-                    if pins is not None and pins.pins is not None
-                    else None
-                ),
+        policy = self._policy(
+            tool,
+            exposed,
+            withheld=(
+                pins.refusal(finding, exposed)
+                if pins is not None and finding is not None and not pins.serves(finding)
+                else None
             ),
-            rules.telemetry,
-            rules.guards,
+            pin=(
+                finding.problem
+                if finding is not None
+                else "pinned"
+                if pins is not None and pins.pins is not None
+                else None
+            ),
         )
         entry = (tool, PolicedTool.of(tool, policy, rules.shown), definition, finding)
         if len(self._wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
@@ -171,20 +166,37 @@ class PolicedListing(Transform):
         if (pins is not None and pins.pins is not None) or not self._rules.admits(name):
             return None
         tool = Tool(name=name, parameters={"type": "object"})
+        exposed = namespaced_name(self._rules.namespace, name)
+        policy = self._policy(tool, exposed, metric_tool=UNLISTED_LABEL)
+        return PolicedTool.of(tool, policy, self._rules.shown)
+
+    def _policy(
+        self,
+        tool: Tool,
+        exposed: str,
+        *,
+        withheld: str | None = None,
+        pin: str | None = None,
+        metric_tool: str | None = None,
+    ) -> CallPolicy:
+        """The :class:`CallPolicy` of *tool* (exposed as *exposed*) under this mount's rules:
+        listed and unlisted tools alike."""
         rules = self._rules
-        policy = CallPolicy(
+        return CallPolicy(
             ToolRules(
                 server=rules.server,
-                tool=namespaced_name(rules.namespace, name),
+                tool=exposed,
                 lock=rules.lock_mode(tool),
                 timeout=rules.timeout,
                 unavailable=rules.unavailable,
                 call_failed=rules.call_failed,
+                withheld=withheld,
+                pin=pin,
+                metric_tool=metric_tool,
             ),
-            None,
+            rules.telemetry,
             rules.guards,
         )
-        return PolicedTool.of(tool, policy, rules.shown)
 
     def _down(self) -> bool:
         rules = self._rules

@@ -77,6 +77,9 @@ class ToolRules:
     # the audit line's pin status: "pinned", or what the lock file found ("changed", "not
     # pinned", "hidden text": served under pins.policy: warn); None without a lock file
     pin: str | None = None
+    # the metrics' ``tool`` label when not *tool*: a name a client chose (an unlisted call's)
+    # must not add a series per name
+    metric_tool: str | None = None
 
 
 class CallPolicy:
@@ -186,7 +189,10 @@ class CallPolicy:
         record = None
         if observed:
             assert telemetry is not None
-            record = telemetry.begin(self.rules.server, self.rules.tool, meta, headers)
+            rules = self.rules
+            record = telemetry.begin(
+                rules.server, rules.tool, meta, headers, metric_tool=rules.metric_tool
+            )
             record.enter()
         note = None
         outcome = Outcome.ERROR

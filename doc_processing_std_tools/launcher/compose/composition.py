@@ -40,7 +40,7 @@ from .mounting import exposed, listed_live, mount_into
 from .own_lists import install_own_lists
 from .pinning import gate_for
 from .prompt_links import install_prompt_links
-from .sessions import SessionRegistry, registry_of
+from .sessions import Audience, SessionRegistry, registry_of
 from .subscriptions import Subscriptions
 from .tasks import install_tasks
 from .telemetry_setup import telemetry_of
@@ -400,6 +400,7 @@ async def compose(
         guards=guards,
         pins=pins,
     )
+    registry.audience = Audience(composition)
     composition.watch_lists()
     Subscriptions(composition).install()
     # External servers' tool calls go straight over their sessions (per-call cost).

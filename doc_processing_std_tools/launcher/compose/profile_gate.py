@@ -79,6 +79,18 @@ class ProfileGate:
         self._maps[profile] = (mounts, current, names)
         return names
 
+    def shows_server(self, profile: str | None, server: str) -> bool:
+        """Whether a connection to *profile*'s endpoint (None: the default) sees mount *server*:
+        some tool of it is in the profile, or it has none (a profile cuts tools alone)."""
+        name = profile or self.default
+        if name is None or name not in self.profiles:
+            return True
+        mount = next((m for m in self.composition.mounts if m.name == server), None)
+        if mount is None or not mount.tools:
+            return True
+        shown = self.names(name).shown
+        return any(t.name in shown for t in mount.tools)
+
     def profile_of(self, ctx: Any) -> str | None:
         request = getattr(ctx, "request", None)
         scope = getattr(request, "scope", None)
@@ -116,9 +128,11 @@ class ProfileGate:
             name = target
         own = names.back.get(name)
         if own is None:
-            # Not one of this profile's tools: the composition answers as for any unknown name
-            # (a name the profile leaves out is asked for under a name no tool has).
-            if name not in set(self.composition_names()):
+            # Not one of this profile's tools: the composition answers as for any unknown name.
+            # A name no tool has yet (an unlisted call, :mod:`.unlisted_calls`) goes on as it is
+            # when the profile's include/exclude admit it; a name the profile leaves out is asked
+            # for under a name no tool has, so nothing behind this gate serves it.
+            if name not in set(self.composition_names()) and names.profile.admits(name):
                 return await call_next(replace(ctx, params={**params, "name": name}))
             return _renamed(await call_next(replace(ctx, params={**params, "name": UNKNOWN})), name)
         return await call_next(replace(ctx, params={**params, "name": own}))
@@ -292,7 +306,9 @@ def _profile_fast_path(root: Any, gate: ProfileGate, profile: str) -> None:
 class HttpTables:
     """The HTTP fast path's table per endpoint (``transports/http_fast_path.py``): a profile's
     endpoint calls the profile's shown names, the tools it admits, as :class:`ProfileGate`
-    decides for the SDK path (the path's profile, else the default; an unknown one: none)."""
+    decides for the SDK path (the path's profile, else the default); no profile, or one the
+    gate does not serve, gets the relay's whole table, as the SDK path then passes every call
+    on unchanged (the HTTP app has endpoints for served profiles only)."""
 
     def __init__(self, root: Any, relay: ToolRelay) -> None:
         self._root, self._relay = root, relay

@@ -13,13 +13,15 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...seams.server_sessions import session_connection
 from ...shared.roots_watch import RootsWatch
 from ...shared.workspace import client_roots
 from ..external.client_requests import Fronts
+from ..transports.session_binding import PROFILE_SCOPE_KEY
+from .profile_gate import gate_of
 
 log = logging.getLogger("dpt-launch")
 
@@ -35,6 +37,8 @@ class SessionRegistry(RootsWatch):
         self.sessions: OrderedDict[int, Any] = OrderedDict()
         # what external servers ask of the client goes to these sessions
         self.fronts = Fronts()
+        # which servers a client may hear of outside any call (set once the composition is built)
+        self.audience: Audience | None = None
 
     async def on_notification(self, context: Any, call_next: Any) -> Any:
         if getattr(context, "method", None) == "notifications/initialized":
@@ -47,7 +51,9 @@ class SessionRegistry(RootsWatch):
                 self.sessions[id(session_connection(session))] = session
                 while len(self.sessions) > MAX_REMEMBERED:
                     self.sessions.popitem(last=False)
-                await self.fronts.client_ready(session, stdio=ctx.transport == "stdio")
+                stdio = ctx.transport == "stdio"
+                told = None if stdio or self.audience is None else self.audience.of(ctx, session)
+                await self.fronts.client_ready(session, stdio=stdio, told=told)
         elif getattr(context, "method", None) == "notifications/roots/list_changed":
             await self.fronts.roots_changed(self._session_of(context))
         return await super().on_notification(context, call_next)
@@ -106,6 +112,42 @@ class SessionRegistry(RootsWatch):
             except Exception as exc:  # a session that closed meanwhile
                 log.debug("could not notify a session: %s", exc)
                 self.sessions.pop(key, None)
+        return told
+
+
+class Audience:
+    """Which servers an HTTP client may hear of outside any call (a shared session's log
+    message names its server): those its ``access:`` rules let it use whole, and that its
+    endpoint's profile shows. Its caller and profile are taken at its handshake (the
+    session is bound to both); the rules and the profile's names are read when a message
+    comes."""
+
+    def __init__(self, composition: Any) -> None:
+        self.composition = composition
+
+    def of(self, ctx: Any, session: Any) -> Callable[[str], bool]:
+        """The judgment for the client of *session*, whose handshake fastmcp's *ctx* serves."""
+        request = getattr(getattr(ctx, "request_context", None), "request", None)
+        scope = getattr(request, "scope", None)
+        profile = scope.get(PROFILE_SCOPE_KEY) if isinstance(scope, Mapping) else None
+        guards = self.composition.guards
+        caller = None
+        if guards is not None:
+            caller = guards.caller(session, getattr(request, "headers", None) or {})
+        composition = self.composition
+
+        def told(server: str) -> bool:
+            guards = composition.guards
+            access = guards.access if guards is not None else None
+            if (
+                access is not None
+                and caller is not None
+                and not access.allows_server(caller, server)
+            ):
+                return False
+            gate = gate_of(composition.root)
+            return gate is None or gate.shows_server(profile, server)
+
         return told
 
 

@@ -18,7 +18,9 @@ it, and answers the server's requests by asking that client:
   are never in flight to one server at once: :class:`SessionTurns` lets one session's calls
   through at a time (a call not relayed by :mod:`.relay` would still get the error).
   A notification (a log message, one no MCP version defines) goes to the one HTTP client
-  connected, on its own stream, as on a direct connection; with several it is dropped.
+  connected, on its own stream, as on a direct connection, when that client may see the
+  server (its ``access:`` rules and its endpoint's profile, judged by the composition when
+  it connected: ``told``); with several, or one that may not, it is dropped.
 
 A client that did not declare the capability is not asked: the server gets the error
 the official client answers then (-32600 "Sampling not supported" and the like), except
@@ -34,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -83,26 +85,35 @@ class Fronts:
         # HTTP fast path serves a session's calls only once it is known here; a shared session's
         # message outside any call goes to the one connected: only_client)
         self.http: dict[str, Any] = {}
+        # per HTTP session, whether it may be told of a server (by mount name): its caller's
+        # access and its profile, as the composition judged them at its handshake
+        self.told: dict[str, Callable[[str], bool]] = {}
 
-    def _remember_http(self, session: Any) -> None:
+    def _remember_http(self, session: Any, told: Callable[[str], bool] | None) -> None:
         connection = session_connection(session)
         session_id = getattr(connection, "session_id", None)
         stack = getattr(connection, "exit_stack", None)
         if isinstance(session_id, str) and stack is not None:  # (forgotten at its teardown)
             self.http[session_id] = session
             stack.callback(self.http.pop, session_id, None)
+            if told is not None:
+                self.told[session_id] = told
+                stack.callback(self.told.pop, session_id, None)
 
     def no_lone_client(self) -> None:
         """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
         self.settled.set()
 
-    async def client_ready(self, session: Any, *, stdio: bool) -> None:
+    async def client_ready(
+        self, session: Any, *, stdio: bool, told: Callable[[str], bool] | None = None
+    ) -> None:
         """A client finished its handshake: over HTTP each server with sessions per client opens
         its session now (as a direct connection would be, when the client initialized); over
         stdio it is the one client, and servers that asked for roots before it could answer are
-        told the roots changed."""
+        told the roots changed. *told* says which servers (by mount name) an HTTP client may
+        hear of outside any call; None: every one."""
         if not stdio:
-            self._remember_http(session)
+            self._remember_http(session, told)
             for server in list(self.servers):
                 server.client_joined(session)
             return
@@ -119,6 +130,12 @@ class Fronts:
         if len(self.http) != 1:
             return None
         return next(iter(self.http.values()))
+
+    def may_tell(self, session: Any, server: str) -> bool:
+        """Whether HTTP client *session* may hear of *server* (mount name) outside any call."""
+        session_id = getattr(session_connection(session), "session_id", None)
+        told = self.told.get(session_id) if isinstance(session_id, str) else None
+        return told is None or told(server)
 
     async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session* asked for *level* (its request *request_id*): each server's session
@@ -344,13 +361,20 @@ class FrontLink:
         """The session (and request id) a notification *what* goes to: as a request's
         (:meth:`_front`), or outside any call, with no stdio client, the one HTTP client
         connected (its GET stream, as on a direct connection); an MCPError when there are
-        several (a shared session cannot tell whose it is)."""
+        several (a shared session cannot tell whose it is), or one that may not see this server
+        (``access:``, its profile: a denied server is absent whole)."""
         try:
             return self._front(what)
         except MCPError:
             only = self.fronts.only_client() if self.serves_clients and not self._calls else None
             if only is None:
                 raise
+            if not self.fronts.may_tell(only, self.name):
+                raise MCPError(
+                    INVALID_REQUEST,
+                    f"server {self.name!r} sent {what} outside any call, and the one HTTP client "
+                    "connected may not see this server (access: rules or its profile)",
+                ) from None
             return only, None
 
     async def log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:

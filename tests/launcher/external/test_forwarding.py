@@ -408,3 +408,19 @@ async def test_a_notification_outside_any_call_goes_to_the_one_http_client_only(
     link.serves_clients = False  # (sessions per client: this one is the launcher's own)
     with pytest.raises(MCPError):
         link._told("notifications/message")
+
+
+async def test_a_notification_outside_any_call_skips_a_client_that_may_not_see_the_server() -> None:
+    """The one HTTP client is told of a server only when the composition judged, at its
+    handshake, that it may see it (``access:``, its profile): a denied server is absent whole."""
+    fronts = Fronts()
+    hidden, shown = FrontLink("secret", fronts), FrontLink("everything", fronts)
+    client = SimpleNamespace(_connection=_Connection())
+    await fronts.client_ready(client, stdio=False, told=lambda server: server != "secret")
+    assert shown._told("notifications/message") == (client, None)
+    with pytest.raises(MCPError, match="may not see this server"):
+        hidden._told("notifications/message")
+    with hidden.calling(client, 3):
+        assert hidden._told("notifications/message") == (client, 3)  # (its own call's: allowed)
+    client._connection.exit_stack.close()
+    assert fronts.told == {}

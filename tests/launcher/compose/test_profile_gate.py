@@ -1,0 +1,51 @@
+"""The profile gate's own decisions, without a launcher: what a call of a name no tool has yet
+(an unlisted call, compose/unlisted_calls.py) becomes behind a profile's include/exclude."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from doc_processing_std_tools.launcher.compose.profile_gate import UNKNOWN, ProfileGate
+from doc_processing_std_tools.launcher.compose.profiles import Profile
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """What the gate reads of an SDK middleware context (it rewrites it with ``replace``)."""
+
+    method: str
+    params: dict[str, Any]
+    request: Any = None
+    protocol_version: str = "2025-06-18"
+    seen: list[str] = field(default_factory=list)
+
+
+def _gate(profile: Profile) -> ProfileGate:
+    mounts = [SimpleNamespace(tools=[SimpleNamespace(name="ns_listed")])]
+    return ProfileGate(SimpleNamespace(mounts=mounts, root=None), {"p": profile}, "p")
+
+
+async def _called_as(gate: ProfileGate, name: str) -> str:
+    """The name the rest of the chain is asked for when the client calls *name*."""
+    asked: list[str] = []
+
+    async def call_next(ctx: Any) -> Any:
+        asked.append(ctx.params["name"])
+        return {"content": [{"type": "text", "text": f"Unknown tool: {ctx.params['name']!r}"}]}
+
+    await gate(_Ctx("tools/call", {"name": name, "arguments": {}}), call_next)
+    return asked[0]
+
+
+async def test_an_unlisted_name_the_profile_leaves_out_reaches_no_server() -> None:
+    gate = _gate(Profile(name="p", exclude=("*fine",)))
+    assert await _called_as(gate, "ns_unlistedfine") == UNKNOWN
+    assert await _called_as(gate, "ns_unlistedother") == "ns_unlistedother"
+
+
+async def test_an_unlisted_name_outside_the_profiles_include_reaches_no_server() -> None:
+    gate = _gate(Profile(name="p", include=("ns_listed",)))
+    assert await _called_as(gate, "ns_hidden") == UNKNOWN
+    assert await _called_as(gate, "ns_listed") == "ns_listed"
