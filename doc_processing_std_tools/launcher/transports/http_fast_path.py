@@ -44,6 +44,7 @@ from ...seams.http_sessions import (
     body_limit,
     close_request_stream,
     event_data,
+    hold_unanswered,
     open_request_stream,
     serving,
     session_transport,
@@ -125,8 +126,10 @@ class HttpFastPath:
         elif self._calls and body.find(CANCELLED) >= 0:
             request_id = cancelled_request(body)
             cancel = self._calls.get((session_id, request_id)) if request_id is not None else None
-            if cancel is not None:
-                cancel.cancel()  # (the SDK path still answers the notification: 202)
+            # (only by the session's owner, as _take serves its calls; the SDK path still
+            # answers the notification: 202, or its refusal)
+            if cancel is not None and session_transport(self.sessions, scope, session_id):
+                cancel.cancel()
         await self.app(scope, replay, send)
 
     def _take(
@@ -213,9 +216,11 @@ class HttpFastPath:
                     reply = error_reply(request_id, exc.error)
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))
-            if not cancel.cancelled_caught:  # a call the client cancelled gets no reply
-                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
+            if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
+                hold_unanswered(transport, str(request_id), stream)
+                return
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
 
         sse = {
             "Cache-Control": "no-cache, no-transform",
@@ -255,8 +260,8 @@ class HttpFastPath:
 
 
 class _Events:
-    """A request's stream as SSE events, up to the reply (or the session's end). (An iterator,
-    not an async generator: one left at its reply would be closed later in a task of its own.)
+    """A request's stream as SSE events, up to the reply (or the stream's end: the session's,
+    or a cancelled call's held stream let go). (An iterator, not an async generator: one left at its reply would be closed later in a task of its own.)
     """
 
     def __init__(self, transport: Any, stream: Any) -> None:
