@@ -77,7 +77,12 @@ async def test_a_changed_definition_is_never_served_until_approved(
         assert status == 0 and "approved shifty.greet" in out
         os.kill(launcher_pid(config), signal.SIGHUP)
         await notices.wait_for(CHANGED, 2)
-        assert await tool_names(session) == {"greet", "shift", "id_seen", "added"}  # sneaky: still hidden
+        assert await tool_names(session) == {
+            "greet",
+            "shift",
+            "id_seen",
+            "added",
+        }  # sneaky: still hidden
         greet = next(t for t in (await session.list_tools()).tools if t.name == "greet")
         assert greet.description == SHIFTED
         assert text_of(await session.call_tool("added", {})) == "added"

@@ -19,7 +19,10 @@ to that client's session tied to this request (``FrontLink.calling``), and the S
 transport routes it to this request's stream, opened here where it would have opened it;
 the reply comes after them on the same stream. The answer is :class:`.asgi.PostReply`'s:
 one JSON body when the reply comes first, else the SSE stream. A client that leaves, or
-sends ``notifications/cancelled`` for the call, cancels it at the child.
+sends ``notifications/cancelled`` for the call with the credential that owns the session,
+cancels it at the child; a cancelled call gets no reply, its stream held open among the
+session's held streams, with the SDK path's (``seams/http_sessions.py``: the oldest past the
+cap ends).
 
 Anything else keeps the SDK path: another method, a call with a progress token or
 task params, a tool it does not relay (or the profile does not show), a session not yet
