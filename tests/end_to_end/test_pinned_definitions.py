@@ -43,7 +43,7 @@ async def test_a_changed_definition_is_never_served_until_approved(
         f"servers:\n  shifty:\n    command: {sys.executable}\n    args: [{SHIFTING}, {state}]\n"
     )
     status, out = await dpt(capsys, "pin", "--config", str(config))
-    assert status == 0 and "3 tool(s), 1 prompt(s)" in out, out
+    assert status == 0 and "4 tool(s), 1 prompt(s)" in out, out
 
     notices = Notices()
     async with launched(config, message_handler=notices, errlog=errlog) as session:
@@ -57,7 +57,7 @@ async def test_a_changed_definition_is_never_served_until_approved(
 
         assert text_of(await session.call_tool("shift", {})) == "shifted"
         await notices.wait_for(CHANGED)
-        assert await tool_names(session) == {"shift"}
+        assert await tool_names(session) == {"shift", "id_seen"}
         changed = await session.call_tool("greet", {"name": "ada"})
         assert changed.is_error
         assert "changed since it was approved" in text_of(changed)
