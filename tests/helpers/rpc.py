@@ -176,9 +176,20 @@ def open_session(
 async def open_post(port: int, path: str, headers: dict[str, str], body: bytes) -> ByteStream:
     """A POST sent on a connection of its own and left open (``Connection: close``): its
     answer, which may be held open, is read with :func:`read_to_end`."""
+    return await _open_request(port, "POST", path, headers, body)
+
+
+async def open_get(port: int, path: str, headers: dict[str, str]) -> ByteStream:
+    """A GET (an MCP session's stream) on a connection of its own, left open."""
+    return await _open_request(port, "GET", path, headers, b"")
+
+
+async def _open_request(
+    port: int, method: str, path: str, headers: dict[str, str], body: bytes
+) -> ByteStream:
     stream = await anyio.connect_tcp("127.0.0.1", port)
     head = [
-        f"POST {path} HTTP/1.1",
+        f"{method} {path} HTTP/1.1",
         f"Host: 127.0.0.1:{port}",
         "Connection: close",
         f"Content-Length: {len(body)}",

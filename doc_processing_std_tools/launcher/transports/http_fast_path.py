@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -57,7 +57,7 @@ from ...seams.server_sessions import initialize_accepted
 from ..external.fast_path import cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import ErrorReply, error_reply, error_result
-from .asgi import ASGIApp, Message, PostReply, Receive, Scope, Send
+from .asgi import SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
 from .session_binding import PROFILE_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -201,6 +201,7 @@ class HttpFastPath:
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
         headers = Headers(scope=scope)
+        busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
 
         async def call() -> None:
             """The call, run by PostReply (cancelled when the client leaves first): its reply
@@ -221,6 +222,8 @@ class HttpFastPath:
                     reply = error_result(request_id, str(target.policy.failed(exc)))
             if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
                 hold_unanswered(transport, str(request_id), stream)
+                busy.close()  # (a held stream is no call: the session may idle out)
+                scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain to wait for)
                 return
             with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                 await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
@@ -232,7 +235,8 @@ class HttpFastPath:
             "mcp-session-id": session_id,
         }
         try:
-            with serving(transport):
+            with busy:
+                busy.enter_context(serving(transport))
                 await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
         finally:
             self._calls.pop(key, None)
@@ -286,6 +290,10 @@ class _Events:
             if event is not None:
                 return event
         raise StopAsyncIteration
+
+
+def _nothing() -> None:
+    """(a request no drain counts)"""
 
 
 async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:

@@ -26,7 +26,16 @@ from doc_processing_std_tools.seams.http_sessions import HELD_STREAMS
 from helpers import launch
 from helpers.launch import Launched, text_of
 from helpers.paths import SERVERS
-from helpers.rpc import message, open_post, open_session, read_to_end, request, rpc, rpc_headers
+from helpers.rpc import (
+    message,
+    open_get,
+    open_post,
+    open_session,
+    read_to_end,
+    request,
+    rpc,
+    rpc_headers,
+)
 from helpers.waiting import until, wait_for
 
 RAW_CHILD = SERVERS / "raw_child.py"
@@ -211,9 +220,9 @@ class RawSession:
         return sum(isinstance(key, str) and key.startswith("dpt~") for key in seen)
 
     async def hang_cancelled(self, request_id: int) -> Any:
-        """A ``hang`` call on a connection of its own, cancelled once at the child (the
-        cancel of a call not there yet ends it before it gets there): its answer left to
-        read."""
+        """A ``hang`` call (its id not 1, the id of the other calls here) on a connection of its
+        own, cancelled once at the child (the cancel of a call not there yet ends it before it
+        gets there): its answer left to read."""
         hangs = await anyio.to_thread.run_sync(self.seen, "hangs_seen")
         cancels = await anyio.to_thread.run_sync(self.seen, "cancels_seen")
         params = {"name": self.prefix + "hang", "arguments": {}}
@@ -357,3 +366,29 @@ async def test_only_the_sessions_owner_cancels_its_call(tmp_path: Path) -> None:
                 await until(mark.exists, "the slow call at the child")
                 await anyio.to_thread.run_sync(session.cancel, 9, "token-two")
     assert replies == ["slow done"]
+
+
+@pytest.mark.slow  # (a launcher of its own, stopped by the test)
+async def test_a_session_with_only_a_cancelled_call_idles_out_and_drains(tmp_path: Path) -> None:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport:\n  session_idle_timeout: 2\n  shutdown_grace: 60\n"
+        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
+        encoding="utf-8",
+    )
+    with launch.http_launcher(config) as running:
+        with anyio.fail_after(40):
+            idle = await anyio.to_thread.run_sync(RawSession, running)
+            await idle.fast()
+            held = await idle.hang_cancelled(11)
+            assert not replied_to(await read_to_end(held), 11)  # (ended by the idle-out)
+            busy = await anyio.to_thread.run_sync(RawSession, running)
+            await busy.fast()
+            headers = {"Accept": "text/event-stream", "Mcp-Session-Id": busy.id}
+            stream = await open_get(busy.port, busy.path, headers)  # (the session stays)
+            held = await busy.hang_cancelled(12)
+            running.proc.send_signal(signal.SIGTERM)  # (no wait for the held stream's POST)
+            assert await anyio.to_thread.run_sync(running.proc.wait, 30) == 0
+            await held.aclose()
+            await stream.aclose()
+    assert "Traceback" not in running.stderr()
