@@ -89,23 +89,42 @@ class _Unanswered:
     ``notifications/cancelled`` should not reply: its SSE stream is left open, as a server
     without the launcher leaves it (the client ends it, or the session's end does; an SDK
     client that saw the stream end would make up an error of its own). At most
-    :data:`HELD_STREAMS` are kept per session: past that the oldest ends, still unanswered. A
-    JSON response (not SSE) must carry a body: that one keeps the SDK's answer."""
+    :data:`HELD_STREAMS` are kept per session, the SDK path's and the HTTP fast path's
+    together (:func:`hold_unanswered`): past that the oldest ends, still unanswered. A stream
+    is held as itself, not by its id: a client that reuses a cancelled id gets a stream of
+    its own, and the held one still ends in its turn. A JSON response (not SSE) must carry a
+    body: that one keeps the SDK's answer."""
 
     def __init__(self, transport: StreamableHTTPServerTransport) -> None:
         self.transport = transport
-        self.held: deque[str] = deque()
+        self.held: deque[RequestStream] = deque()
 
     async def __call__(self, request_id: Any) -> None:
         transport = self.transport
         if transport.is_json_response_enabled:
             await StreamableHTTPServerTransport._terminate_unanswered_request(transport, request_id)
             return
-        streams = transport._request_streams
-        self.held = deque(held for held in self.held if held in streams)  # (the ended ones out)
-        self.held.append(str(request_id))
+        stream = transport._request_streams.get(str(request_id))
+        if stream is not None:
+            self.hold(str(request_id), stream)
+
+    def hold(self, request_id: str, stream: RequestStream) -> None:
+        """Leave request *request_id*'s *stream* open, ending the oldest held past the cap."""
+        self.held = deque(held for held in self.held if _open(held))  # (the ended ones out)
+        self.held.append(stream)
+        streams = self.transport._request_streams
         while len(self.held) > HELD_STREAMS:
-            await transport._clean_up_memory_streams(self.held.popleft())
+            oldest = self.held.popleft()
+            for key, value in list(streams.items()):
+                if value is oldest:
+                    del streams[key]
+            for end in oldest:
+                end.close()
+
+
+def _open(stream: RequestStream) -> bool:
+    """Whether someone still reads *stream* (the SSE writer of its POST)."""
+    return stream[0].statistics().open_receive_streams > 0
 
 
 def _post_response(
@@ -217,6 +236,18 @@ def close_request_stream(transport: Any, request_id: str, stream: RequestStream)
         del transport._request_streams[request_id]
     for end in stream:
         end.close()
+
+
+def hold_unanswered(transport: Any, request_id: str, stream: RequestStream) -> None:
+    """Leave the stream of request *request_id*, which the client cancelled, open without a
+    reply, among the session's held streams (see :class:`_Unanswered`: the oldest past the cap
+    ends). A transport not made by :class:`ScopedSessions` holds none: its stream ends."""
+    unanswered = transport._terminate_unanswered_request
+    if isinstance(unanswered, _Unanswered):
+        unanswered.hold(request_id, stream)
+    else:
+        for end in stream:
+            end.close()
 
 
 def event_data(transport: Any, message: Any) -> dict[str, Any] | None:

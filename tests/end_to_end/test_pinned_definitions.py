@@ -43,11 +43,11 @@ async def test_a_changed_definition_is_never_served_until_approved(
         f"servers:\n  shifty:\n    command: {sys.executable}\n    args: [{SHIFTING}, {state}]\n"
     )
     status, out = await dpt(capsys, "pin", "--config", str(config))
-    assert status == 0 and "3 tool(s), 1 prompt(s)" in out, out
+    assert status == 0 and "4 tool(s), 1 prompt(s)" in out, out
 
     notices = Notices()
     async with launched(config, message_handler=notices, errlog=errlog) as session:
-        assert await tool_names(session) == {"greet", "shift"}  # sneaky hides text
+        assert await tool_names(session) == {"greet", "shift", "id_seen"}  # sneaky hides text
         sneaky = await session.call_tool("sneaky", {})
         assert sneaky.is_error and "hidden characters (U+200B)" in text_of(sneaky)
         greet = next(t for t in (await session.list_tools()).tools if t.name == "greet")
@@ -57,7 +57,7 @@ async def test_a_changed_definition_is_never_served_until_approved(
 
         assert text_of(await session.call_tool("shift", {})) == "shifted"
         await notices.wait_for(CHANGED)
-        assert await tool_names(session) == {"shift"}
+        assert await tool_names(session) == {"shift", "id_seen"}
         changed = await session.call_tool("greet", {"name": "ada"})
         assert changed.is_error
         assert "changed since it was approved" in text_of(changed)
@@ -77,7 +77,12 @@ async def test_a_changed_definition_is_never_served_until_approved(
         assert status == 0 and "approved shifty.greet" in out
         os.kill(launcher_pid(config), signal.SIGHUP)
         await notices.wait_for(CHANGED, 2)
-        assert await tool_names(session) == {"greet", "shift", "added"}  # sneaky: still hidden
+        assert await tool_names(session) == {
+            "greet",
+            "shift",
+            "id_seen",
+            "added",
+        }  # sneaky: still hidden
         greet = next(t for t in (await session.list_tools()).tools if t.name == "greet")
         assert greet.description == SHIFTED
         assert text_of(await session.call_tool("added", {})) == "added"

@@ -16,6 +16,9 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+from anyio.abc import ByteStream
+
 PROTOCOL = "2025-11-25"
 
 
@@ -168,3 +171,40 @@ def open_session(
     )
     assert done.status == 202, done
     return session
+
+
+async def open_post(port: int, path: str, headers: dict[str, str], body: bytes) -> ByteStream:
+    """A POST sent on a connection of its own and left open (``Connection: close``): its
+    answer, which may be held open, is read with :func:`read_to_end`."""
+    return await _open_request(port, "POST", path, headers, body)
+
+
+async def open_get(port: int, path: str, headers: dict[str, str]) -> ByteStream:
+    """A GET (an MCP session's stream) on a connection of its own, left open."""
+    return await _open_request(port, "GET", path, headers, b"")
+
+
+async def _open_request(
+    port: int, method: str, path: str, headers: dict[str, str], body: bytes
+) -> ByteStream:
+    stream = await anyio.connect_tcp("127.0.0.1", port)
+    head = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Connection: close",
+        f"Content-Length: {len(body)}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    await stream.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
+    return stream
+
+
+async def read_to_end(stream: ByteStream) -> bytes:
+    """All that comes on *stream* until the server ends it (then closed here)."""
+    chunks: list[bytes] = []
+    async with stream:
+        while True:
+            try:
+                chunks.append(await stream.receive())
+            except anyio.EndOfStream:
+                return b"".join(chunks)

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 import anyio
 import httpx2
+import pytest
 from fastmcp import Client, Context, FastMCP
 from fastmcp.tools import ToolResult
 from mcp import ClientSession
@@ -954,3 +955,23 @@ async def test_taken_reads_end_with_their_stream() -> None:
         await send.send("kept")
     async with reads:
         assert [message async for message in reads] == ["kept"]
+
+
+async def test_a_held_stream_ends_in_its_turn_even_when_its_id_was_reused() -> None:
+    """The fast path's cancelled calls count with the SDK path's; a stream held under an id
+    that a later request reused is still the one that ends, the new one stays."""
+    sessions = http_sessions.session_manager(app=fastmcp_server.low_level_server(FastMCP("x")))
+    transport = sessions._admit_session(None)
+    assert transport is not None
+    first = anyio.create_memory_object_stream[Any](1)
+    http_sessions.hold_unanswered(transport, "0", first)
+    reused = transport._request_streams["0"] = anyio.create_memory_object_stream[Any](1)
+    for request_id in range(1, http_sessions.HELD_STREAMS + 1):
+        transport._request_streams[str(request_id)] = anyio.create_memory_object_stream(1)
+        await transport._terminate_unanswered_request(request_id)
+    with pytest.raises(anyio.ClosedResourceError):  # (ended: closed, out of the mapping)
+        first[1].receive_nowait()
+    assert transport._request_streams["0"] is reused
+    for send, receive in transport._request_streams.values():
+        send.close()
+        receive.close()

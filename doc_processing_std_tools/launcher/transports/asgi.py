@@ -152,6 +152,11 @@ def _is_reply(data: bytes) -> bool:
     return isinstance(message, dict) and "id" in message and "method" not in message
 
 
+# in a request's scope: called when its call is settled but its response stays open (a
+# cancelled call's stream, held without a reply): the drain stops waiting for it, as for a GET
+SETTLED_SCOPE_KEY = "dpt.settled"
+
+
 class InFlight:
     """The requests being served, so that shutdown can wait for calls and end streams."""
 
@@ -189,14 +194,22 @@ class InFlightTracker:
                 response["done"] = True
             await send(message)
 
+        counted = [is_call]
+
+        def settled() -> None:
+            if counted[0]:
+                counted[0] = False
+                self.requests.calls -= 1
+
         self.requests.calls += is_call
+        scope[SETTLED_SCOPE_KEY] = settled
         with anyio.CancelScope() as cancel:
             self.requests.scopes.add(cancel)
             try:
                 await self.app(scope, receive, tracked_send)
             finally:
                 self.requests.scopes.discard(cancel)
-                self.requests.calls -= is_call
+                settled()
         if cancel.cancelled_caught and not response["done"]:
             with contextlib.suppress(Exception):
                 if not response["started"]:

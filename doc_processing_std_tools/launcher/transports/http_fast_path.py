@@ -19,7 +19,10 @@ to that client's session tied to this request (``FrontLink.calling``), and the S
 transport routes it to this request's stream, opened here where it would have opened it;
 the reply comes after them on the same stream. The answer is :class:`.asgi.PostReply`'s:
 one JSON body when the reply comes first, else the SSE stream. A client that leaves, or
-sends ``notifications/cancelled`` for the call, cancels it at the child.
+sends ``notifications/cancelled`` for the call with the credential that owns the session,
+cancels it at the child; a cancelled call gets no reply, its stream held open among the
+session's held streams, with the SDK path's (``seams/http_sessions.py``: the oldest past the
+cap ends).
 
 Anything else keeps the SDK path: another method, a call with a progress token or
 task params, a tool it does not relay (or the profile does not show), a session not yet
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -44,6 +47,7 @@ from ...seams.http_sessions import (
     body_limit,
     close_request_stream,
     event_data,
+    hold_unanswered,
     open_request_stream,
     serving,
     session_transport,
@@ -53,7 +57,7 @@ from ...seams.server_sessions import initialize_accepted
 from ..external.fast_path import cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import ErrorReply, error_reply, error_result
-from .asgi import ASGIApp, Message, PostReply, Receive, Scope, Send
+from .asgi import SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
 from .session_binding import PROFILE_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -125,8 +129,10 @@ class HttpFastPath:
         elif self._calls and body.find(CANCELLED) >= 0:
             request_id = cancelled_request(body)
             cancel = self._calls.get((session_id, request_id)) if request_id is not None else None
-            if cancel is not None:
-                cancel.cancel()  # (the SDK path still answers the notification: 202)
+            # (only by the session's owner, as _take serves its calls; the SDK path still
+            # answers the notification: 202, or its refusal)
+            if cancel is not None and session_transport(self.sessions, scope, session_id):
+                cancel.cancel()
         await self.app(scope, replay, send)
 
     def _take(
@@ -195,6 +201,7 @@ class HttpFastPath:
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
         headers = Headers(scope=scope)
+        busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
 
         async def call() -> None:
             """The call, run by PostReply (cancelled when the client leaves first): its reply
@@ -213,9 +220,13 @@ class HttpFastPath:
                     reply = error_reply(request_id, exc.error)
                 except Exception as exc:  # never a traceback, never a request left unanswered
                     reply = error_result(request_id, str(target.policy.failed(exc)))
-            if not cancel.cancelled_caught:  # a call the client cancelled gets no reply
-                with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                    await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
+            if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
+                hold_unanswered(transport, str(request_id), stream)
+                busy.close()  # (a held stream is no call: the session may idle out)
+                scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain to wait for)
+                return
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
 
         sse = {
             "Cache-Control": "no-cache, no-transform",
@@ -224,7 +235,8 @@ class HttpFastPath:
             "mcp-session-id": session_id,
         }
         try:
-            with serving(transport):
+            with busy:
+                busy.enter_context(serving(transport))
                 await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
         finally:
             self._calls.pop(key, None)
@@ -255,8 +267,8 @@ class HttpFastPath:
 
 
 class _Events:
-    """A request's stream as SSE events, up to the reply (or the session's end). (An iterator,
-    not an async generator: one left at its reply would be closed later in a task of its own.)
+    """A request's stream as SSE events, up to the reply (or the stream's end: the session's,
+    or a cancelled call's held stream let go). (An iterator, not an async generator: one left at its reply would be closed later in a task of its own.)
     """
 
     def __init__(self, transport: Any, stream: Any) -> None:
@@ -278,6 +290,10 @@ class _Events:
             if event is not None:
                 return event
         raise StopAsyncIteration
+
+
+def _nothing() -> None:
+    """(a request no drain counts)"""
 
 
 async def _read_body(receive: Receive) -> tuple[bytes | None, list[Message]]:

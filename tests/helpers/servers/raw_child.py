@@ -7,7 +7,7 @@ looks like the launcher's (``asks_first``), or answer with a JSON-RPC error that
 the request id it got (the launcher's own ``dpt~N`` on a fast path, the SDK session's integer
 on the SDK path), ``logs_first`` sends a log message before its answer, ``hang`` never
 answers, ``cancels_seen`` answers with the request ids of the ``notifications/cancelled`` it
-got; ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules); ``slow``
+got, ``hangs_seen`` with those of the ``hang`` calls it got (both read-only); ``denied`` and ``limited`` answer ``fine`` (for access and rate-limit rules); ``slow``
 touches the file ``$RAW_CHILD_MARK`` names, then answers after a second.
 """
 
@@ -30,11 +30,14 @@ TOOLS = [
     "logs_first",
     "hang",
     "cancels_seen",
+    "hangs_seen",
     "denied",
     "limited",
     "slow",
 ]
+READ_ONLY = {"cancels_seen", "hangs_seen"}
 CANCELLED: list[object] = []
+HANGING: list[object] = []
 REFUSAL = {
     "code": -32042,
     "message": "This request requires browser-based authorization.",
@@ -76,8 +79,8 @@ def call(request_id: object, name: str) -> None:
         kind = "result" if "result" in answer else "error"
         text = f"asked, got a {kind} for {answer.get('id')}"
         reply(request_id, {"content": [{"type": "text", "text": text}], "isError": False})
-    elif name in ("id_seen", "cancels_seen"):
-        seen = request_id if name == "id_seen" else CANCELLED
+    elif name in ("id_seen", "cancels_seen", "hangs_seen"):
+        seen = {"id_seen": request_id, "cancels_seen": CANCELLED, "hangs_seen": HANGING}[name]
         reply(
             request_id, {"content": [{"type": "text", "text": json.dumps(seen)}], "isError": False}
         )
@@ -89,7 +92,9 @@ def call(request_id: object, name: str) -> None:
         Path(os.environ["RAW_CHILD_MARK"]).touch()
         time.sleep(1)
         reply(request_id, {"content": [{"type": "text", "text": "slow done"}], "isError": False})
-    elif name != "hang":
+    elif name == "hang":
+        HANGING.append(request_id)
+    else:
         reply(request_id, {"content": [{"type": "text", "text": "fine"}], "isError": False})
 
 
@@ -109,6 +114,9 @@ def main() -> None:
         elif method == "tools/list":
             schema = {"type": "object", "properties": {}}
             tools = [{"name": n, "inputSchema": schema} for n in TOOLS]
+            for tool in tools:
+                if tool["name"] in READ_ONLY:  # (no process lock: asked while a call hangs)
+                    tool["annotations"] = {"readOnlyHint": True}
             reply(request_id, {"tools": tools})
         elif method == "tools/call":
             call(request_id, message["params"]["name"])

@@ -1,7 +1,8 @@
 """An MCP server run as its own process whose definitions change while it serves (a "rug pull").
 
-``python shifting_server.py STATE_FILE``: tools ``greet``, ``shift`` and ``sneaky`` (whose
-description hides an instruction in zero-width characters), the prompt ``hello`` and the
+``python shifting_server.py STATE_FILE``: tools ``greet``, ``shift``, ``sneaky`` (whose
+description hides an instruction in zero-width characters) and ``id_seen`` (the request id it
+got: the launcher's own ``dpt~N`` on the HTTP fast path), the prompt ``hello`` and the
 resource template ``notes://{key}``. Calling ``shift`` rewrites ``greet``'s and ``hello``'s
 descriptions, adds the tool ``added``, writes STATE_FILE and sends ``list_changed``; a server
 started while STATE_FILE exists starts shifted (so ``dpt-launch pins diff`` sees it too).
@@ -38,6 +39,12 @@ def hello(name: str) -> str:
 @server.tool(description=HIDDEN)
 def sneaky() -> str:
     return "42"
+
+
+@server.tool
+def id_seen(ctx: Context) -> str:
+    """The request id this call came with."""
+    return str(ctx.request_id)
 
 
 @server.resource("notes://{key}")

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import mcp_types as types
@@ -21,9 +22,20 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from doc_processing_std_tools.launcher.cli.main import main
+from doc_processing_std_tools.seams.http_sessions import HELD_STREAMS
 from helpers import launch
 from helpers.launch import Launched, text_of
 from helpers.paths import SERVERS
+from helpers.rpc import (
+    message,
+    open_get,
+    open_post,
+    open_session,
+    read_to_end,
+    request,
+    rpc,
+    rpc_headers,
+)
 from helpers.waiting import until, wait_for
 
 RAW_CHILD = SERVERS / "raw_child.py"
@@ -157,19 +169,113 @@ async def test_a_log_message_during_the_call_reaches_the_client_before_the_reply
             assert logs == ["before the answer"] * 2
 
 
-async def test_a_cancelled_call_is_cancelled_at_the_child(launched) -> None:
+class RawSession:
+    """An MCP session over raw HTTP (to see each POST's answer as it is, or its absence)."""
+
+    def __init__(self, running: Launched, token: str | None = None) -> None:
+        self.port, self.path = running.port, urlsplit(running.url).path
+        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self.id = open_session(self.port, self.auth, path=self.path)
+        listed = self.rpc("tools/list", {}, 1).message()["result"]["tools"]
+        seen = next(t["name"] for t in listed if t["name"].endswith("id_seen"))
+        self.prefix = seen.removesuffix("id_seen")
+
+    def rpc(self, method: str, params: dict[str, Any], request_id: int | None) -> Any:
+        return rpc(
+            self.port,
+            method,
+            params,
+            session=self.id,
+            headers=self.auth,
+            request_id=request_id,
+            path=self.path,
+        )
+
+    def call(self, tool: str, request_id: int = 1) -> str:
+        """The text of *tool*'s answer."""
+        params = {"name": self.prefix + tool, "arguments": {}}
+        reply = self.rpc("tools/call", params, request_id).message()
+        return str(reply["result"]["content"][0]["text"])
+
+    def cancel(self, request_id: int, token: str | None = None) -> int:
+        """Send ``notifications/cancelled`` for *request_id* (as the holder of *token*, else
+        of the session's own): the HTTP status."""
+        auth = {"Authorization": f"Bearer {token}"} if token else self.auth
+        body = json.dumps(message("notifications/cancelled", {"requestId": request_id}))
+        headers = {**rpc_headers(self.id), **auth}
+        return request(self.port, "POST", self.path, headers=headers, body=body.encode()).status
+
+    async def fast(self) -> None:
+        """Once this session's calls take the fast path."""
+
+        async def seen() -> bool:
+            return (await anyio.to_thread.run_sync(self.call, "id_seen")).startswith('"dpt~')
+
+        await until(seen, "a call on the fast path")
+
+    def seen(self, tool: str) -> int:
+        """How many of the fast path's calls the child lists in *tool*'s answer (``hangs_seen``:
+        the ``hang`` calls it got, ``cancels_seen``: those it was told were cancelled)."""
+        seen = json.loads(self.call(tool))
+        return sum(isinstance(key, str) and key.startswith("dpt~") for key in seen)
+
+    async def hang_cancelled(self, request_id: int) -> Any:
+        """A ``hang`` call (its id not 1, the id of the other calls here) on a connection of its
+        own, cancelled once at the child (the cancel of a call not there yet ends it before it
+        gets there): its answer left to read."""
+        hangs = await anyio.to_thread.run_sync(self.seen, "hangs_seen")
+        cancels = await anyio.to_thread.run_sync(self.seen, "cancels_seen")
+        params = {"name": self.prefix + "hang", "arguments": {}}
+        body = json.dumps(message("tools/call", params, id=request_id)).encode()
+        headers = {**rpc_headers(self.id), **self.auth}
+        call = await open_post(self.port, self.path, headers, body)
+
+        async def more(tool: str, than: int) -> bool:
+            return await anyio.to_thread.run_sync(self.seen, tool) > than
+
+        await until(lambda: more("hangs_seen", hangs), f"call {request_id} at the child")
+        await anyio.to_thread.run_sync(self.cancel, request_id)
+        await until(lambda: more("cancels_seen", cancels), f"the child told of {request_id}")
+        return call
+
+
+def replied_to(answer: bytes, request_id: int) -> bool:
+    """Whether an HTTP answer carries a JSON-RPC reply for *request_id*."""
+    text = answer.decode(errors="replace")
+    return any(
+        json.loads(line[5:]).get("id") == request_id
+        for line in text.splitlines()
+        if line.startswith("data:")
+    ) or f'"id":{request_id},' in text.replace(" ", "")
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_child_and_gets_no_reply(launched) -> None:
     running, _ = launched
     with anyio.fail_after(60):
-        async with client(running) as session:
-            await fast(session)
-            with anyio.move_on_after(0.5):  # (the SDK client sends notifications/cancelled)
-                await session.call_tool(name(session, "hang"), {})
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        call = await session.hang_cancelled(7)
+        headers = {**rpc_headers(session.id), "Content-Length": "0"}
+        ended = await anyio.to_thread.run_sync(
+            lambda: request(session.port, "DELETE", session.path, headers=headers)
+        )
+        assert ended.status == 200
+        answer = await read_to_end(call)  # (the session's end ends the held stream)
+    assert not replied_to(answer, 7), answer
 
-            async def told() -> list[Any]:
-                seen = json.loads(text_of(await session.call_tool(name(session, "cancels_seen"))))
-                return [key for key in seen if isinstance(key, str) and key.startswith("dpt~")]
 
-            assert await until(told, "the child told of the cancelled call")
+async def test_the_streams_of_cancelled_calls_are_held_as_on_the_sdk_path(launched) -> None:
+    """A cancelled call gets no reply, its stream held open; past the SDK path's cap per
+    session the oldest ends, still unanswered."""
+    running, _ = launched
+    with anyio.fail_after(120):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        calls = [await session.hang_cancelled(100 + n) for n in range(HELD_STREAMS + 1)]
+        answer = await read_to_end(calls[0])
+        for call in calls[1:]:
+            await call.aclose()
+    assert not replied_to(answer, 100), answer
 
 
 async def test_a_tool_the_profile_leaves_out_is_unknown_on_both_paths(launched) -> None:
@@ -223,11 +329,66 @@ async def test_a_withheld_pin_refuses_alike_on_both_paths(write_config, tmp_path
         ):
             await session.initialize()
             await session.list_tools()
-            greet = await until(
-                lambda: session.call_tool("greet", {"name": "ada"}), "greet answered"
-            )
+
+            async def fast_path() -> bool:  # (the child's id: the launcher's own dpt~N)
+                seen = await session.call_tool("id_seen", {})
+                return text_of(seen).startswith("dpt~")
+
+            await until(fast_path, "a call on the fast path")
             withheld = await session.call_tool("sneaky", {})
             withheld_sdk = await session.call_tool("sneaky", {}, meta=PROGRESS)
-    assert text_of(greet) == "hello ada"
+            on_sdk_path = await session.call_tool("id_seen", {}, meta=PROGRESS)
+    assert not text_of(on_sdk_path).startswith("dpt~")
     assert withheld.is_error and "hidden characters (U+200B)" in text_of(withheld)
     assert withheld.model_dump() == withheld_sdk.model_dump()
+
+
+@pytest.mark.slow  # (a launcher of its own)
+async def test_only_the_sessions_owner_cancels_its_call(tmp_path: Path) -> None:
+    mark = tmp_path / "slow-started"
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport:\n  auth:\n    token: [token-one, token-two]\n"
+        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
+        encoding="utf-8",
+    )
+    with launch.http_launcher(config, env={"RAW_CHILD_MARK": str(mark)}) as running:
+        with anyio.fail_after(60):
+            session = await anyio.to_thread.run_sync(RawSession, running, "token-one")
+            await session.fast()
+            async with anyio.create_task_group() as group:
+                replies: list[str] = []
+
+                async def slow() -> None:
+                    replies.append(await anyio.to_thread.run_sync(session.call, "slow", 9))
+
+                group.start_soon(slow)
+                await until(mark.exists, "the slow call at the child")
+                await anyio.to_thread.run_sync(session.cancel, 9, "token-two")
+    assert replies == ["slow done"]
+
+
+@pytest.mark.slow  # (a launcher of its own, stopped by the test)
+async def test_a_session_with_only_a_cancelled_call_idles_out_and_drains(tmp_path: Path) -> None:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport:\n  session_idle_timeout: 2\n  shutdown_grace: 60\n"
+        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
+        encoding="utf-8",
+    )
+    with launch.http_launcher(config) as running:
+        with anyio.fail_after(40):
+            idle = await anyio.to_thread.run_sync(RawSession, running)
+            await idle.fast()
+            held = await idle.hang_cancelled(11)
+            assert not replied_to(await read_to_end(held), 11)  # (ended by the idle-out)
+            busy = await anyio.to_thread.run_sync(RawSession, running)
+            await busy.fast()
+            headers = {"Accept": "text/event-stream", "Mcp-Session-Id": busy.id}
+            stream = await open_get(busy.port, busy.path, headers)  # (the session stays)
+            held = await busy.hang_cancelled(12)
+            running.proc.send_signal(signal.SIGTERM)  # (no wait for the held stream's POST)
+            assert await anyio.to_thread.run_sync(running.proc.wait, 30) == 0
+            await held.aclose()
+            await stream.aclose()
+    assert "Traceback" not in running.stderr()
