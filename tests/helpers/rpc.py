@@ -69,6 +69,18 @@ def initialize(proc: subprocess.Popen[bytes], client: str = "test") -> dict:
     return receive(proc, 1)
 
 
+def first_tools(proc: subprocess.Popen[bytes]) -> list[dict]:
+    """The handshake (``initialize`` id 1, ``initialized``) and ``tools/list`` (id 2) in one
+    write, as a client that lists at once does: the tools of the reply."""
+    send(
+        proc,
+        message("initialize", initialize_params(), id=1),
+        message("notifications/initialized"),
+        message("tools/list", {}, id=2),
+    )
+    return list(receive(proc, 2)["result"]["tools"])
+
+
 # -- streamable HTTP: one POST per message -------------------------------------------------
 
 

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from helpers.launch import SPAWN_TIMEOUT, launcher_command
-from helpers.rpc import initialize_params, message, receive, send
+from helpers.rpc import first_tools
 
 # What the first tools/list of in-process servers over stdio must not import (each defers it
 # to the path that needs it): fastmcp's client (an external server), jsonref (a tool schema
@@ -39,13 +39,7 @@ def test_first_stdio_list_imports_nothing_only_other_paths_need(tmp_path: Path) 
             env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
         )
         try:
-            send(
-                proc,
-                message("initialize", initialize_params(), id=1),
-                message("notifications/initialized"),
-                message("tools/list", {}, id=2),
-            )
-            tools = receive(proc, 2)["result"]["tools"]
+            tools = first_tools(proc)
             imported = {
                 line.rsplit("|", 1)[-1].strip() for line in imports.read_text().splitlines()
             }

@@ -6,12 +6,18 @@ serialize what it promises without ever starving the worker-thread pool.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import anyio
 import pytest
 from fastmcp import Client
 
 from doc_processing_std_tools.launcher.compose import compose
 from doc_processing_std_tools.launcher.config import load_config
+from helpers.rpc import first_tools
 
 OVERLAP = 120  # more than the 40 worker threads AnyIO lends to sync tools
 
@@ -245,13 +251,6 @@ finally:
 
 def test_the_first_tools_list_builds_no_session_state_store(write_config, tmp_path) -> None:
     """fastmcp's session-state store (py-key-value-aio, 0.15-0.4 s) waits for its first write."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    from helpers.rpc import initialize_params, message, receive, send
-
     config = write_config(
         f"servers:\n  memory:\n    server: memory-tools\n"
         f"    settings: {{memory_dir: {tmp_path / 'mem'}}}\n"
@@ -264,13 +263,7 @@ def test_the_first_tools_list_builds_no_session_state_store(write_config, tmp_pa
         cwd=tmp_path,
         env=os.environ,
     )
-    send(
-        proc,
-        message("initialize", initialize_params(), id=1),
-        message("notifications/initialized"),
-        message("tools/list", {}, id=2),
-    )
-    tools = receive(proc, 2)["result"]["tools"]
+    tools = first_tools(proc)
     assert any(tool["name"] == "memory_view" for tool in tools), json.dumps(tools)[:200]
     _, err = proc.communicate(timeout=30)
     imported = err.decode().rpartition("IMPORTED ")[2]
