@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,17 @@ def start_oauth_server(folder: Path, token_seconds: int) -> tuple[subprocess.Pop
             except OSError:
                 pass
         time.sleep(0.05)
+
+
+@contextmanager
+def running_oauth_server(folder: Path, token_seconds: int) -> Iterator[str]:
+    """:func:`start_oauth_server` for the block: its base URL; stopped at the end."""
+    proc, base = start_oauth_server(folder, token_seconds)
+    try:
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def server_log(base: str) -> dict[str, Any]:

@@ -25,8 +25,8 @@ from helpers.oauth import (
     WAIT,
     login_cli_in_process,
     login_in_process,
+    running_oauth_server,
     server_log,
-    start_oauth_server,
     stored,
 )
 from helpers.rpc import request
@@ -43,12 +43,8 @@ def oauth_env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The authorization server and protected MCP server (1-hour tokens): its base URL."""
-    proc, base = start_oauth_server(tmp_path_factory.mktemp("oauth-server"), 3600)
-    try:
+    with running_oauth_server(tmp_path_factory.mktemp("oauth-server"), 3600) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _post(base: str, path: str) -> None:
@@ -489,8 +485,7 @@ async def test_short_lived_tokens_are_refreshed_before_they_expire(
     every call succeeds and the server never had to refuse an expired one."""
     import anyio
 
-    proc, base = start_oauth_server(tmp_path, 3)
-    try:
+    with running_oauth_server(tmp_path, 3) as base:
         config = _config(tmp_path / "c", base, name="short")
         login(config, "short", oauth_env)
         with http_launcher(config, env=oauth_env) as launched:
@@ -501,6 +496,3 @@ async def test_short_lived_tokens_are_refreshed_before_they_expire(
             refreshes = [g for g in log["grants"] if g["grant_type"] == "refresh_token"]
             assert refreshes and all(g["resource"] == f"{base}/mcp" for g in refreshes)
             assert len(set(log["calls"])) > 1
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)

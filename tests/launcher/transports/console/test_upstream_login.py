@@ -17,19 +17,15 @@ from doc_processing_std_tools.launcher.transports.console.upstream_login import 
     LoginRefused,
     Logins,
 )
-from helpers.oauth import server_log, start_oauth_server
+from helpers.oauth import running_oauth_server, server_log
 
 CALLBACK = "http://127.0.0.1:9/ui/login/callback"  # (never reached: the test is the browser)
 
 
 @pytest.fixture(scope="module")
 def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    proc, base = start_oauth_server(tmp_path_factory.mktemp("idp"), 3600)
-    try:
+    with running_oauth_server(tmp_path_factory.mktemp("idp"), 3600) as base:
         yield base
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def logins(folder: Path, idp: str) -> tuple[Logins, TokenStore]:
