@@ -9,7 +9,7 @@ refused by its policy, on every path.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -57,17 +57,16 @@ class PolicedTool(RunsAround):
     # (the policy is told the call's arguments: the audit log hashes them)
     async def _run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
-        try:
-            result = await self.policy.around_fastmcp(lambda: inner._run(arguments), arguments)
-        except ToolError as exc:
-            _note(exc)
-            raise
-        return result if self._shown is None else self._shown(result)
+        return await self._policed(lambda: inner._run(arguments), arguments)
 
     async def run(self, arguments: dict[str, Any]) -> Any:
         inner = self.inner
+        return await self._policed(lambda: inner.run(arguments), arguments)
+
+    async def _policed(self, call: Callable[[], Awaitable[Any]], arguments: dict[str, Any]) -> Any:
+        """*call* under the policy; a ToolError it ends with is noted for the relay."""
         try:
-            result = await self.policy.around_fastmcp(lambda: inner.run(arguments), arguments)
+            result = await self.policy.around_fastmcp(call, arguments)
         except ToolError as exc:
             _note(exc)
             raise
