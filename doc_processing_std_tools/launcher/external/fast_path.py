@@ -33,14 +33,13 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import suppress
 from json.scanner import make_scanner
 from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 from fastmcp.exceptions import ToolError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .child_pipe import (
     CONNECTION_META_PREFIX,
@@ -50,6 +49,7 @@ from .child_pipe import (
     tell_cancelled,
 )
 from .relay_lines import (
+    HANDSHAKE_ERA,
     ErrorReply,
     child_request,
     client_reply,
@@ -86,7 +86,6 @@ class FastPath:
 
     def __init__(self, relay: TargetTable) -> None:
         self._relay = relay
-        self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
         self.initialize_id: Any = None  # the client's initialize request (set by the reader)
         self.enabled = False  # the connection negotiated a handshake-era version
         self._taken: set[int | str] = set()  # client ids in flight here (the reader adds)
@@ -122,7 +121,7 @@ class FastPath:
     def negotiated(self, result: Any) -> None:
         """The reply to the client's initialize went out: is the fast path allowed?"""
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self.enabled = version in self._handshake_era
+        self.enabled = version in HANDSHAKE_ERA
 
     # -- where stdin is read -----------------------------------------------------------------
 
@@ -215,16 +214,9 @@ class FastPath:
         call = _call_plainly if target.plain_call is not None else self._forward
         try:
             with scope:
-                try:
-                    reply = await target.policy.run(
-                        lambda: call(target, request_id, params),
-                        meta=params.get("_meta"),
-                        arguments=params.get("arguments"),
-                    )
-                except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
-                    reply = error_reply(request_id, exc.error)
-                except Exception as exc:  # never a traceback, never a request left unanswered
-                    reply = error_result(request_id, str(target.policy.failed(exc)))
+                reply = await answered(
+                    target, request_id, params, lambda: call(target, request_id, params)
+                )
             if not scope.cancelled_caught:  # a call the client cancelled gets no reply
                 self._put(reply)
         finally:
@@ -240,9 +232,7 @@ class FastPath:
         assert supervisor is not None  # (a relayed tool)
         pipe: ChildPipe | None = getattr(supervisor, "pipe", None)
         if pipe is None:
-            raise ToolError(
-                supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
-            ) from ConnectionLost("the connection closed")
+            raise supervisor.not_connected() from ConnectionLost("the connection closed")
         pipe.write_note = self._put
         meta = params.get("_meta") or {}
         progress = self._progress_sender(meta["progressToken"]) if "progressToken" in meta else None
@@ -336,6 +326,32 @@ async def forward_on_pipe(
         pipe.forget(call)
     namespace = supervisor.entry.namespace
     return client_reply(line, parsed, call.key, request_id, target.exposed, namespace)
+
+
+async def answered(
+    target: RelayTarget,
+    request_id: int | str,
+    params: dict[str, Any],
+    call: Callable[[], Awaitable[bytes]],
+    *,
+    headers: Mapping[str, str] | None = None,
+    session: Any = None,
+) -> bytes:
+    """The line answering a taken call (both fast paths): *call* under its tool's policy (who
+    calls: *headers* and *session*, over HTTP); the server's own JSON-RPC error as it is, any
+    other failure as the policy words it: never a traceback, never a request left unanswered."""
+    try:
+        return await target.policy.run(
+            call,
+            meta=params.get("_meta"),
+            headers=headers,
+            session=session,
+            arguments=params.get("arguments"),
+        )
+    except ErrorReply as exc:
+        return error_reply(request_id, exc.error)
+    except Exception as exc:
+        return error_result(request_id, str(target.policy.failed(exc)))
 
 
 def _plain_meta(meta: Any) -> bool:

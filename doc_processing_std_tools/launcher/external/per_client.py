@@ -17,14 +17,13 @@ from typing import Any
 import mcp_types
 from fastmcp import Client
 from fastmcp.client.transports import ClientTransport
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ...seams.client_sessions import answer_server_requests
 from ...seams.server_sessions import session_connection
 from .client_requests import FrontLink, Fronts
+from .relay_lines import HANDSHAKE_ERA
 
 log = logging.getLogger("dpt-launch")
-HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 
 
 class OwnFront(FrontLink):

@@ -21,7 +21,6 @@ from fastmcp.server.middleware.dereference import DereferenceRefsMiddleware
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.methods import validate_client_request
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ...locking import CALL_ARRIVAL
@@ -30,7 +29,7 @@ from ...seams.fastmcp_server import behaves_as_default, low_level_server
 from ...seams.server_sessions import initialize_accepted, session_connection
 from ..calls.policed_tools import ENDED_WITH, PolicedTool
 from .fast_path import FastPath
-from .relay_lines import ErrorReply, server_error
+from .relay_lines import HANDSHAKE_ERA, MODERN_ERA, ErrorReply, server_error
 from .relay_targets import PLAIN_CALL, RelayTarget
 from .result_links import exposed_links
 
@@ -92,8 +91,6 @@ class ToolRelay:
         self._fast_seen: Sequence[RelayedMount] | None = None
         self._fast_middleware = -1
         self._inert_middleware = (*inert_middleware, DereferenceRefsMiddleware)
-        self._handshake_era = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
-        self._modern_era = frozenset(MODERN_PROTOCOL_VERSIONS)
         # _meta keys that describe one connection: never carried across the relay
         self._connection_keys = frozenset(
             {
@@ -176,9 +173,9 @@ class ToolRelay:
         """Whether a call of this protocol era is relayed: any handshake-era one; a 2026-era
         (stateless) one unless it asks for a task (that era's tasks are an extension the
         launcher does not serve; fastmcp answers it as it would alone)."""
-        if version in self._handshake_era:
+        if version in HANDSHAKE_ERA:
             return True
-        return version in self._modern_era and "task" not in params
+        return version in MODERN_ERA and "task" not in params
 
     def _as_the_sdk_would(self, ctx: Any) -> bool:
         """Whether the SDK itself would hand this call to a handler: the connection is
@@ -199,7 +196,7 @@ class ToolRelay:
         answer = await self._answer(ctx, call_next)
         if (
             isinstance(answer, dict)
-            and ctx.protocol_version in self._modern_era
+            and ctx.protocol_version in MODERN_ERA
             and "resultType" not in answer
         ):
             # (what the relay answers itself: a 2026-era result must say its type, and a
@@ -306,9 +303,7 @@ class ToolRelay:
             out["_meta"] = kept
         on_progress = caller.report_progress if "progressToken" in meta else None
         assert target.supervisor is not None  # (_target takes relayed tools only)
-        stateless = (
-            getattr(session_connection(caller), "protocol_version", None) in self._modern_era
-        )
+        stateless = getattr(session_connection(caller), "protocol_version", None) in MODERN_ERA
         if target.supervisor.subject() is not None or stateless:
             # A signed-in user's own session, or a 2026-era request (it stands alone, and the
             # server cannot ask its client anything): nothing the server asks reaches a

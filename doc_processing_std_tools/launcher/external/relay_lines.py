@@ -9,6 +9,7 @@ from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore
 from typing import Any
 
 from fastmcp.exceptions import ToolError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from ...exceptions import DptError
 from .child_pipe import (
@@ -31,6 +32,9 @@ class ErrorReply(DptError, ToolError):
         self.error = error
 
 
+# the protocol eras: a handshake (initialize) opens a session; 2026-era requests stand alone
+HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
+MODERN_ERA = frozenset(MODERN_PROTOCOL_VERSIONS)
 MAX_ERROR_MESSAGE = 1000  # characters of a server's error message passed on
 MAX_ERROR_DATA = 4096  # bytes of its ``data`` (as compact JSON) passed on; more is left out
 

@@ -171,6 +171,10 @@ class Supervisor:
             )
         return f"server {self.name!r} is not available ({self.state}){detail}"
 
+    def not_connected(self) -> ToolError:
+        """The error a call gets when no session of this server can take it now."""
+        return ToolError(self.unavailable() or f"server {self.name!r} is not connected")
+
     def call_failed(self, exc: BaseException) -> str | None:
         """A call's error: when it shows the session is gone, start the restart and say so."""
         user = self.subject()
@@ -208,7 +212,7 @@ class Supervisor:
         if self.state == "needs-login" and self._listing is not None:
             return self._listing  # (lists the cached tools; calls are refused before this)
         if self._client is None or self.state != "up":
-            raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
+            raise self.not_connected()
         return self._client
 
     async def own_session(
@@ -234,7 +238,7 @@ class Supervisor:
         ):
             return None
         if self.state != "up":
-            raise ToolError(self.unavailable() or f"server {self.name!r} is not connected")
+            raise self.not_connected()
         key = client_key(front)
         known = self.pool.get(key)
         # (read before it opens: a level set meanwhile is told by set_level itself)

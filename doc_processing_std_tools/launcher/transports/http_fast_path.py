@@ -39,8 +39,6 @@ from contextlib import ExitStack, suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from fastmcp.exceptions import ToolError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.datastructures import Headers
 
 from ...seams.http_sessions import (
@@ -54,9 +52,9 @@ from ...seams.http_sessions import (
     sse_post,
 )
 from ...seams.server_sessions import initialize_accepted
-from ..external.fast_path import cancelled_request, forward_on_pipe, relayed_call
+from ..external.fast_path import answered, cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
-from ..external.relay_lines import ErrorReply, error_reply, error_result
+from ..external.relay_lines import HANDSHAKE_ERA
 from .asgi import SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
 from .session_binding import PROFILE_SCOPE_KEY
 
@@ -72,7 +70,6 @@ LENGTH_HEADER = b"content-length"
 ACCEPT_HEADER = b"accept"
 TYPE_HEADER = b"content-type"
 VERSION_HEADER = b"mcp-protocol-version"
-HANDSHAKE_ERA = frozenset(HANDSHAKE_PROTOCOL_VERSIONS)
 CALL = b'"tools/call"'
 MAX_WANTS = 64  # header pairs remembered
 CANCELLED = b'"notifications/cancelled"'
@@ -208,18 +205,14 @@ class HttpFastPath:
             goes to the request's stream, after what the server sent for the request."""
             reply = b""
             with cancel:
-                try:
-                    reply = await target.policy.run(
-                        lambda: self._forward(target, session, request_id, params),
-                        meta=params.get("_meta"),
-                        headers=headers,
-                        session=session,
-                        arguments=params.get("arguments"),
-                    )
-                except ErrorReply as exc:  # the server's own JSON-RPC error, as it is
-                    reply = error_reply(request_id, exc.error)
-                except Exception as exc:  # never a traceback, never a request left unanswered
-                    reply = error_result(request_id, str(target.policy.failed(exc)))
+                reply = await answered(
+                    target,
+                    request_id,
+                    params,
+                    lambda: self._forward(target, session, request_id, params),
+                    headers=headers,
+                    session=session,
+                )
             if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
                 hold_unanswered(transport, str(request_id), stream)
                 busy.close()  # (a held stream is no call: the session may idle out)
@@ -252,9 +245,7 @@ class HttpFastPath:
         own = await supervisor.own_session(session)
         pipe = getattr(own.transport, "pipe", None) if own is not None else None
         if own is None or own.link is None or pipe is None:
-            raise ToolError(
-                supervisor.unavailable() or f"server {supervisor.name!r} is not connected"
-            )
+            raise supervisor.not_connected()
         with own.link.calling(session, request_id):
             passed = pipe.passed
             reply = await forward_on_pipe(pipe, target, request_id, params)
