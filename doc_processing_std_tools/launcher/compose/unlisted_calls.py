@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types
 
-from ...seams.fastmcp_server import add_server_middleware
+from ...seams.fastmcp_server import add_server_middleware, own_name
 from ..external.relay_targets import RelayTarget
 from .mount import Mount
 from .mounting import glob_names
@@ -61,6 +61,8 @@ def unknown_tool(result: Any, name: str) -> bool:
     """Whether *result* (a model, or already its JSON) is fastmcp's answer to a call of a tool
     it cannot find."""
     if isinstance(result, mcp_types.CallToolResult):
+        if result.is_error is not True:  # (every successful call: no dump)
+            return False
         result = result.model_dump(by_alias=True, mode="json", exclude_none=True)
     if not isinstance(result, dict) or result.get("isError") is not True:
         return False
@@ -77,6 +79,7 @@ def unlisted_owner(mounts: Sequence[Mount], name: str) -> tuple[Mount, str] | No
     without a namespace (it may answer any name, so it could have meant this one too).
     """
     owner: Mount | None = None
+    own = name
     for mount in mounts:
         if name in mount.every_tool:
             return None
@@ -85,16 +88,13 @@ def unlisted_owner(mounts: Sequence[Mount], name: str) -> tuple[Mount, str] | No
             if mount.supervisor is not None:
                 return None
             continue
-        if name.startswith(f"{namespace}_") and len(name) > len(namespace) + 1:
+        if (unprefixed := own_name(namespace, name)) != name:
             if owner is not None or mount.supervisor is None:
                 return None
-            owner = mount
+            owner, own = mount, unprefixed
     if owner is None or owner.state != "up":
         return None
-    namespace = owner.entry.namespace
-    assert namespace is not None
-    own = name[len(namespace) + 1 :]
-    if not owner.entry.tools.admits(*glob_names(own, namespace)):
+    if not owner.entry.tools.admits(*glob_names(own, owner.entry.namespace)):
         return None
     return owner, own
 
