@@ -56,20 +56,18 @@ class Access:
             return False
         return all(_claim_matches(claims, name, globs) for name, globs in rule.claims.items())
 
+    def of(self, caller: Caller) -> CallerAccess:
+        """The rules as they apply to *caller*, matched once (for a whole list)."""
+        return CallerAccess(tuple(rule for _, rule in self.applying(caller)))
+
     def allows_tool(self, caller: Caller, server: str, tool: str) -> bool:
         """Whether *caller* may see and call *tool* (its exposed name) of *server*."""
-        return any(
-            _any(rule.servers, server) and _any(rule.tools, tool) and not _any(rule.exclude, tool)
-            for _, rule in self.applying(caller)
-        )
+        return self.of(caller).allows_tool(server, tool)
 
     def allows_server(self, caller: Caller, server: str) -> bool:
         """Whether *caller* may list and use *server*'s prompts, resources and resource
-        templates: some rule that applies matches it in ``servers`` and allows every tool name
-        (:attr:`AccessRule.whole_servers`): a rule written for some tools allows those alone."""
-        return any(
-            rule.whole_servers and _any(rule.servers, server) for _, rule in self.applying(caller)
-        )
+        templates (:meth:`CallerAccess.allows_server`)."""
+        return self.of(caller).allows_server(server)
 
     def allows_profile(self, caller: Caller, profile: str) -> bool:
         """Whether *caller* may open *profile*'s endpoint."""
@@ -89,6 +87,28 @@ class Access:
             f"access denied: {who(caller)} may not use profile {profile!r} "
             "(no rule of access: allows it)"
         )
+
+
+class CallerAccess:
+    """The rules of ``access:`` that apply to one caller."""
+
+    __slots__ = ("rules",)
+
+    def __init__(self, rules: tuple[AccessRule, ...]) -> None:
+        self.rules = rules
+
+    def allows_tool(self, server: str, tool: str) -> bool:
+        """Whether the caller may see and call *tool* (its exposed name) of *server*."""
+        return any(
+            _any(rule.servers, server) and _any(rule.tools, tool) and not _any(rule.exclude, tool)
+            for rule in self.rules
+        )
+
+    def allows_server(self, server: str) -> bool:
+        """Whether the caller may use *server*'s prompts, resources and resource templates:
+        some rule matches it in ``servers`` and allows every tool name
+        (:attr:`AccessRule.whole_servers`): a rule written for some tools allows those alone."""
+        return any(rule.whole_servers and _any(rule.servers, server) for rule in self.rules)
 
 
 def who(caller: Caller) -> str:

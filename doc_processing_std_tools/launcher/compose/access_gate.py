@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from ...seams.fastmcp_server import add_server_middleware, own_uri, template_matches
-from ..calls.access import Access
+from ..calls.access import Access, CallerAccess
 from ..calls.audit import Caller
 from ..calls.guards import CallGuards
 from .completions import COMPLETE, EMPTY
@@ -118,23 +118,13 @@ class AccessGate:
         kind, key = LISTS[method]
         if not isinstance(listing, Mapping):
             return listing
-        owners = self.owners()
+        owners, allowed = self.owners(), self.access.of(caller)
         kept = [
             item
             for item in listing.get(kind, [])
-            if isinstance(item, Mapping) and self._shown(method, owners, item.get(key), caller)
+            if isinstance(item, Mapping) and _shown(method, owners, item.get(key), allowed)
         ]
         return {**listing, kind: kept}
-
-    def _shown(self, method: str, owners: Owners, name: Any, caller: Caller) -> bool:
-        """Whether an item named *name* of *method*'s list is shown to *caller*: a tool its
-        rules allow; a prompt, resource or template of a server they may use, or of none."""
-        if not isinstance(name, str):
-            return False
-        owner = owners.key_owner(method, name)
-        if method == "tools/list":
-            return self.access.allows_tool(caller, owner or "", name)
-        return owner is None or self.access.allows_server(caller, owner)
 
     def _prompt_owners(self, name: str) -> tuple[str, ...]:
         owner = self.owners().prompts.get(name)
@@ -149,7 +139,19 @@ class AccessGate:
 
     def _allows(self, caller: Caller, servers: Sequence[str]) -> bool:
         """Whether *caller* may use every one of *servers* (none: an item no server serves)."""
-        return all(self.access.allows_server(caller, server) for server in servers)
+        allowed = self.access.of(caller)
+        return all(allowed.allows_server(server) for server in servers)
+
+
+def _shown(method: str, owners: Owners, name: Any, allowed: CallerAccess) -> bool:
+    """Whether an item named *name* of *method*'s list is shown to a caller: a tool its rules
+    allow; a prompt, resource or template of a server they may use, or of none."""
+    if not isinstance(name, str):
+        return False
+    owner = owners.key_owner(method, name)
+    if method == "tools/list":
+        return allowed.allows_tool(owner or "", name)
+    return owner is None or allowed.allows_server(owner)
 
 
 def install_access(composition: Any) -> AccessGate | None:
