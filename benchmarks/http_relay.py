@@ -18,38 +18,29 @@ import os
 import pstats
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent / "tests"))  # tests/ holds the helpers benchmarks share
 from peers import (  # noqa: E402
     CONCURRENT,
-    _stop,
-    _until_listening,
-    _until_ready,
+    Peer,
+    Started,
+    concurrent_rate,
+    connected,
+    echo_p50,
     free_port,
     node_servers,
 )
 
-
-@dataclass
-class Running:
-    """One launcher serving, the client's session on it, and the relayed echo's name."""
-
-    session: ClientSession
-    proc: subprocess.Popen[Any]
-    echo: str
+from helpers.processes import cpu_seconds  # noqa: E402
 
 
 def config(root: Path, port: int, extra: str = "") -> Path:
@@ -65,7 +56,8 @@ def config(root: Path, port: int, extra: str = "") -> Path:
 @contextlib.asynccontextmanager
 async def launcher(
     checkout: Path, root: Path, profile: Path | None, extra: str
-) -> AsyncIterator[Running]:
+) -> AsyncIterator[Peer]:
+    """*checkout*'s dpt-launch serving over HTTP (under cProfile if *profile*), connected."""
     port = free_port()
     python = checkout / ".venv" / "bin" / "python"
     command = [str(python)]
@@ -78,54 +70,15 @@ async def launcher(
     env = {**os.environ, "HOME": str(root / "home"), "FASTMCP_LOG_LEVEL": "WARNING"}
     env["PYTHONPATH"] = str(checkout)
     (root / "home").mkdir(exist_ok=True)
-    errlog = (root / f"launcher-{port}.log").open("w")
-    proc = subprocess.Popen(command, env=env, stdout=errlog, stderr=errlog, cwd=root)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        await _until_listening(url, proc)
-        await _until_ready(f"http://127.0.0.1:{port}/ready", proc)
-        async with contextlib.AsyncExitStack() as stack:
-            read, write, *_ = await stack.enter_async_context(streamable_http_client(url))
-            session = await stack.enter_async_context(ClientSession(read, write))
-            await session.initialize()
-            listed = await session.list_tools()
-            echo = next(t.name for t in listed.tools if t.name.endswith("echo"))
-            yield Running(session, proc, echo)
-    finally:
-        _stop(proc)
-        errlog.close()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU of *pid* (not its children: the launcher alone)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def sequential(running: Running, calls: int) -> float:
-    session = running.session
-    samples = []
-    for i in range(calls):
-        start = time.perf_counter()
-        result = await session.call_tool(running.echo, {"message": f"m{i}"})
-        samples.append(time.perf_counter() - start)
-        if result.is_error:
-            raise RuntimeError(f"echo failed: {result}")
-    return statistics.median(samples) * 1000
-
-
-async def concurrent(running: Running, per_caller: int) -> float:
-    session = running.session
-
-    async def caller(index: int) -> None:
-        for i in range(per_caller):
-            await session.call_tool(running.echo, {"message": f"c{index}-{i}"})
-
-    start = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for index in range(CONCURRENT):
-            group.start_soon(caller, index)
-    return CONCURRENT * per_caller / (time.perf_counter() - start)
+    started = Started(
+        command,
+        f"http://127.0.0.1:{port}/mcp",
+        ready=f"http://127.0.0.1:{port}/ready",
+        cwd=root,
+    )
+    with (root / f"launcher-{port}.log").open("w") as errlog:
+        async with connected(started, env, errlog) as peer:
+            yield peer
 
 
 PROFILED = """\
@@ -200,15 +153,14 @@ async def main() -> None:
         for round_ in range(args.rounds):
             for checkout in checkouts:
                 profile = args.profile
-                async with launcher(checkout, root, profile, args.config_extra) as running:
-                    proc = running.proc
-                    await sequential(running, 50)  # warm
+                async with launcher(checkout, root, profile, args.config_extra) as peer:
+                    await echo_p50(peer, 50)  # warm
                     if profile is not None:
-                        proc.send_signal(signal.SIGUSR1)
-                    before = cpu_seconds(proc.pid)
-                    p50[checkout].append(await sequential(running, args.calls))
-                    cpu[checkout].append((cpu_seconds(proc.pid) - before) / args.calls * 1000)
-                    rate[checkout].append(await concurrent(running, args.calls // CONCURRENT))
+                        os.kill(peer.pid, signal.SIGUSR1)
+                    before = cpu_seconds(peer.pid)
+                    p50[checkout].append(await echo_p50(peer, args.calls))
+                    cpu[checkout].append((cpu_seconds(peer.pid) - before) / args.calls * 1000)
+                    rate[checkout].append(await concurrent_rate(peer, args.calls // CONCURRENT))
                 print(
                     f"round {round_ + 1} {checkout}: p50 {p50[checkout][-1]:.2f} ms, "
                     f"launcher CPU {cpu[checkout][-1]:.2f} ms/call, "

@@ -266,6 +266,7 @@ class Started:
     sse: bool = False  # mcp-hub: MCP over SSE
     env: dict[str, str] = field(default_factory=dict)  # on top of the bench's
     ready: str | None = None  # a URL answering 200 with "ready" in it once the peer serves
+    cwd: Path | None = None  # the peer's working directory (None: this process's)
 
 
 def stdio_start(peer: str, bench: Bench, server: str = "everything") -> Started | str:
@@ -354,7 +355,7 @@ async def connected(started: Started, env: dict[str, str], errlog: Any) -> Async
     """*started* running, initialized and listed once."""
     if started.url is None:
         params = StdioServerParameters(
-            command=started.command[0], args=started.command[1:], env=env
+            command=started.command[0], args=started.command[1:], env=env, cwd=started.cwd
         )
         before = set(child_pids(os.getpid()))
         async with (
@@ -368,7 +369,11 @@ async def connected(started: Started, env: dict[str, str], errlog: Any) -> Async
             yield Peer(session, pids[-1] if pids else 0, [tool.name for tool in listed.tools])
         return
     proc = subprocess.Popen(
-        started.command, env={**env, **started.env}, stdout=errlog, stderr=errlog
+        started.command,
+        env={**env, **started.env},
+        stdout=errlog,
+        stderr=errlog,
+        cwd=started.cwd,
     )
     try:
         await _until_listening(started.url, proc)

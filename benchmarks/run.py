@@ -167,6 +167,13 @@ def spawn_asking(
     return proc
 
 
+def finish(proc: subprocess.Popen[bytes]) -> None:
+    """Close *proc*'s stdin (a stdio server's signal to stop) and wait for it to exit."""
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
 def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, float]:
     """Spawn, initialize, send tools/list, wait for its answer (raw JSON-RPC over pipes).
 
@@ -177,8 +184,7 @@ def first_list_seconds(command: list[str], cwd: Path, env: dict[str, str]) -> tu
     receive(proc, 2)
     elapsed = time.perf_counter() - start
     cpu = cpu_seconds(proc.pid)
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    finish(proc)
     return elapsed, cpu
 
 

@@ -40,7 +40,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks share
 
-from run import bench_first_list, spawn_asking  # noqa: E402
+from run import bench_first_list, finish, spawn_asking  # noqa: E402
 
 from helpers.rpc import message, receive, send  # noqa: E402
 
@@ -93,9 +93,7 @@ def direct_parallel_seconds(workdir: Path, env: dict[str, str]) -> float:
         reply_to(proc, 2)
     elapsed = time.perf_counter() - start
     for proc in procs:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(timeout=30)
+        finish(proc)
     return elapsed
 
 
@@ -113,9 +111,7 @@ def launcher_complete_list_seconds(config: Path, workdir: Path, env: dict[str, s
         time.sleep(0.01)
         send(proc, message("tools/list", {}, id=request))
     elapsed = time.perf_counter() - start
-    assert proc.stdin is not None
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    finish(proc)
     return elapsed
 
 
@@ -183,8 +179,7 @@ def first_call_seconds(command: list[str], cwd: Path, env: dict[str, str], tool:
     if reply.get("error") or reply["result"].get("isError"):
         raise RuntimeError(f"{tool} failed: {reply}")
     elapsed = time.perf_counter() - start
-    proc.stdin.close()
-    proc.wait(timeout=30)
+    finish(proc)
     return elapsed
 
 
