@@ -237,7 +237,11 @@ def build_app(
     )
 
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)
-    if relayed is not None and not transport.stateless and not transport.json_response:
+    # (stateless, JSON-response and event-store sessions are never the fast path's: with one of
+    # them no request's body is read here for nothing)
+    if relayed is not None and not (
+        transport.stateless or transport.json_response or transport.event_store is not None
+    ):
         mcp_endpoint = HttpFastPath(mcp_endpoint, sessions, *relayed)
     if profiles:  # (a session is used only at the endpoint that opened it)
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
