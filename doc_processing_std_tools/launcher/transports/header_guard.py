@@ -73,6 +73,15 @@ class _HeaderTimer:
     transport: Any
     loop: Any
 
+    # (a protocol class after this one in the bases: these run around its own)
+    def connection_made(self, transport: Any) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._admit(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._forget()
+        super().connection_lost(exc)  # type: ignore[misc]
+
     def _admit(self, transport: Any) -> bool:
         """Count a new connection; False (and a 429) when its client has too many open."""
         limits = self.limits
@@ -141,10 +150,6 @@ class _HeaderTimer:
 class SlowHeaderGuard(_HeaderTimer, H11Protocol):
     """uvicorn's h11 protocol under :attr:`limits` (bound per server by :func:`slow_header_guard`)."""
 
-    def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
-        self._admit(transport)
-
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
         if self.conn.their_state is not h11.IDLE:  # the headers are complete
@@ -154,14 +159,6 @@ class SlowHeaderGuard(_HeaderTimer, H11Protocol):
         super().on_response_complete()
         if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
             self._arm()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._forget()
-        super().connection_lost(exc)
-
-    def handle_websocket_upgrade(self, event: Any) -> None:
-        self._forget()  # (the connection leaves this protocol: it is no longer counted here)
-        super().handle_websocket_upgrade(event)
 
     def _awaiting_headers(self) -> bool:
         return self.conn.their_state is h11.IDLE
@@ -177,10 +174,6 @@ if HttpToolsProtocol is not None:
 
         _open = 0  # requests whose headers are complete and whose response is not
 
-        def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self._admit(transport)
-
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
             self._open += 1
@@ -191,14 +184,6 @@ if HttpToolsProtocol is not None:
             self._open = max(0, self._open - 1)
             if not self.transport.is_closing() and not self._open:
                 self._arm()
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._forget()
-            super().connection_lost(exc)
-
-        def handle_websocket_upgrade(self) -> None:
-            self._forget()  # (the connection leaves this protocol: it is no longer counted here)
-            super().handle_websocket_upgrade()
 
         def _awaiting_headers(self) -> bool:
             return not self._open
