@@ -140,10 +140,9 @@ async def build_servers(
             continue
         supervisor = supervisors[name]
         try:
-            if grace is None or entry.required or strict:
+            # (a server past its start, up or failed, is waited for too: a failure raises)
+            if grace is None or entry.required or strict or supervisor.state != "starting":
                 await supervisor.wait_started()
-            elif supervisor.state != "starting":
-                await supervisor.wait_started()  # (raises when it failed)
         except ExternalStartError as exc:
             skipped.append((name, str(exc)))
             continue

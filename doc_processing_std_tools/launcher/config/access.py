@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from .model_base import OneOrMany, StrictModel
+from .model_base import OneOrMany, StrictModel, one_or_many
 
 CLAIM_NAME = r"^[A-Za-z0-9_.:/-]{1,100}$"
 
@@ -43,7 +43,7 @@ class AccessRule(StrictModel):
         for name in value:
             if not isinstance(name, str) or not re.match(CLAIM_NAME, name):
                 raise ValueError(f"{name!r} is not a claim name (letters, digits, _ . : / -)")
-        return {k: [v] if isinstance(v, str) else v for k, v in value.items()}
+        return {k: one_or_many(v) for k, v in value.items()}
 
     @property
     def identified(self) -> bool:
