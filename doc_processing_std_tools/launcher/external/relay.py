@@ -226,7 +226,7 @@ class ToolRelay:
         extra params, root middleware). An external server's JSON-RPC error for a call still
         reaches the client as that error, as on the relayed paths; fastmcp would answer it as
         an ``isError`` text."""
-        if ctx.method != "tools/call":
+        if ctx.method != "tools/call" or not self._external(ctx.params):
             return await call_next(ctx)
         ended: list[ToolError] = []
         noting = ENDED_WITH.set(ended)
@@ -234,7 +234,7 @@ class ToolRelay:
             result = await call_next(ctx)
         finally:
             ENDED_WITH.reset(noting)
-        if ended and self._external(ctx.params):
+        if ended:
             error = _servers_own(ended[-1])
             if error is not None:
                 raise MCPError(error["code"], error["message"], error.get("data"))
