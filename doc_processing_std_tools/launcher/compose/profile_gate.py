@@ -16,7 +16,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ...seams.fastmcp_server import add_server_middleware, low_level_server
 from ..external.fast_path import FastPath
-from ..external.relay import ToolRelay
+from ..external.relay import ToolRelay, relay_of
 from ..transports.session_binding import PROFILE_SCOPE_KEY as SCOPE_KEY
 from .profile_names import (
     NameMap,
@@ -298,9 +298,9 @@ class _ProfiledTargets:
 
 def _profile_fast_path(root: Any, gate: ProfileGate, profile: str) -> None:
     """Over stdio the fast path serves calls before any middleware: give it the profile's names."""
-    for middleware in getattr(low_level_server(root), "middleware", ()):
-        if isinstance(middleware, ToolRelay):
-            middleware.fast = FastPath(_ProfiledTargets(middleware, gate, profile))
+    relay = relay_of(root)
+    if relay is not None:
+        relay.fast = FastPath(_ProfiledTargets(relay, gate, profile))
 
 
 class HttpTables:
@@ -327,7 +327,5 @@ class HttpTables:
 
 def http_tables(root: Any) -> HttpTables | None:
     """:class:`HttpTables` of *root*'s relay; None when it relays nothing."""
-    for middleware in getattr(low_level_server(root), "middleware", ()):
-        if isinstance(middleware, ToolRelay):
-            return HttpTables(root, middleware)
-    return None
+    relay = relay_of(root)
+    return HttpTables(root, relay) if relay is not None else None

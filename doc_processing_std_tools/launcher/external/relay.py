@@ -394,9 +394,15 @@ def _forget_abandoned(request: asyncio.Future[Any]) -> None:
         request.exception()  # (retrieved: an abandoned call's failure is nobody's to report)
 
 
-def fast_path_of(server: FastMCP) -> FastPath | None:
-    """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
+def relay_of(server: FastMCP) -> ToolRelay | None:
+    """*server*'s :class:`ToolRelay`, when it relays any calls."""
     for middleware in getattr(low_level_server(server), "middleware", ()):
         if isinstance(middleware, ToolRelay):
-            return middleware.fast
+            return middleware
     return None
+
+
+def fast_path_of(server: FastMCP) -> FastPath | None:
+    """The fast path of *server*'s relayed calls, when it relays any (see :class:`ToolRelay`)."""
+    relay = relay_of(server)
+    return relay.fast if relay is not None else None
