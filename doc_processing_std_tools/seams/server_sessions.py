@@ -45,10 +45,7 @@ async def send_raw_to_client(
     when given (``ServerSession._request_outbound``), else the connection's
     (``Connection.outbound``). An error answer raises ``MCPError``.
     """
-    channel = session._request_outbound if related_request_id is not None else None
-    if channel is None:
-        channel = session._connection.outbound
-    return await channel.send_raw_request(method, params, None)
+    return await _channel(session, related_request_id).send_raw_request(method, params, None)
 
 
 async def notify_client(
@@ -56,7 +53,11 @@ async def notify_client(
 ) -> None:
     """Send a notification of any method (one the SDK has no type for) to the client of
     *session*, on the channel ``ServerSession.send_notification`` would pick."""
+    await _channel(session, related_request_id).notify(method, params)
+
+
+def _channel(session: Any, related_request_id: Any) -> Any:
+    """The channel the SDK's session sends on: the stream of the request *related_request_id*
+    when given (``ServerSession._request_outbound``), else the connection's."""
     channel = session._request_outbound if related_request_id is not None else None
-    if channel is None:
-        channel = session._connection.outbound
-    await channel.notify(method, params)
+    return channel if channel is not None else session._connection.outbound
