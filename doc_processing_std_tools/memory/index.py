@@ -124,7 +124,6 @@ class EntryIndex(SavedLater):
         self._by_name: dict[str, IndexedEntry] | None = None  # None: not loaded yet
         self._trusted = 0  # how many of them have a sig (those are saved)
         self._listing: tuple[tuple[int, int, int], list[str]] | None = None
-        self._save_pending = False
 
     # -- scanning -------------------------------------------------------------------
 

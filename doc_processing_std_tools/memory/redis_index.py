@@ -51,7 +51,6 @@ class RedisEntryIndex(SavedLater):
         self._entries: dict[str, IndexedEntry] = {}
         self._kept = 0
         self._tried_saved = False
-        self._save_pending = False
 
     @staticmethod
     def _is_entry(name: str) -> bool:
