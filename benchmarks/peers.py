@@ -648,7 +648,7 @@ async def calls_rounds(
 
 
 async def startup_rounds(bench: Bench, samples: Samples, rounds: int) -> None:
-    order = list(PEERS)
+    order = [name for name in PEERS if name not in samples.reasons]
     for _ in range(rounds):
         for name in order:
             await guarded(samples, "first list stdio", name, _first_list(bench, name, False))
@@ -669,7 +669,7 @@ async def hung_round(bench: Bench, samples: Samples) -> None:
     hung = Bench(bench.root, hung=True)
     samples.refuse(f"hung | {SHARED}", SAME_OVER_STDIO)
     for name in PEERS[1:]:
-        if name == SHARED:
+        if name == SHARED or name in samples.reasons:
             continue
         started = stdio_start(name, hung)
         if isinstance(started, str):
@@ -678,17 +678,30 @@ async def hung_round(bench: Bench, samples: Samples) -> None:
         await guarded(samples, "hung", name, first_list_s(started, hung.env, HUNG_CAP_S))
 
 
-async def measure(quick: bool, root: Path) -> Samples:
+PARTS_OF_RUN = ("stdio", "http", "startup", "hung")
+
+
+async def measure(
+    quick: bool, root: Path, only: tuple[str, ...] = PARTS_OF_RUN, peers: tuple[str, ...] = PEERS
+) -> Samples:
+    """The run's *only* parts, for *peers* (a peer left out is noted as such, not measured)."""
     samples = Samples()
     for peer, why in install().items():
         samples.reasons[peer] = why
+    for peer in PEERS:
+        if peer not in peers and peer != "direct":
+            samples.reasons.setdefault(peer, "left out of this run (--peers)")
     precompile_package()
     bench = Bench(root)
     rounds = 3 if quick else 5
-    await calls_rounds(bench, samples, rounds, quick, http=False)
-    await calls_rounds(bench, samples, rounds, quick, http=True)
-    await startup_rounds(bench, samples, 1 if quick else 3)
-    await hung_round(bench, samples)
+    if "stdio" in only:
+        await calls_rounds(bench, samples, rounds, quick, http=False)
+    if "http" in only:
+        await calls_rounds(bench, samples, rounds, quick, http=True)
+    if "startup" in only:
+        await startup_rounds(bench, samples, 1 if quick else 3)
+    if "hung" in only:
+        await hung_round(bench, samples)
     return samples
 
 
@@ -701,10 +714,12 @@ def figure_name(row: str, peer: str) -> str:
 LAST_NOTE: list[str] = []
 
 
-def figures(quick: bool = False) -> dict[str, float]:
+def figures(
+    quick: bool = False, only: tuple[str, ...] = PARTS_OF_RUN, peers: tuple[str, ...] = PEERS
+) -> dict[str, float]:
     """Every row x peer (NaN where a peer did not run the row), plus the ratios that matter."""
     with tempfile.TemporaryDirectory(prefix="dpt-peers-") as tmp:
-        samples = anyio.run(measure, quick, Path(tmp))
+        samples = anyio.run(measure, quick, Path(tmp), only, peers)
     found: dict[str, float] = {}
     for row in ROWS:
         for peer in PEERS:
@@ -757,9 +772,28 @@ def main() -> None:
     parser.add_argument(
         "--report", action="store_true", help="write docs/performance/figures.json and the pages"
     )
+    parser.add_argument(
+        "--only",
+        default=",".join(PARTS_OF_RUN),
+        help=f"comma-separated parts of the run ({', '.join(PARTS_OF_RUN)}); not with --report",
+    )
+    parser.add_argument(
+        "--peers",
+        default=",".join(PEERS),
+        help="comma-separated peers to run (direct always runs); not with --report",
+    )
     args = parser.parse_args()
+    only = tuple(part.strip() for part in args.only.split(",") if part.strip())
+    peers = tuple(peer.strip() for peer in args.peers.split(",") if peer.strip())
+    unknown = [part for part in only if part not in PARTS_OF_RUN] + [
+        peer for peer in peers if peer not in PEERS
+    ]
+    if unknown:
+        parser.error(f"unknown part or peer {unknown[0]!r}: parts {PARTS_OF_RUN}, peers {PEERS}")
+    if args.report and (only != PARTS_OF_RUN or set(peers) != set(PEERS)):
+        parser.error("--report writes the whole table: drop --only and --peers")
     start = time.perf_counter()
-    found = figures(args.quick)
+    found = figures(args.quick, only, peers)
     print(table(found))
     section = Section("peers", "peers (benchmarks/peers.py)", found, note())
     section.seconds = time.perf_counter() - start
