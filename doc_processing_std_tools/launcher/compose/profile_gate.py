@@ -85,7 +85,7 @@ class ProfileGate:
         name = profile or self.default
         if name is None or name not in self.profiles:
             return True
-        mount = next((m for m in self.composition.mounts if m.name == server), None)
+        mount = self.composition.owners().named.get(server)
         if mount is None or not mount.tools:
             return True
         shown = self.names(name).shown

@@ -9,6 +9,7 @@ from typing import Any
 
 from doc_processing_std_tools.launcher.compose.profile_gate import UNKNOWN, ProfileGate
 from doc_processing_std_tools.launcher.compose.profiles import Profile
+from helpers.compositions import Composed
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class _Ctx:
 
 def _gate(profile: Profile) -> ProfileGate:
     mounts = [SimpleNamespace(tools=[SimpleNamespace(name="ns_listed")])]
-    return ProfileGate(SimpleNamespace(mounts=mounts, root=None), {"p": profile}, "p")
+    return ProfileGate(Composed(mounts=mounts, root=None), {"p": profile}, "p")
 
 
 async def _called_as(gate: ProfileGate, name: str) -> str:
