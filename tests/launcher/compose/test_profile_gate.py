@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from doc_processing_std_tools.launcher.compose.profile_gate import UNKNOWN, ProfileGate
+from fastmcp import FastMCP
+
+from doc_processing_std_tools.launcher.compose.profile_gate import UNKNOWN, HttpTables, ProfileGate
 from doc_processing_std_tools.launcher.compose.profiles import Profile
 from helpers.compositions import Composed
 
@@ -50,3 +52,21 @@ async def test_an_unlisted_name_outside_the_profiles_include_reaches_no_server()
     gate = _gate(Profile(name="p", include=("ns_listed",)))
     assert await _called_as(gate, "ns_hidden") == UNKNOWN
     assert await _called_as(gate, "ns_listed") == "ns_listed"
+
+
+def _target(command: str | None, mode: str) -> Any:
+    entry = SimpleNamespace(command=command, session_mode=mode)
+    return SimpleNamespace(supervisor=SimpleNamespace(entry=entry))
+
+
+def test_the_http_fast_path_takes_calls_only_with_a_per_client_command_and_follows_reloads() -> (
+    None
+):
+    relay = SimpleNamespace(targets=lambda: targets)
+    tables = HttpTables(FastMCP("t"), relay)  # type: ignore[arg-type]
+    targets = {"a_x": _target("srv", "shared"), "b_y": _target(None, "per_client")}
+    assert not tables.taking()  # (a shared command, a url: server: nothing it serves)
+    targets = {**targets, "c_z": _target("srv", "per_client")}  # (a reload's new targets)
+    assert tables.taking()
+    targets = {"a_x": _target("srv", "shared")}
+    assert not tables.taking()
