@@ -28,6 +28,7 @@ from starlette.testclient import TestClient
 from doc_processing_std_tools.launcher.calls.pin_gate import PinGate
 from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config.transport import TransportConfig
+from doc_processing_std_tools.launcher.external.client_requests import HttpClient
 from doc_processing_std_tools.launcher.transports.http import build_app
 from helpers import launch
 from helpers.launch import Launched, launcher_command, text_of
@@ -888,7 +889,7 @@ class LookedUp(dict[str, Any]):
     """The HTTP client sessions by id, counting the lookups (the fast path's first step)."""
 
     def __init__(self) -> None:
-        super().__init__(known=object())
+        super().__init__(known=HttpClient(object(), None))
         self.asked = 0
 
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
