@@ -4,14 +4,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from fastmcp import FastMCP
 
-from doc_processing_std_tools.launcher.compose.profile_gate import UNKNOWN, HttpTables, ProfileGate
+from doc_processing_std_tools.launcher.compose import compose
+from doc_processing_std_tools.launcher.compose.profile_gate import (
+    UNKNOWN,
+    HttpTables,
+    ProfileGate,
+    http_tables,
+)
 from doc_processing_std_tools.launcher.compose.profiles import Profile
+from doc_processing_std_tools.launcher.compose.reload import apply
+from doc_processing_std_tools.launcher.config import load_config
 from helpers.compositions import Composed
+from helpers.config_entries import external
 
 
 @dataclass(frozen=True)
@@ -70,3 +81,23 @@ def test_the_http_fast_path_takes_calls_only_with_a_per_client_command_and_follo
     assert tables.taking()
     targets = {"a_x": _target("srv", "shared")}
     assert not tables.taking()
+
+
+@pytest.mark.slow  # (children of its own, two reloads; the stand-in test above is the default's)
+async def test_a_reload_that_adds_a_per_client_command_turns_the_http_fast_path_on(
+    write_config, tmp_path: Path
+) -> None:
+    shared = "servers:\n" + external("ext", tmp_path / "n") + "    sessions: shared\n"
+    config = write_config(shared)
+    composition = await compose(load_config(config))
+    try:
+        tables = http_tables(composition.root)
+        assert tables is not None and not tables.taking()  # (a shared session: nothing to take)
+        config.write_text(shared + external("own", tmp_path / "o"))  # (per_client: the default)
+        await apply(composition)
+        assert tables.taking()
+        config.write_text(shared)
+        await apply(composition)
+        assert not tables.taking()
+    finally:
+        await composition.aclose()
