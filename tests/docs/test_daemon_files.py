@@ -79,18 +79,59 @@ def test_systemd_analyze_would_catch_a_bad_unit(tmp_path: Path) -> None:
     assert "sometimes" in done.stderr
 
 
+def agent_program() -> list[str]:
+    with PLIST.open("rb") as fh:
+        argv = plistlib.load(fh)["ProgramArguments"]
+    assert all(isinstance(arg, str) for arg in argv)
+    return list(argv)
+
+
 def test_the_launchd_plist_parses_and_runs_the_daemon() -> None:
     with PLIST.open("rb") as fh:
         agent = plistlib.load(fh)
     assert agent["Label"] == PLIST.stem
     assert agent["RunAtLoad"] is True
     assert agent["KeepAlive"] == {"SuccessfulExit": False}
-    argv = agent["ProgramArguments"]
-    assert all(isinstance(arg, str) for arg in argv)
+    argv = agent_program()
     assert "~" not in "".join(argv)  # launchd does not expand it
-    assert_serves_http_on_loopback(argv)
+    assert argv[:2] == ["/bin/sh", "-c"]  # (to read the env file first)
+    assert_serves_http_on_loopback(shlex.split(argv[2].rpartition("exec ")[2]))
     if shutil.which("plutil"):  # macOS
         subprocess.run(["plutil", "-lint", str(PLIST)], check=True, timeout=60)
+
+
+@pytest.mark.parametrize("with_env_file", [True, False])
+def test_the_launchd_agent_gets_the_token_the_daemon_page_keeps(
+    tmp_path: Path, with_env_file: bool
+) -> None:
+    """The page's config wants ``${DPT_TOKEN}`` (without it the daemon exits 2 and launchd
+    restarts it for ever); the agent takes it from the env file the page writes, as the unit does.
+    """
+    page = (REPO / "docs" / "daemon.md").read_text(encoding="utf-8")
+    assert "${DPT_TOKEN}" in page and "> ~/.config/dpt-launch/env" in page
+    unit = UNIT.read_text(encoding="utf-8")
+    assert "EnvironmentFile=-%h/.config/dpt-launch/env" in unit
+    home = tmp_path / "home"
+    (home / ".config" / "dpt-launch").mkdir(parents=True)
+    if with_env_file:
+        (home / ".config" / "dpt-launch" / "env").write_text("DPT_TOKEN=s3cret\n", encoding="utf-8")
+    stub = home / ".local" / "bin" / "dpt-launch"  # says what it was given
+    stub.parent.mkdir(parents=True)
+    stub.write_text('#!/bin/sh\necho "token=${DPT_TOKEN:-none} $*"\n', encoding="utf-8")
+    stub.chmod(0o755)
+    argv = [arg.replace("/Users/YOUR_USER", str(home)) for arg in agent_program()]
+    done = subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}
+    )
+    assert done.returncode == 0, done.stderr
+    token = "s3cret" if with_env_file else "none"
+    config = home / ".config" / "dpt-launch" / "tools.yaml"
+    assert done.stdout.split() == [
+        f"token={token}",
+        "--config",
+        str(config),
+        *"--transport http --host 127.0.0.1 --port 8765".split(),
+    ]
 
 
 def test_the_daemon_pages_are_in_the_nav() -> None:
