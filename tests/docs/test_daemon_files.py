@@ -130,7 +130,7 @@ def test_the_launchd_agent_gets_the_token_the_daemon_page_keeps(
         f"token={token}",
         "--config",
         str(config),
-        *"--transport http --host 127.0.0.1 --port 8765".split(),
+        *["--transport", "http", "--host", "127.0.0.1", "--port", "8765"],
     ]
 
 

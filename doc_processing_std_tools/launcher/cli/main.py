@@ -31,45 +31,47 @@ from .status import fail as _fail
 log = logging.getLogger("dpt-launch")
 
 DESCRIPTION = """\
-Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own) into
-one MCP server, as listed in a YAML config, and serve it to an MCP client.
+Mount MCP tool servers (memory-tools, filesystem, popoto-memory, or your own)
+into one MCP server, as listed in a YAML config, and serve it to an MCP client.
 
 Quick start:
-  dpt-launch init tools.yaml                # write a commented starter config
-  dpt-launch --config tools.yaml --check    # validate and list the tools
-  dpt-launch --config tools.yaml            # serve over stdio (what MCP clients run)
+  dpt-launch init tools.yaml              # write a commented starter config
+  dpt-launch --config tools.yaml --check  # validate and list the tools
+  dpt-launch --config tools.yaml          # serve over stdio (clients run this)
 
-Client setup (Claude Code):
-  claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code
-  (every client's entry, with this install's paths: dpt-launch client-config CLIENT)
+Client setup (Claude Code; every client's entry, with this install's paths:
+dpt-launch client-config CLIENT):
+  claude mcp add dpt -- \\
+    dpt-launch --config /abs/path/tools.yaml --profile claude-code
 
-Other verbs (each has --help):
-  dpt-launch init [PATH]                        write a commented starter config
-  dpt-launch tools --config F [--json]          the composed tool table, without serving
-  dpt-launch call --config F TOOL ['{"a": 1}']  call one tool and print the result
-  dpt-launch client-config CLIENT --config F [--write]
-                                                the snippet for claude-code, claude-desktop,
-                                                cursor, vscode, codex or windsurf (--write
-                                                merges it)
-  dpt-launch connect URL [--token-env VAR]      bridge a stdio client to a running daemon
-                                                (client-config CLIENT --url URL prints it)
-  dpt-launch login NAME --config F [--no-browser]
-                                                OAuth login to a url server with auth: oauth
-  dpt-launch login --list --config F            each OAuth server's login state and expiry
-  dpt-launch logout NAME --config F             forget that login
-  dpt-launch memory copy FROM TO [--merge]     copy a memory-tools store (folder path or
-                                                redis://HOST:PORT/DB?namespace=NS), verified
-  dpt-launch pin --config F                     write tools.lock: the definitions served now
-  dpt-launch pins diff --config F               what differs from tools.lock (exit 1 if any)
-  dpt-launch pins approve --config F [SERVER[.NAME]]
-                                                take the served definitions into tools.lock
+Other verbs of dpt-launch (each has --help; F is the config file):
+  init [PATH]                     write a commented starter config
+  tools --config F [--json]       the composed tool table, without serving
+  call --config F TOOL ['{"a": 1}']
+                                  call one tool and print the result
+  client-config CLIENT --config F [--write]
+                                  the snippet for claude-code, claude-desktop,
+                                  cursor, vscode, codex or windsurf (--write
+                                  merges it)
+  connect URL [--token-env VAR]   bridge a stdio client to a running daemon
+                                  (client-config CLIENT --url URL prints it)
+  login NAME --config F [--no-browser]
+                                  OAuth login to a url server with auth: oauth
+  login --list --config F         each OAuth server's login state and expiry
+  logout NAME --config F          forget that login
+  memory copy FROM TO [--merge]   copy a memory-tools store (folder path or
+                                  redis://HOST:PORT/DB?namespace=NS), verified
+  pin --config F                  write tools.lock: the definitions served now
+  pins diff --config F            what differs from tools.lock (exit 1 if any)
+  pins approve --config F [SERVER[.NAME]]
+                                  take the served definitions into tools.lock
 """
 
 EPILOG = """\
-Exit status: 0 clean stop, 1 a server failed to start, 2 bad config or arguments.
-Environment: DPTTOOLS_CONFIG (default for --config), DPTTOOLS_MEMORY_DIR, DPTTOOLS_FS_ROOTS,
-DPTTOOLS_EVENT_LOOP (asyncio: serve on asyncio's own loop instead of uvloop's).
-Config reference: docs/launcher.md.
+Exit status: 0 clean stop, 1 a server failed to start, 2 bad config/arguments.
+Environment: DPTTOOLS_CONFIG (default for --config), DPTTOOLS_MEMORY_DIR,
+DPTTOOLS_FS_ROOTS, DPTTOOLS_EVENT_LOOP (asyncio: serve on asyncio's own loop
+instead of uvloop's). Config reference: docs/launcher.md.
 """
 
 

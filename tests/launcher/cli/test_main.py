@@ -55,13 +55,24 @@ def test_version_and_help(capsys) -> None:
     assert "--config" in help_text
     assert "--check" in help_text
     assert "Exit status" in help_text
+    flat = " ".join(help_text.replace("\\\n", " ").split())  # (a shell line continued)
     assert (
         "claude mcp add dpt -- dpt-launch --config /abs/path/tools.yaml --profile claude-code"
-        in (help_text)
+        in flat
     )
-    flat = " ".join(help_text.split())
     for client in CLIENTS:  # every client client-config knows is named
         assert re.search(rf"\b{client}\b", flat), client
+
+
+def test_help_fits_an_80_column_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line past 80 columns wraps in the terminal and breaks the verb table's columns."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    wide = [line for line in capsys.readouterr().out.splitlines() if len(line) > 79]
+    assert not wide, wide
 
 
 def test_import_is_cheap() -> None:
