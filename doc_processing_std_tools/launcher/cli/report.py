@@ -108,7 +108,25 @@ def print_check(
     counts = (
         f"{plural(composition.tool_count, 'tool')} from {plural(len(composition.mounts), 'server')}"
     )
-    if any(level == "FAIL" for _, level, _ in findings):
-        console.print(f"[red]FAIL[/red]: {counts}; a server above cannot work as configured.")
+    failed = [name for name, level, _ in findings if level == "FAIL"]
+    if failed:
+        console.print(
+            f"[red]FAIL[/red]: {counts}; {_what_failed(failed)} cannot work as configured."
+        )
     else:
         console.print(f"OK: {counts}, no name collisions.")
+
+
+def _what_failed(names: list[str]) -> str:
+    """The summary names what the FAIL lines are about (a misspelt ``--profile`` is no server's fault)."""
+    kinds = dict.fromkeys(
+        "a profile above"
+        if name.startswith("profiles.")
+        else "the fleet lock above"
+        if name == "lock"
+        else "a tool name above"
+        if not name
+        else "a server above"
+        for name in names
+    )
+    return " and ".join(kinds)

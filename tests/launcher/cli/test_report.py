@@ -36,3 +36,14 @@ def test_check_into_a_pipe_keeps_its_wide_lines(
     status, out, err = run_main(["--config", str(config), "--check"], capsys)
     assert status == 0, err
     assert max(len(line) for line in out.splitlines()) == 120
+
+
+def test_check_blames_the_profile_not_a_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tools.yaml"
+    config.write_text(f"servers:\n  memory-tools:\n    settings: {{memory_dir: '{tmp_path}'}}\n")
+    status, out, err = run_main(["--config", str(config), "--check", "--profile", "cursr"], capsys)
+    assert status == 1, err
+    assert "no profile 'cursr'" in out
+    assert out.splitlines()[-1].endswith("a profile above cannot work as configured."), out
