@@ -41,6 +41,26 @@ def import_popoto() -> None:
     import popoto.integrations.service  # noqa: F401
 
 
+# popoto warns on every search that shares no word with any memory ("collected no query
+# signal ... see the recipe reindex caveat"): an ordinary empty result, which memory_search
+# answers by itself, logged in every client's server log with advice about popoto's internals.
+NO_HIT_LOGGER = "POPOTO.ContextAssembler"
+NO_HIT_MESSAGE = "%s retrieval for %s collected no query signal"
+
+
+class NoHitIsNoWarning(logging.Filter):
+    """popoto's no-hit warning, shown only when its logger is set to DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(NO_HIT_MESSAGE):
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+_NO_HIT_FILTER = NoHitIsNoWarning()
+logging.getLogger(NO_HIT_LOGGER).addFilter(_NO_HIT_FILTER)
+
+
 _ACTIVE: Runtime | None = None
 
 

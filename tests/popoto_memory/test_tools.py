@@ -3,6 +3,7 @@ on a real redis-server through fastmcp's in-memory client."""
 
 from __future__ import annotations
 
+import logging
 import re
 import subprocess
 import sys
@@ -125,6 +126,22 @@ def test_settings_refuse_unknown_keys():
 
 
 # -- end to end on a real redis-server -----------------------------------------
+
+
+@needs_redis_server
+async def test_a_search_without_hits_logs_no_warning(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """popoto's own no-hit warning (advice on its internals) stays out of the client's server log."""
+    err, _ = await call(client, "memory_save", {"content": "Deploys are blue-green via Argo."})
+    assert not err
+    with caplog.at_level(logging.INFO):
+        err, text = await call(client, "memory_search", {"query": "zebra quantum"})
+    assert not err, text
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    with caplog.at_level(logging.DEBUG, logger="POPOTO.ContextAssembler"):
+        await call(client, "memory_search", {"query": "zebra quantum"})
+    assert "collected no query signal" in caplog.text  # still there when asked for
 
 
 @needs_redis_server
