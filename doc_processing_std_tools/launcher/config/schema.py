@@ -238,6 +238,9 @@ class ServerEntry(StrictModel):
 
 
 PROFILE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]{0,39}$"  # one URL path segment: /mcp/NAME
+# The built-in profiles' names (their fields: compose/profiles.py's BUILTIN), served like the
+# config's own, so an access: rule may name them.
+BUILTIN_PROFILE_NAMES = ("claude-code", "claude-desktop", "cursor", "vscode", "codex", "windsurf")
 
 
 class ProfileConfig(StrictModel):
@@ -342,13 +345,15 @@ class LauncherConfig(StrictModel):
     def _access_names(self) -> LauncherConfig:
         """A server or profile an ``access:`` rule names without a glob must exist: a misspelt
         name would allow nothing, silently."""
+        profiles = list(dict.fromkeys([*BUILTIN_PROFILE_NAMES, *self.profiles]))
         for i, rule in enumerate(self.access or ()):
-            for key, known in (("servers", self.servers), ("profiles", self.profiles)):
+            for key, known in (("servers", list(self.servers)), ("profiles", profiles)):
                 for name in getattr(rule, key):
                     if not any(c in name for c in "*?[") and name not in known:
+                        where = "the config's servers" if key == "servers" else "known profiles"
                         raise ValueError(
-                            f"access[{i}].{key}: no {key[:-1]} {name[:100]!r} in the config's "
-                            f"{key} ({', '.join(sorted(known)) or 'none'})"
+                            f"access[{i}].{key}: no {key[:-1]} {name[:100]!r} in {where} "
+                            f"({', '.join(known) or 'none'})"
                         )
         return self
 

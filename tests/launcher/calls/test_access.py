@@ -127,6 +127,17 @@ def test_the_config_forms_and_errors_name_the_key(tmp_path: Path) -> None:
             load_config(write(tmp_path, bad + servers))
 
 
+def test_a_rule_may_name_a_built_in_profile(tmp_path: Path) -> None:
+    """/mcp/cursor is served without a profiles: entry, so a rule may name it."""
+    servers = "servers:\n  memory-tools: {}\n"
+    loaded = load_config(write(tmp_path, "access:\n  - {profiles: [cursor, codex]}\n" + servers))
+    assert loaded.config.access[0].profiles == ["cursor", "codex"]  # type: ignore[index]
+    with pytest.raises(
+        ConfigError, match=re.escape("no profile 'cursr' in known profiles (claude")
+    ):
+        load_config(write(tmp_path, "access:\n  - {profiles: cursr}\n" + servers))
+
+
 class Sink:
     def __init__(self) -> None:
         self.lines: list[bytes] = []

@@ -22,13 +22,14 @@ from doc_processing_std_tools.launcher.compose.profile_names import (
     short_description,
 )
 from doc_processing_std_tools.launcher.compose.profiles import (
+    BUILTIN,
     CALL_TOOL,
     SEARCH_TOOL,
     Profile,
     ProfileError,
     resolve,
 )
-from doc_processing_std_tools.launcher.config.schema import LauncherConfig
+from doc_processing_std_tools.launcher.config.schema import BUILTIN_PROFILE_NAMES, LauncherConfig
 from helpers.paths import SERVERS, python_path
 from helpers.waiting import until
 
@@ -73,6 +74,11 @@ def _config() -> dict[str, Any]:
 
 
 # -- names, without a launcher -----------------------------------------------------------
+
+
+def test_the_config_knows_the_built_in_profiles_by_name() -> None:
+    """The config's check of access: rules names them without importing compose/."""
+    assert tuple(BUILTIN) == BUILTIN_PROFILE_NAMES
 
 
 def test_long_names_are_shortened_readably_the_same_way_every_time() -> None:
