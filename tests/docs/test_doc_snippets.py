@@ -35,7 +35,7 @@ from doc_processing_std_tools.launcher.cli import (
     tool_verbs,
 )
 from doc_processing_std_tools.launcher.compose.building import resolve_sources
-from doc_processing_std_tools.launcher.config.schema import load_config
+from doc_processing_std_tools.launcher.config.schema import LauncherConfig, load_config
 from helpers.paths import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -133,6 +133,51 @@ def test_config_snippet_loads(block: Block, tmp_path: Path) -> None:
             spec.validate_settings(with_roots_made(entry.settings, tmp_path), loaded.base_dir)
     # only an optional extra (popoto) may be missing here, never a misspelt server
     assert {name for name, _why in skipped} <= {"popoto-memory", "popoto"}, skipped
+
+
+# -- fragments: a part of a config, shown alone ------------------------------------------------
+
+FRAGMENT_BASE = "servers:\n  memory: {server: memory-tools}\n  filesystem: {}\n"
+NOT_LAUNCHER_YAML = {"scrape_configs"}  # a Prometheus job (docs/scaling.md)
+
+
+def fragment_config(block: Block) -> str | None:
+    """The fragment as a whole config: its top-level keys beside two servers, or its
+    ``servers:`` entries alone; None for YAML that is not a launcher config's."""
+    data = yaml.safe_load(block.text)
+    assert isinstance(data, dict), f"{block.where}: a YAML block that is not a mapping"
+    if set(data) <= NOT_LAUNCHER_YAML:
+        return None
+    if set(data) <= set(LauncherConfig.model_fields):
+        return block.text + FRAGMENT_BASE
+    return "servers:\n" + "".join(f"  {line}\n" for line in block.text.splitlines())
+
+
+FRAGMENTS = [
+    block
+    for block in ALL_BLOCKS
+    if block.language == "yaml" and not block.partial and not is_launcher_config(block)
+]
+
+
+def test_the_pages_have_fragments() -> None:
+    assert len(FRAGMENTS) >= 10, [block.where for block in FRAGMENTS]
+
+
+@pytest.mark.parametrize("block", FRAGMENTS, ids=lambda b: b.where)
+def test_config_fragment_loads(block: Block, tmp_path: Path) -> None:
+    """A fragment (``access:``, ``profiles:``, a server's entry, ...) loads into a config."""
+    text = fragment_config(block)
+    if text is None:
+        return
+    file = tmp_path / "tools.yaml"
+    file.write_text(text, encoding="utf-8")
+    environ = {name: example_value(name, tmp_path) for name in ENV_VAR.findall(text)}
+    loaded = load_config(file, environ)
+    found, _skipped = resolve_sources(loaded)
+    for _name, entry, spec in found:
+        if spec is not None:
+            spec.validate_settings(with_roots_made(entry.settings, tmp_path), loaded.base_dir)
 
 
 # -- commands --------------------------------------------------------------------------------
