@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import shlex
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,11 @@ from doc_processing_std_tools.launcher.cli import (
     tool_verbs,
 )
 from doc_processing_std_tools.launcher.compose.building import resolve_sources
-from doc_processing_std_tools.launcher.config.schema import LauncherConfig, load_config
+from doc_processing_std_tools.launcher.config.schema import (
+    BUILTIN_PROFILE_NAMES,
+    LauncherConfig,
+    load_config,
+)
 from helpers.paths import REPO
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -270,6 +275,43 @@ def test_command_parses(block: Block, argv: list[str], capsys: pytest.CaptureFix
     except SystemExit as exc:
         if exc.code not in (0, None):  # (--help, --version)
             pytest.fail(f"{block.where}: dpt-launch {shlex.join(argv)}: {capsys.readouterr().err}")
+
+
+def client_entries(block: Block) -> Iterator[list[str]]:
+    """The ``dpt-launch`` argv of each server entry of a client's JSON or TOML config."""
+    if block.language == "json":
+        data = json.loads(block.text)
+        tables = [data.get("mcpServers"), data.get("servers")] if isinstance(data, dict) else []
+    elif block.language == "toml":
+        tables = [tomllib.loads(block.text).get("mcp_servers")]
+    else:
+        return
+    for table in tables:
+        for entry in (table or {}).values():
+            command = entry.get("command", "") if isinstance(entry, dict) else ""
+            if command == "dpt-launch" or command.endswith("/dpt-launch"):
+                yield list(entry.get("args", []))
+
+
+CLIENT_ENTRIES = [(block, argv) for block in ALL_BLOCKS for argv in client_entries(block)]
+
+
+def test_the_pages_have_client_entries() -> None:
+    assert len(CLIENT_ENTRIES) >= 6, [block.where for block, _ in CLIENT_ENTRIES]
+
+
+@pytest.mark.parametrize(
+    ("block", "argv"),
+    CLIENT_ENTRIES,
+    ids=[f"{block.where}:{shlex.join(argv)[:60]}" for block, argv in CLIENT_ENTRIES],
+)
+def test_client_entry_parses(
+    block: Block, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client's JSON/TOML entry runs a command line dpt-launch takes, with a known profile."""
+    test_command_parses(block, argv, capsys)
+    if "--profile" in argv:
+        assert argv[argv.index("--profile") + 1] in BUILTIN_PROFILE_NAMES, block.where
 
 
 def test_yaml_blocks_are_yaml() -> None:
