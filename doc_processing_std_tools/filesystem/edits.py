@@ -39,7 +39,12 @@ def apply_edit(text: str, old: str, new: str, *, crlf: bool = False) -> str:
     haystack = "\n" + "\n".join(line.strip() for line in lines) + "\n"
     found = haystack.find(wanted)
     if found < 0:
-        raise FileSystemError(f"Could not find exact match for edit:\n{quote(old)}")
+        # (one line: the reference server puts oldText on a line of its own)
+        raise FileSystemError(
+            f"Could not find exact match for edit: oldText {quote(old)!r} is not in the file, "
+            "nor a run of lines equal to it apart from indentation; read the file and copy "
+            "oldText from it"
+        )
     i = haystack.count("\n", 0, found)  # the line the match starts on
     base = _indent(lines[i])
     new_lines = new.strip("\n").split("\n")

@@ -476,7 +476,12 @@ async def test_edit_file_failing_edit_changes_nothing(
         path="code.py",
         edits=[{"oldText": "a = 1", "newText": "a = 5"}, {"oldText": "zzz", "newText": "q"}],
     )
-    assert "Could not find exact match" in message and "zzz" in message
+    assert "Could not find exact match" in message and "'zzz'" in message
+    assert "\n" not in message  # one line
+    message = await fails(
+        client, "edit_file", path="code.py", edits=[{"oldText": "x = 1\ny = 2", "newText": "q"}]
+    )
+    assert "'x = 1\\ny = 2'" in message and "\n" not in message
     assert target.read_text() == "a = 1\nb = 2\n"
     assert "empty" in await fails(
         client, "edit_file", path="code.py", edits=[{"oldText": "", "newText": "x"}]
