@@ -123,7 +123,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "HTTP every profile is also served at <path>/NAME",
     )
     parser.add_argument("--version", action="version", version=f"dpt-launch {__version__}")
-    return parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(
+            f"unrecognized arguments: {' '.join(unknown)}{_closest_option(parser, unknown)}"
+        )
+    return args
+
+
+def _closest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
+    """``; did you mean '--config'?`` for a mistyped option (argparse suggests none before 3.14)."""
+    options = ["--" + dest.replace("_", "-") for dest in vars(parser.parse_args([]))]
+    for word in unknown:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.partition("=")[0], options, n=1, cutoff=0.6)
+            if close:
+                return f"; did you mean {close[0]!r}?"
+    return ""
 
 
 VERBS = (

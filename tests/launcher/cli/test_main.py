@@ -587,6 +587,20 @@ def test_a_mistyped_verb_gets_the_closest_one(capsys) -> None:
     assert status == 2 and "the verbs are tools, call" in err
 
 
+def test_a_mistyped_option_gets_the_closest_one(capsys) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--confg", "x.yaml", "--check"])
+    assert exit_info.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("unrecognized arguments: --confg x.yaml; did you mean '--config'?")
+    )
+    with pytest.raises(SystemExit):
+        main(["--zzz"])
+    assert capsys.readouterr().err.strip().endswith("unrecognized arguments: --zzz")
+
+
 def test_a_missing_config_is_worded_one_way_by_every_verb(tmp_path: Path, capsys) -> None:
     absent = str(tmp_path / "absent.yaml")
     said = set()
