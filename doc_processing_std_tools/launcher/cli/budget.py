@@ -27,6 +27,7 @@ from ..compose.profile_names import (
     shown_tool,
 )
 from ..compose.profiles import resolve
+from .status import table_width
 
 CHARS_PER_TOKEN = 4
 
@@ -143,7 +144,7 @@ def budget(composition: Any, profile_name: str | None) -> dict[str, Any]:
 
 def print_budget(report: dict[str, Any]) -> None:
     """The report for a person: one table per server's tools, then the totals and the profile."""
-    console = Console(highlight=False, width=max(110, Console().width))
+    console = Console(highlight=False, width=table_width())
     profiled = "profile" in report
     table = Table(title="Tool definitions (estimated tokens)", title_justify="left")
     for column in ("server", "tool", "tokens", *(("shown as", "listed") if profiled else ())):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 
 from rich.console import Console
 from rich.markup import escape
@@ -14,6 +12,7 @@ from ..calls.pins import shown
 from ..compose.composition import Composition
 from ..config.schema import LoadedConfig
 from ..config.transport import TransportConfig
+from .status import table_width
 
 
 def _hints(tool: object) -> str:
@@ -36,13 +35,6 @@ def _summary(description: str | None) -> str:
     return re.split(r"(?<=\.)\s", text, maxsplit=1)[0]
 
 
-def _width() -> int | None:
-    """The terminal's width (or ``$COLUMNS``); 120 into a pipe or a file, where nothing wraps."""
-    if sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit():
-        return None
-    return 120
-
-
 def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
@@ -54,7 +46,7 @@ def print_check(
     findings: list[tuple[str, str, str]],
 ) -> None:
     """The tables, then one line per finding, then ``OK`` only when every server will serve."""
-    console = Console(highlight=False, width=_width())
+    console = Console(highlight=False, width=table_width())
     where = (
         "stdio"
         if transport.type == "stdio"

@@ -28,7 +28,7 @@ from ..compose.profile_names import plain_names, plain_problems
 from ..compose.profiles import ProfileError, resolve
 from ..config.schema import ConfigError, LoadedConfig, ServerEntry, load_config
 from .budget import budget, print_budget
-from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, table_width
 from .status import fail as _fail
 from .tool_help import example_arguments, parameter_rows
 
@@ -193,7 +193,7 @@ async def tools(args: argparse.Namespace) -> int:
                 "yes" if row["destructive"] else "",
                 escape(row["description"].split(". ")[0]),
             )
-        Console(highlight=False, width=max(120, Console().width)).print(table)
+        Console(highlight=False, width=table_width()).print(table)
         # (nothing to list because no server serves: a failure, with its reasons said above)
         return EXIT_FAILURE if not rows and composition.not_serving() else EXIT_OK
     finally:
@@ -222,7 +222,7 @@ async def _budget(args: argparse.Namespace) -> int:
 
 def _print_tool(row: dict[str, Any], config: Path) -> None:
     """One tool for a person: what it does, its parameters, its hints, a call to copy."""
-    console = Console(highlight=False, width=max(100, Console().width))
+    console = Console(highlight=False, width=table_width())
     own = f", its own name {escape(row['own_name'])}" if row["own_name"] != row["name"] else ""
     console.print(f"[bold]{escape(row['name'])}[/bold] (server {escape(row['server'])}{own})\n")
     console.print(escape(row["description"]) or "(no description)", "\n")

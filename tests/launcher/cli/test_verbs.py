@@ -109,6 +109,22 @@ def test_tools_json_carries_each_tool_s_schemas_and_every_example_fits_them(
         jsonschema.Draft202012Validator(row["inputSchema"]).validate(arguments)
 
 
+def test_tools_tables_fit_an_80_column_terminal(tmp_path: Path) -> None:
+    """As --check's do: a table wider than the terminal wraps line by line and falls apart."""
+    config = write_memory_config(tmp_path)
+    for argv in ([], ["memory_insert"], ["--budget", "cursor"]):
+        shown = run(
+            "tools", "--config", str(config), *argv, cwd=tmp_path, env={"COLUMNS": "80"}, here=True
+        )
+        assert shown.returncode == 0, shown.stderr
+        wide = [
+            line
+            for line in shown.stdout.splitlines()
+            if len(line) > 80 and not line.strip().startswith("dpt-launch call")  # (to copy whole)
+        ]
+        assert not wide, (argv, wide)
+
+
 def test_tools_name_shows_one_tool_with_an_example_call(tmp_path: Path) -> None:
     import shlex
 
