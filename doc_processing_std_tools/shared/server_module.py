@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -109,6 +110,8 @@ def main(name: str, build: Callable[[], FastMCP], argv: Sequence[str] | None = N
     if args and args[0] in ("-h", "--help"):
         print(f"usage: serves the {name} MCP server over stdio (settings from the environment)")
         raise SystemExit(0)
+    # (before build() imports fastmcp, which reads it: its INFO banner line is no news)
+    os.environ.setdefault("FASTMCP_LOG_LEVEL", "WARNING")
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     quiet_tool_call_logs()
     try:
@@ -123,7 +126,8 @@ def _first_line(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         error = exc.errors(include_url=False)[0]
         where = ".".join(str(part) for part in error["loc"])
-        return f"{where}: {error['msg']}" if where else error["msg"]
+        message = error["msg"].removeprefix("Value error, ")  # (pydantic's, for a ValueError)
+        return f"{where}: {message}" if where else message
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
@@ -169,6 +173,24 @@ class ServerModule:
         return server
 
     def main(self, argv: Sequence[str] | None = None) -> None:
-        """``dpt-<server>`` / ``python -m``: serve over stdio (see :func:`main`)."""
+        """``dpt-<server>`` / ``python -m``: serve over stdio (see :func:`main`). An option (or,
+        for a server that takes no arguments, any argument) is refused: served anyway, or taken
+        for a root, it would hide the mistake."""
         args = list(sys.argv[1:] if argv is None else argv)
+        given = [arg for arg in args if arg not in ("-h", "--help")]
+        wrong = [arg for arg in given if arg.startswith("-")] or (
+            given if self.settings_from_args is None else []
+        )
+        if wrong and not (args and args[0] in ("-h", "--help")):
+            said = (
+                f"it takes no arguments (given: {' '.join(wrong)[:200]})"
+                if self.settings_from_args is None
+                else f"unknown option {wrong[0][:100]!r}"
+            )
+            print(
+                f"{self.spec.name}: {said}; its settings come from the environment "
+                f"(docs/servers/{self.spec.name}.md)",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
         main(self.spec.name, lambda: self.standalone_server(args), args)

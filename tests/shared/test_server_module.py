@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
 from collections.abc import Iterator
 
 import pytest
 from fastmcp import FastMCP
-from pydantic import BaseModel
+from pydantic import BaseModel, field_validator
 
 from doc_processing_std_tools.servers import ServerSpec
 from doc_processing_std_tools.shared import server_module as wiring
@@ -91,3 +92,52 @@ def test_main_help_exits_0_and_a_bad_setting_is_one_line_exit_2(
     assert exited.value.code == 2
     error = capsys.readouterr().err
     assert error.startswith("demo: greeting: ") and error.count("\n") == 1
+
+
+def test_main_refuses_what_it_would_otherwise_serve_past(
+    package: types.ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option (a typo of the user's) was taken for a root, or ignored by a server that
+    takes no arguments, which then served anyway."""
+    takes_args = standard(package)
+    takes_none = wiring.ServerModule(
+        package.__name__, "demo", export="demo_server", follow_client_roots=False
+    )
+    for made, argv, said in (
+        (takes_args, ["--bogus", "hi"], "demo: unknown option '--bogus'; "),
+        (takes_none, ["hi"], "demo: it takes no arguments (given: hi); "),
+        (takes_none, ["--root", "/x"], "demo: it takes no arguments (given: --root); "),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            made.main(argv)
+        assert exited.value.code == 2
+        error = capsys.readouterr().err
+        assert error.startswith(said) and error.count("\n") == 1, error
+        assert "docs/servers/demo.md" in error
+
+
+class RootsSettings(BaseModel):
+    root: str
+
+    @field_validator("root")
+    @classmethod
+    def _exists(cls, value: str) -> str:
+        raise ValueError(f"root {value!r} does not exist")
+
+
+def test_main_says_a_settings_error_without_pydantic_s_wording(
+    package: types.ModuleType, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str | None] = []
+    monkeypatch.delenv("FASTMCP_LOG_LEVEL", raising=False)
+
+    def build() -> FastMCP:
+        seen.append(os.environ.get("FASTMCP_LOG_LEVEL"))  # (fastmcp reads it when imported)
+        RootsSettings(root="/nonexistent")
+        raise AssertionError("unreachable")
+
+    with pytest.raises(SystemExit) as exited:
+        wiring.main("demo", build, [])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err == "demo: root: root '/nonexistent' does not exist\n"
+    assert seen == ["WARNING"]  # not fastmcp's INFO line for every start
