@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from ...shared.install_hint import install_extra
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
@@ -19,7 +20,7 @@ transport: stdio            # or: {{type: http, host: 127.0.0.1, port: 8765, pat
 servers:
   memory:
     server: memory-tools    # memory as plain files; see docs/servers/memory-tools.md
-    settings: {{}}          # memory_dir: unset = ./agent_memory in the project the client
+    settings: {{}}            # memory_dir: unset = ./agent_memory in the project the client
                             # runs in, else a per-user folder; a path set here is relative to this file
 
   filesystem:
@@ -27,7 +28,7 @@ servers:
       # roots: the client's workspace roots when it sends them; set them here to pin them.
       read_only: false
 
-  # popoto-memory:          # needs: pip install 'doc-processing-std-tools[popoto]'
+  # popoto-memory:          # needs: {install_popoto}
   #   settings: {{backend: embedded}}
 
   # github:                 # any MCP server you already use, by command...
@@ -47,7 +48,9 @@ def init(args: argparse.Namespace) -> int:
         return _fail(f"{path} exists; pick another path or edit it", EXIT_USAGE)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(STARTER.format(path=path), encoding="utf-8")
+        path.write_text(
+            STARTER.format(path=path, install_popoto=install_extra("popoto")), encoding="utf-8"
+        )
     except OSError as exc:
         return _fail(f"cannot write {path}: {exc.strerror or exc}", EXIT_FAILURE)
     print(f"wrote {path}; check it with: dpt-launch --config {path} --check", file=sys.stderr)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from doc_processing_std_tools.shared.install_hint import install_extra
 from helpers.launch import launcher_command
 from helpers.paths import SERVERS
 
@@ -349,6 +350,19 @@ def test_init_says_where_memory_goes_and_a_missing_config_points_to_init(tmp_pat
     assert "dpt-launch init" in missing.stderr and "configs/tools.yaml" not in missing.stderr
     served = run("--config", "absent.yaml", "--check", cwd=tmp_path)
     assert served.returncode == 2 and "dpt-launch init" in served.stderr
+
+
+def test_init_names_this_install_s_pip_and_lines_up_its_comments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # (install_extra names pip relative to a clone it runs in)
+    made = run("init", "tools.yaml", cwd=tmp_path, here=True)
+    assert made.returncode == 0, made.stderr
+    lines = (tmp_path / "tools.yaml").read_text().splitlines()
+    popoto = next(line for line in lines if line.startswith("  # popoto-memory:"))
+    assert popoto.endswith(f"# needs: {install_extra('popoto')}")  # (where dpt-launch runs)
+    at = next(i for i, line in enumerate(lines) if "# memory_dir:" in line)
+    assert lines[at].index("#") == lines[at + 1].index("#")  # a comment and its continuation
 
 
 def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
