@@ -286,8 +286,9 @@ async def _verb(capsys: Any, verb: str, *argv: str) -> tuple[int, str]:
 
 
 async def test_the_budget_names_the_limits_a_profile_meets_and_what_it_does(
-    write_config, capsys
+    write_config, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # (the tables fit the terminal: a wide one, whole names)
     config = write_config(CONFIG.format(many=IN_PROCESS))
     status, out = await _verb(
         capsys, "tools", "--config", str(config), "--budget", "small", "--json"
