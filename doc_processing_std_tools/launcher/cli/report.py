@@ -93,9 +93,8 @@ def print_check(
     console.print(tools)
     for name, level, text in findings:
         style = "red" if level == "FAIL" else "yellow"
-        where = (
-            "" if not name or name.startswith("profiles.") else f"servers.{escape(name)}: "
-        )  # (text names it)
+        # (a finding that is no server's, the fleet lock's or a profile's, names itself)
+        where = f"servers.{escape(name)}: " if name in loaded.config.servers else ""
         console.print(f"[{style}]{level}[/{style}] {where}{escape(text)}")
     counts = (
         f"{plural(composition.tool_count, 'tool')} from {plural(len(composition.mounts), 'server')}"
@@ -103,22 +102,22 @@ def print_check(
     failed = [name for name, level, _ in findings if level == "FAIL"]
     if failed:
         console.print(
-            f"[red]FAIL[/red]: {counts}; {_what_failed(failed)} cannot work as configured."
+            f"[red]FAIL[/red]: {counts}; {_what_failed(failed, loaded)} cannot work as configured."
         )
     else:
         console.print(f"OK: {counts}, no name collisions.")
 
 
-def _what_failed(names: list[str]) -> str:
+def _what_failed(names: list[str], loaded: LoadedConfig) -> str:
     """The summary names what the FAIL lines are about (a misspelt ``--profile`` is no server's fault)."""
     kinds = dict.fromkeys(
-        "a profile above"
+        "a server above"
+        if name in loaded.config.servers
+        else "a profile above"
         if name.startswith("profiles.")
         else "the fleet lock above"
         if name == "lock"
         else "a tool name above"
-        if not name
-        else "a server above"
         for name in names
     )
     return " and ".join(kinds)

@@ -47,3 +47,19 @@ def test_check_blames_the_profile_not_a_server(
     assert status == 1, err
     assert "no profile 'cursr'" in out
     assert out.splitlines()[-1].endswith("a profile above cannot work as configured."), out
+
+
+def test_check_does_not_file_the_fleet_lock_under_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        'lock: {url: "redis://127.0.0.1:1/0", name: t}\n'  # (nothing listens on port 1)
+        f"servers:\n  memory-tools:\n    settings: {{memory_dir: '{tmp_path}'}}\n"
+    )
+    status, out, err = run_main(["--config", str(config), "--check"], capsys)
+    assert status == 1, err
+    flat = " ".join(out.split())
+    assert "FAIL the fleet lock's Redis at redis://127.0.0.1:1/0 (lock.url)" in flat, out
+    assert "servers.lock" not in flat
+    assert flat.endswith("the fleet lock above cannot work as configured."), out
