@@ -268,7 +268,7 @@ def test_check_fails_when_the_lock_redis_cannot_be_used(tmp_path: Path, capsys) 
     assert main(["--config", str(config), "--check"]) == 1
     assert locking.fleet_lock_in_use() is None  # put away with the composition
     out = " ".join(capsys.readouterr().out.split())
-    assert "FAIL servers.lock: the fleet lock's Redis at redis://***@127.0.0.1" in out
+    assert "FAIL the fleet lock's Redis at redis://***@127.0.0.1" in out  # (not under servers.)
     assert "hunter2" not in out
 
 
