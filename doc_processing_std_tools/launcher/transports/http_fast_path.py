@@ -55,7 +55,7 @@ from ...seams.server_sessions import initialize_accepted
 from ..external.fast_path import answered, cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import HANDSHAKE_ERA
-from .asgi import SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
+from .asgi import REPLY_KEY, SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
 from .session_binding import PROFILE_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -263,7 +263,7 @@ class _Events:
     """
 
     def __init__(self, transport: Any, stream: Any) -> None:
-        self.transport, self.stream, self.done = transport, stream, False
+        self.transport, self.stream, self.done, self.first = transport, stream, False, True
 
     def __aiter__(self) -> _Events:
         return self
@@ -276,9 +276,12 @@ class _Events:
                 break
             if isinstance(item, bytes):  # the reply
                 self.done = True
+                if self.first:  # (PostReply sends it as it is: no SSE event of it)
+                    return {REPLY_KEY: item}
                 return {"event": "message", "data": item.decode()}
             event = event_data(self.transport, item)
             if event is not None:
+                self.first = False
                 return event
         raise StopAsyncIteration
 
