@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mutab
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from sse_starlette import EventSourceResponse
 
 from .identity import caller_name
@@ -74,13 +75,17 @@ class PostReply:
     """
 
     def __init__(
-        self, content: Any, sender: Callable[[], Coroutine[Any, Any, None]], headers: dict[str, str]
+        self,
+        content: Any,
+        sender: Callable[[], Coroutine[Any, Any, None]] | None,
+        headers: dict[str, str],
     ) -> None:
         self.content, self.sender, self.headers = content, sender, headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         replied = False
         held: list[dict[str, Any]] = []  # events read before the first message (priming)
+        assert self.sender is not None  # (without one: answer)
         async with anyio.create_task_group() as group:
             group.start_soon(self.sender)
 
@@ -88,47 +93,79 @@ class PostReply:
                 if not replied:  # the client left: stop the call's writer, as sse-starlette does
                     group.cancel_scope.cancel()
 
-            lost: set[Callable[[], None]] | None = scope.get(LOST_SCOPE_KEY)
-            listening = anyio.CancelScope()
-            if lost is not None:
-                lost.add(left)
-            else:  # (no protocol of ours under this app: a task learns of it from receive)
-                group.start_soon(_until_disconnect, receive, listening, left)
+            stop = tell_when_left(scope, receive, group, left)
             try:
-                async for event in self.content:
-                    held.append(event)
-                    data = event.get(REPLY_KEY)
-                    if data is None:
-                        if not event.get("data"):
-                            continue  # a priming event: nothing for the client yet
-                        data = event["data"].encode()
-                        if not _is_reply(data):
-                            break
+                reply = await self._first_reply(held)
+                if reply is not None:
                     replied = True
-                    listening.cancel()
-                    await self._json(send, data)
+                    stop()
+                    await send_json(send, reply, self.headers)
                     return  # the writer ends by itself after the reply
             finally:
-                if lost is not None:
-                    lost.discard(left)
-                listening.cancel()
-            await EventSourceResponse(content=_chained(held, self.content), headers=self.headers)(
-                scope, receive, send
-            )
+                stop()
+            await self._stream(held, scope, receive, send)
             group.cancel_scope.cancel()  # as sse-starlette ends its writer with the stream
 
-    async def _json(self, send: Send, data: bytes) -> None:
-        headers = [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in self.headers.items()
-            if name.lower() not in _SSE_ONLY_HEADERS
-        ]
-        headers += [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(data)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": data, "more_body": False})
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The same answer, the content written by someone else (no writer's task here, and
+        no watch for a client that leaves: the writer's owner has it)."""
+        held: list[dict[str, Any]] = []
+        reply = await self._first_reply(held)
+        if reply is not None:
+            await send_json(send, reply, self.headers)
+        else:
+            await self._stream(held, scope, receive, send)
+
+    async def _first_reply(self, held: list[dict[str, Any]]) -> bytes | None:
+        """The reply when it is the content's first message (None: the stream it is), the
+        events read on the way kept in *held*."""
+        async for event in self.content:
+            held.append(event)
+            data = event.get(REPLY_KEY)
+            if data is not None:
+                return data  # type: ignore[no-any-return]
+            if not event.get("data"):
+                continue  # a priming event: nothing for the client yet
+            data = event["data"].encode()
+            return data if _is_reply(data) else None
+        return None
+
+    async def _stream(
+        self, held: list[dict[str, Any]], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        await EventSourceResponse(content=_chained(held, self.content), headers=self.headers)(
+            scope, receive, send
+        )
+
+
+async def send_json(send: Send, data: bytes, headers: dict[str, str]) -> None:
+    """*data* as one JSON body, with the SSE response's *headers* that apply to it."""
+    fields = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in headers.items()
+        if name.lower() not in _SSE_ONLY_HEADERS
+    ]
+    fields += [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": fields})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def tell_when_left(
+    scope: Scope, receive: Receive, group: TaskGroup, left: Callable[[], None]
+) -> Callable[[], None]:
+    """Have *left* called if the client leaves (told by the connection's protocol where it
+    is ours, :data:`LOST_SCOPE_KEY`; else by a task in *group* waiting on *receive*); what
+    this returns stops that."""
+    lost: set[Callable[[], None]] | None = scope.get(LOST_SCOPE_KEY)
+    if lost is not None:
+        lost.add(left)
+        return lambda: lost.discard(left)
+    listening = anyio.CancelScope()
+    group.start_soon(_until_disconnect, receive, listening, left)
+    return listening.cancel
 
 
 async def _until_disconnect(

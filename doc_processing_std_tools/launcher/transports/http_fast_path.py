@@ -55,7 +55,18 @@ from ...seams.server_sessions import initialize_accepted
 from ..external.fast_path import answered, cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import HANDSHAKE_ERA
-from .asgi import REPLY_KEY, SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
+from .asgi import (
+    REPLY_KEY,
+    SETTLED_SCOPE_KEY,
+    ASGIApp,
+    Message,
+    PostReply,
+    Receive,
+    Scope,
+    Send,
+    send_json,
+    tell_when_left,
+)
 from .session_binding import PROFILE_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -190,48 +201,69 @@ class HttpFastPath:
         request_id: int | str,
         params: dict[str, Any],
     ) -> None:
-        stream = open_request_stream(transport, str(request_id))
+        streaming = False  # whether the answer is the request's stream (not the reply alone)
+
+        def stream_it() -> None:
+            """The answer as the stream, written by a task of its own from now on: something
+            the server sent for the request came before the reply (its log messages, its
+            requests to the client), the stream ended (the session's end: the call is then
+            cancelled, as on the SDK path), or the call was cancelled (its stream held)."""
+            nonlocal streaming
+            if not streaming:
+                streaming = True
+                group.start_soon(write)
+
+        async def write() -> None:
+            await answer.answer(scope, receive, send)
+            group.cancel_scope.cancel()  # (the stream ended first: the session's end)
+
+        stream = open_request_stream(transport, str(request_id), stream_it)
         if stream is None:  # (the SDK has a request of that id in flight: it answers)
             await self.app(scope, replay, send)
             return
         key = (session_id, request_id)
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
-        headers = Headers(scope=scope)
-        busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
-
-        async def call() -> None:
-            """The call, run by PostReply (cancelled when the client leaves first): its reply
-            goes to the request's stream, after what the server sent for the request."""
-            reply = b""
-            with cancel:
-                reply = await answered(
-                    target,
-                    request_id,
-                    params,
-                    lambda: self._forward(target, session, request_id, params),
-                    headers=headers,
-                    session=session,
-                )
-            if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
-                hold_unanswered(transport, str(request_id), stream)
-                busy.close()  # (a held stream is no call: the session may idle out)
-                scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain to wait for)
-                return
-            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
-
         sse = {
             "Cache-Control": "no-cache, no-transform",
             "Connection": "keep-alive",
             "Content-Type": "text/event-stream",
             "mcp-session-id": session_id,
         }
+        answer = PostReply(_Events(transport, from_request), None, sse)
+        busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
         try:
             with busy:
                 busy.enter_context(serving(transport))
-                await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
+                # The call runs here, in the request's task; the answer's stream, only when
+                # there is one, in a task of its own (stream_it).
+                async with anyio.create_task_group() as group:
+                    stop = tell_when_left(scope, receive, group, group.cancel_scope.cancel)
+                    try:
+                        with cancel:
+                            reply = await answered(
+                                target,
+                                request_id,
+                                params,
+                                lambda: self._forward(target, session, request_id, params),
+                                headers=Headers(scope=scope),
+                                session=session,
+                            )
+                    finally:
+                        stop()
+                    if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
+                        hold_unanswered(transport, str(request_id), stream)
+                        busy.close()  # (a held stream is no call: the session may idle out)
+                        scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain)
+                        stream_it()  # (what the server still sends, until the stream ends)
+                    elif streaming:  # the reply ends the stream, after what came before it
+                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await to_request.send(reply.rstrip(b"\n"))  # (closed: session ended)
+                    else:
+                        streaming = True  # (what the server sends for it now goes nowhere)
+                        await send_json(send, reply.rstrip(b"\n"), sse)
         finally:
+            streaming = True  # (the task group is gone: closing the stream starts nothing)
             self._calls.pop(key, None)
             close_request_stream(transport, str(request_id), stream)
 
