@@ -32,9 +32,6 @@ access_log = logging.getLogger("dpt-launch.access")
 
 LOG_PEEK_BYTES = 64 * 1024  # request bytes the access log looks at for the MCP method
 SESSION_HEADER = "mcp-session-id"
-# in an event of PostReply's content: the call's reply as bytes (its ``data`` then optional):
-# the one who sends it knows it is the reply, and PostReply need not parse it to see that
-REPLY_KEY = "dpt.reply"
 
 
 async def _plain(send: Send, status: int, text: str) -> None:
@@ -121,9 +118,6 @@ class PostReply:
         events read on the way kept in *held*."""
         async for event in self.content:
             held.append(event)
-            data = event.get(REPLY_KEY)
-            if data is not None:
-                return data  # type: ignore[no-any-return]
             if not event.get("data"):
                 continue  # a priming event: nothing for the client yet
             data = event["data"].encode()

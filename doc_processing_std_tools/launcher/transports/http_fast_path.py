@@ -56,7 +56,6 @@ from ..external.fast_path import answered, cancelled_request, forward_on_pipe, r
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import HANDSHAKE_ERA
 from .asgi import (
-    REPLY_KEY,
     SETTLED_SCOPE_KEY,
     ASGIApp,
     Message,
@@ -295,7 +294,7 @@ class _Events:
     """
 
     def __init__(self, transport: Any, stream: Any) -> None:
-        self.transport, self.stream, self.done, self.first = transport, stream, False, True
+        self.transport, self.stream, self.done = transport, stream, False
 
     def __aiter__(self) -> _Events:
         return self
@@ -308,12 +307,9 @@ class _Events:
                 break
             if isinstance(item, bytes):  # the reply
                 self.done = True
-                if self.first:  # (PostReply sends it as it is: no SSE event of it)
-                    return {REPLY_KEY: item}
                 return {"event": "message", "data": item.decode()}
             event = event_data(self.transport, item)
             if event is not None:
-                self.first = False
                 return event
         raise StopAsyncIteration
 

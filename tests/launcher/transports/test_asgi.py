@@ -10,7 +10,6 @@ import anyio
 
 from doc_processing_std_tools.launcher.transports.asgi import (
     LOST_SCOPE_KEY,
-    REPLY_KEY,
     PostReply,
 )
 
@@ -81,7 +80,7 @@ async def test_without_the_protocols_word_a_disconnect_from_receive_stops_the_wr
     assert writer.cancelled
 
 
-async def test_a_reply_marked_as_such_is_sent_as_it_is_in_one_json_body() -> None:
+async def test_a_reply_that_comes_first_is_sent_in_one_json_body() -> None:
     sent: list[Any] = []
     reply = b'{"jsonrpc":"2.0","id":1,"result":{}}'
 
@@ -90,7 +89,7 @@ async def test_a_reply_marked_as_such_is_sent_as_it_is_in_one_json_body() -> Non
             return self
 
         async def __anext__(self) -> dict[str, Any]:
-            return {REPLY_KEY: reply}
+            return {"event": "message", "data": reply.decode()}
 
     async def send(message: Any) -> None:
         sent.append(message)

@@ -284,6 +284,31 @@ async def test_a_client_that_leaves_mid_call_cancels_it_at_the_child(launched) -
         await until(lambda: more("cancels_seen", cancels), "the child told of the cancel")
 
 
+async def test_a_session_ended_mid_call_ends_the_calls_answer_without_a_reply(launched) -> None:
+    """(As on the SDK path: the request's stream ends, and the call with it.)"""
+    running, _ = launched
+    with anyio.fail_after(60):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
+        params = {"name": session.prefix + "hang", "arguments": {}}
+        body = json.dumps(message("tools/call", params, id=23)).encode()
+        call = await open_post(session.port, session.path, rpc_headers(session.id), body)
+
+        async def more() -> bool:
+            return await anyio.to_thread.run_sync(session.seen, "hangs_seen") > hangs
+
+        await until(more, "the call at the child")
+        headers = {**rpc_headers(session.id), "Content-Length": "0"}
+        ended = await anyio.to_thread.run_sync(
+            lambda: request(session.port, "DELETE", session.path, headers=headers)
+        )
+        assert ended.status == 200
+        answer = await read_to_end(call)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert not replied_to(answer, 23), answer
+
+
 GUARD_CASES = [  # (Host, Origin, status): a request after the same one's vetted Host
     ("evil.example", None, 421),
     ("127.0.0.1:{port}", "http://evil.example", 403),
