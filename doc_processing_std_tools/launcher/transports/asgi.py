@@ -288,7 +288,7 @@ class Gate:
         inner_receive = peeking_receive if logged else receive
         try:
             if self.requests is None:
-                await self._guarded(scope, inner_receive, gated_send, host, origin, named_host)
+                await self._next(scope, host, origin, named_host)(scope, inner_receive, gated_send)
             else:
                 await self._counted(
                     scope, inner_receive, gated_send, response, host, origin, named_host
@@ -323,7 +323,7 @@ class Gate:
         with anyio.CancelScope() as cancel:
             requests.scopes.add(cancel)
             try:
-                await self._guarded(scope, receive, send, host, origin, named_host)
+                await self._next(scope, host, origin, named_host)(scope, receive, send)
             finally:
                 requests.scopes.discard(cancel)
                 settled()
@@ -334,21 +334,16 @@ class Gate:
                 else:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _guarded(
-        self,
-        scope: Scope,
-        receive: Receive,
-        send: Send,
-        host: bytes | None,
-        origin: bytes | None,
-        named_host: bool,
-    ) -> None:
+    def _next(
+        self, scope: Scope, host: bytes | None, origin: bytes | None, named_host: bool
+    ) -> ASGIApp:
+        """Who serves the request past the drain's count: a 400, the guard, or (a verdict
+        remembered) the app. (Chosen here, not awaited through one more coroutine.)"""
         if not named_host:
-            await _plain(send, 400, "Bad Request: missing Host header")
-        elif (host, origin, scope.get("server"), scope.get("scheme")) in self.vetted:
-            await self.app(scope, receive, send)
-        else:
-            await self.guard(scope, receive, send)
+            return _missing_host
+        if (host, origin, scope.get("server"), scope.get("scheme")) in self.vetted:
+            return self.app
+        return self.guard
 
     async def _vetted(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Past the guard: its verdict remembered for the same four."""
@@ -358,6 +353,10 @@ class Gate:
             origin = next((value for name, value in headers if name == b"origin"), None)
             self.vetted.add((host, origin, scope.get("server"), scope.get("scheme")))
         await self.app(scope, receive, send)
+
+
+async def _missing_host(_scope: Scope, _receive: Receive, send: Send) -> None:
+    await _plain(send, 400, "Bad Request: missing Host header")
 
 
 def _log_access(scope: Scope, head: bytes, response: dict[str, Any], start: float) -> None:
