@@ -62,39 +62,6 @@ class HeaderLimits:
         )
 
 
-class OneWrite:
-    """The connection's transport as a response sees it: the response's head held until its
-    body comes, then both in one write (one system call, one segment for the client to wake
-    for: uvicorn writes them apart), or at the loop's next turn when no body comes by then
-    (a stream's head). Anything else is written as it comes."""
-
-    def __init__(self, transport: Any, loop: Any) -> None:
-        self.transport, self.loop = transport, loop
-        self.held: bytes | None = None
-
-    def write(self, data: bytes) -> None:
-        if self.held is not None:
-            data, self.held = self.held + data, None
-        elif data.startswith(b"HTTP/") and not data.startswith(b"HTTP/1.1 1"):  # (not a 1xx)
-            self.held = data
-            self.loop.call_soon(self.flush)
-            return
-        self.transport.write(data)
-
-    def flush(self) -> None:
-        if self.held is not None:
-            data, self.held = self.held, None
-            if not self.transport.is_closing():
-                self.transport.write(data)
-
-    def close(self) -> None:
-        self.flush()
-        self.transport.close()
-
-    def is_closing(self) -> bool:
-        return bool(self.transport.is_closing())
-
-
 class _HeaderTimer:
     """What both protocols share: the per-client count, the pending connections and the timer.
     A protocol calls :meth:`_headers_done` when a request's headers are complete and says, in
@@ -217,9 +184,6 @@ if HttpToolsProtocol is not None:
         def on_headers_complete(self) -> None:
             self.scope[LOST_SCOPE_KEY] = self._lost  # type: ignore[literal-required]
             super().on_headers_complete()
-            cycle = getattr(self, "cycle", None)
-            if cycle is not None and cycle.transport is self.transport:
-                cycle.transport = OneWrite(self.transport, self.loop)
             self._open += 1
             self._headers_done(self.headers)
 
