@@ -83,6 +83,11 @@ VERSION_HEADER = b"mcp-protocol-version"
 CALL = b'"tools/call"'
 MAX_WANTS = 64  # header pairs remembered
 CANCELLED = b'"notifications/cancelled"'
+SSE_HEADERS = {  # (the SDK transport's, for a POST's stream; with the session's id)
+    "Cache-Control": "no-cache, no-transform",
+    "Connection": "keep-alive",
+    "Content-Type": "text/event-stream",
+}
 
 # the tools a connection to an endpoint may call here, by the name it calls them: given the
 # endpoint's profile (None: the plain endpoint); asked per call
@@ -213,7 +218,10 @@ class HttpFastPath:
                 group.start_soon(write)
 
         async def write() -> None:
-            await answer.answer(scope, receive, send)
+            sse = {**SSE_HEADERS, "mcp-session-id": session_id}
+            await PostReply(_Events(transport, from_request), None, sse).answer(
+                scope, receive, send
+            )
             group.cancel_scope.cancel()  # (the stream ended first: the session's end)
 
         stream = open_request_stream(transport, str(request_id), stream_it)
@@ -223,13 +231,6 @@ class HttpFastPath:
         key = (session_id, request_id)
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
-        sse = {
-            "Cache-Control": "no-cache, no-transform",
-            "Connection": "keep-alive",
-            "Content-Type": "text/event-stream",
-            "mcp-session-id": session_id,
-        }
-        answer = PostReply(_Events(transport, from_request), None, sse)
         busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
         try:
             with busy:
@@ -260,7 +261,7 @@ class HttpFastPath:
                             await to_request.send(reply.rstrip(b"\n"))  # (closed: session ended)
                     else:
                         streaming = True  # (what the server sends for it now goes nowhere)
-                        await send_json(send, reply.rstrip(b"\n"), sse)
+                        await send_json(send, reply.rstrip(b"\n"), {"mcp-session-id": session_id})
         finally:
             streaming = True  # (the task group is gone: closing the stream starts nothing)
             self._calls.pop(key, None)
