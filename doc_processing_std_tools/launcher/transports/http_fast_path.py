@@ -17,8 +17,11 @@ What the server sends the client during the call (log messages, requests such as
 elicitation or roots) takes the SDK path's way: the client's own upstream session hands it
 to that client's session tied to this request (``FrontLink.calling``), and the SDK's
 transport routes it to this request's stream, opened here where it would have opened it;
-the reply comes after them on the same stream. The answer is :class:`.asgi.PostReply`'s:
-one JSON body when the reply comes first, else the SSE stream. A client that leaves, or
+the reply comes after them on the same stream. The call runs in the request's own task
+and the answer is one JSON body when the reply comes first; else the SSE stream, written by
+:class:`.asgi.PostReply` in a task started when the first message for the request comes
+(the stream tells of it: ``open_request_stream``). A client that leaves (its connection's
+protocol says so: ``asgi.LOST_SCOPE_KEY``), or
 sends ``notifications/cancelled`` for the call with the credential that owns the session,
 cancels it at the child; a cancelled call gets no reply, its stream held open among the
 session's held streams, with the SDK path's (``seams/http_sessions.py``: the oldest past the
