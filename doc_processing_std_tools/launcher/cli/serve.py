@@ -130,13 +130,14 @@ def console_sources(composition: Composition) -> ConsoleSources:
     )
 
 
-def _relayed(composition: Composition) -> tuple[Fronts, HttpTables] | None:
-    """What the HTTP fast path needs: the client sessions, the tables of relayed tools."""
+def _relayed(composition: Composition) -> tuple[Fronts, HttpTables, Callable[[], bool]] | None:
+    """What the HTTP fast path needs: the client sessions, the tables of relayed tools, and
+    whether it can take any call now."""
     registry = registry_of(composition.root)
     tables = http_tables(composition.root)
     if registry is None or tables is None:
         return None
-    return registry.fronts, tables
+    return registry.fronts, tables, tables.taking
 
 
 def _profiles(composition: Composition) -> list[str]:

@@ -13,65 +13,23 @@ themselves are refused once, by the call policy's guards, on every path.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
-from ...seams.fastmcp_server import add_server_middleware, own_uri, template_matches
+from ...seams.fastmcp_server import add_server_middleware
 from ..calls.access import Access, CallerAccess
 from ..calls.audit import Caller
 from ..calls.guards import CallGuards
 from .completions import COMPLETE, EMPTY
 from .own_lists import LISTS
+from .owners import Owners
 from .subscriptions import unknown_resource
 from .unlisted_reads import resource_not_found
 
 READS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 GATED = frozenset({*LISTS, *READS, "prompts/get", COMPLETE})
-
-
-@dataclass(frozen=True)
-class Owners:
-    """Which mount exposes each tool, prompt, resource and template (by its exposed name)."""
-
-    tools: Mapping[str, str]
-    prompts: Mapping[str, str]
-    resources: Mapping[str, str]  # exposed URIs and URI templates
-    templates: tuple[tuple[str, str], ...]  # (exposed URI template, mount)
-    namespaces: tuple[tuple[str, str], ...]  # (namespace, mount)
-
-    @classmethod
-    def of(cls, mounts: Sequence[Any]) -> Owners:
-        resources = {uri: m.name for m in mounts for uri in m.resources}
-        return cls(
-            tools={t.name: m.name for m in mounts for t in m.tools},
-            prompts={p: m.name for m in mounts for p in m.prompts},
-            resources=resources,
-            templates=tuple((uri, name) for uri, name in resources.items() if "{" in uri),
-            namespaces=tuple((m.entry.namespace, m.name) for m in mounts if m.entry.namespace),
-        )
-
-    def of_uri(self, uri: str) -> tuple[str, ...]:
-        """The mounts that may serve a read of *uri*: the one listing it (fastmcp reads a
-        listed resource before any template), else every one whose template matches it or
-        whose namespace it carries (an unlisted read goes to that server)."""
-        listed = self.resources.get(uri)
-        if listed is not None:
-            return (listed,)
-        matched = [name for template, name in self.templates if template_matches(template, uri)]
-        carried = [name for space, name in self.namespaces if own_uri(space, uri) != uri]
-        return tuple(dict.fromkeys([*matched, *carried]))
-
-    def key_owner(self, method: str, key: str) -> str | None:
-        """The mount of a listed item named *key* in *method*'s list; None for one no mount
-        exposes (the launcher's own: never cut)."""
-        if method == "tools/list":
-            return self.tools.get(key)
-        if method == "prompts/list":
-            return self.prompts.get(key)
-        return self.resources.get(key)
 
 
 class AccessGate:
@@ -81,14 +39,6 @@ class AccessGate:
 
     def __init__(self, composition: Any, guards: CallGuards, access: Access) -> None:
         self.composition, self.guards, self.access = composition, guards, access
-        self._owners: tuple[Any, Owners] = (None, Owners.of(()))
-
-    def owners(self) -> Owners:
-        """The current mounts' :class:`Owners` (rebuilt when the mounts change)."""
-        mounts = self.composition.mounts
-        if self._owners[0] is not mounts:
-            self._owners = (mounts, Owners.of(mounts))
-        return self._owners[1]
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         method = ctx.method
@@ -104,7 +54,7 @@ class AccessGate:
                 raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name!r}")  # (fastmcp's)
         elif method in READS:
             uri = params.get("uri")
-            if isinstance(uri, str) and not self._allows(caller, self.owners().of_uri(uri)):
+            if isinstance(uri, str) and not self._allows(caller, self._owners().of_uri(uri)):
                 raise (
                     resource_not_found(uri) if method == "resources/read" else unknown_resource(uri)
                 )
@@ -118,7 +68,7 @@ class AccessGate:
         kind, key = LISTS[method]
         if not isinstance(listing, Mapping):
             return listing
-        owners, allowed = self.owners(), self.access.of(caller)
+        owners, allowed = self._owners(), self.access.of(caller)
         kept = [
             item
             for item in listing.get(kind, [])
@@ -126,15 +76,19 @@ class AccessGate:
         ]
         return {**listing, kind: kept}
 
+    def _owners(self) -> Owners:
+        owners: Owners = self.composition.owners()  # (cached per mounts list)
+        return owners
+
     def _prompt_owners(self, name: str) -> tuple[str, ...]:
-        owner = self.owners().prompts.get(name)
+        owner = self._owners().prompts.get(name)
         return () if owner is None else (owner,)
 
     def _ref_owners(self, ref: Mapping[str, Any]) -> tuple[str, ...]:
         if isinstance(name := ref.get("name"), str):
             return self._prompt_owners(name)
         if isinstance(uri := ref.get("uri"), str):
-            return self.owners().of_uri(uri)
+            return self._owners().of_uri(uri)
         return ()
 
     def _allows(self, caller: Caller, servers: Sequence[str]) -> bool:

@@ -12,7 +12,6 @@ declares ``completions`` when some mounted server does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import mcp_types
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ...seams.client_sessions import send_raw_request
 from ...seams.fastmcp_server import add_server_middleware, low_level_server, own_name, own_uri
+from .owners import Owners
 
 COMPLETE = "completion/complete"
 DECLARING = frozenset({"initialize", "server/discover"})  # the results that declare capabilities
@@ -65,7 +65,7 @@ class Completions:
         ref = params.ref
         prompt = isinstance(ref, mcp_types.PromptReference)
         key = ref.name if isinstance(ref, mcp_types.PromptReference) else ref.uri
-        found = owner(self.composition.mounts, key, prompt=prompt)
+        found = owner(self.composition.owners(), key, prompt=prompt)
         if found is None:
             return EMPTY
         mount, own = found
@@ -87,15 +87,14 @@ class Completions:
         return await send_raw_request(client, COMPLETE, raw)
 
 
-def owner(mounts: Sequence[Any], key: str, *, prompt: bool) -> tuple[Any, str] | None:
+def owner(owners: Owners, key: str, *, prompt: bool) -> tuple[Any, str] | None:
     """The mount that exposes the prompt named *key* (or the resource template *key*), and
     that name or template as its server names it; None when no mount does."""
-    for mount in mounts:
-        exposed = mount.prompts if prompt else mount.resources
-        if key in exposed:
-            namespace = mount.entry.namespace
-            return mount, own_name(namespace, key) if prompt else own_uri(namespace, key)
-    return None
+    mount = (owners.prompt_mounts if prompt else owners.resource_mounts).get(key)
+    if mount is None:
+        return None
+    namespace = mount.entry.namespace
+    return mount, own_name(namespace, key) if prompt else own_uri(namespace, key)
 
 
 def with_capability(result: Any, name: str, value: Any) -> Any:

@@ -38,6 +38,7 @@ from .lock_policy import use_fleet_lock
 from .mount import Mount
 from .mounting import exposed, listed_live, mount_into
 from .own_lists import install_own_lists
+from .owners import Owners, OwnersCache
 from .pinning import gate_for
 from .prompt_links import install_prompt_links
 from .sessions import Audience, SessionRegistry, registry_of
@@ -81,6 +82,12 @@ class Composition:
     # after a refresh swapped the mounts: the names clients see follow (profiles.follow_names)
     on_tools_changed: Callable[[Composition], None] | None = None
     pins: PinGate = field(default_factory=PinGate)  # the lock file's verdicts (compose/pinning.py)
+    owners_cache: OwnersCache = field(default_factory=OwnersCache, repr=False)
+
+    def owners(self) -> Owners:
+        """Which mount exposes each name, for the current mounts (built again once a refresh or
+        a reload swaps them)."""
+        return self.owners_cache.of(self.mounts)
 
     async def aclose(self) -> None:
         """End every external server's session (and child process); send the last spans."""

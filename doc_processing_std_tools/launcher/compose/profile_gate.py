@@ -85,7 +85,7 @@ class ProfileGate:
         name = profile or self.default
         if name is None or name not in self.profiles:
             return True
-        mount = next((m for m in self.composition.mounts if m.name == server), None)
+        mount = self.composition.owners().named.get(server)
         if mount is None or not mount.tools:
             return True
         shown = self.names(name).shown
@@ -313,6 +313,16 @@ class HttpTables:
     def __init__(self, root: Any, relay: ToolRelay) -> None:
         self._root, self._relay = root, relay
         self._tables: dict[str, _ProfiledTargets] = {}
+        self._taking: tuple[object, bool] = (None, False)
+
+    def taking(self) -> bool:
+        """Whether the fast path can take any call now: it serves only tools of ``command:``
+        servers with ``sessions: per_client``. Asked per request; decided again once a reload
+        or refresh swaps the mounts (and so the relay's targets)."""
+        targets = self._relay.targets()
+        if targets is not self._taking[0]:
+            self._taking = (targets, any(map(_per_client_command, targets.values())))
+        return self._taking[1]
 
     def __call__(self, profile: str | None) -> Mapping[str, Any]:
         gate = gate_of(self._root)  # (a reload may add the plain rule's gate)
@@ -323,6 +333,14 @@ class HttpTables:
         if table is None or table._gate is not gate:
             table = self._tables[name] = _ProfiledTargets(self._relay, gate, name)
         return table.fast_targets()
+
+
+def _per_client_command(target: Any) -> bool:
+    supervisor = target.supervisor
+    if supervisor is None:
+        return False
+    entry = supervisor.entry
+    return bool(entry.command) and entry.session_mode == "per_client"
 
 
 def http_tables(root: Any) -> HttpTables | None:

@@ -23,10 +23,10 @@ class PromptLinks:
         if ctx.method != "prompts/get" or not isinstance(result, dict):
             return result
         name = (ctx.params or {}).get("name")
-        for mount in self.composition.mounts:
-            if mount.supervisor is not None and name in mount.prompts:
-                return exposed_links(result, mount.entry.namespace)
-        return result
+        mount = self.composition.owners().prompt_mounts.get(name) if isinstance(name, str) else None
+        if mount is None or mount.supervisor is None:
+            return result
+        return exposed_links(result, mount.entry.namespace)
 
 
 def install_prompt_links(composition: Any) -> PromptLinks:

@@ -60,7 +60,7 @@ class Tasks:
             if ctx.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
                 # A 2026-era client: its tasks are an extension not served here, so no task
                 # can be made for it (its list no longer says which tools need one)
-                hidden = self._task_only_names()
+                hidden = self.composition.owners().task_only
                 if hidden:
                     kept = [
                         t for t in tools if not (isinstance(t, dict) and t.get("name") in hidden)
@@ -70,16 +70,6 @@ class Tasks:
                 # (no task can be made here)
                 return {**result, "tools": [t for t in tools if not _task_only(t)]}
         return result
-
-    def _task_only_names(self) -> set[str]:
-        """The exposed names of the external servers' tools that can only run as a task."""
-        return {
-            tool.name
-            for mount in self.composition.mounts
-            if mount.supervisor is not None
-            for tool in mount.tools
-            if getattr(getattr(tool, "execution", None), "task_support", None) == "required"
-        }
 
     def offering(self) -> Iterator[tuple[Any, Any]]:
         """(mount, its ``tasks`` capability) for each connected external server declaring it."""

@@ -46,6 +46,7 @@ import json
 import math
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -334,7 +335,10 @@ class CatalogIndex:
 
 
 _CACHED = threading.Lock()
-_LAST: list[tuple[str, CatalogIndex]] = []  # the index of the catalog last searched
+# The indexes of the catalogs last searched, the latest last: each profile (and each caller its
+# access cuts the catalog for) searches a catalog of its own, again and again.
+_INDEXES: OrderedDict[str, CatalogIndex] = OrderedDict()
+KEPT_INDEXES = 4
 
 
 def _catalog_key(tools: Sequence[Any]) -> str:
@@ -348,13 +352,17 @@ def _catalog_key(tools: Sequence[Any]) -> str:
 def search_catalog(tools: Sequence[Any], query: str, limit: int = 5) -> list[str]:
     """Exposed names of the best-matching tools, best first (names, descriptions, parameters).
     *tools* are ``mcp.types.Tool`` objects, fastmcp ``Tool`` objects or dicts with ``name``,
-    ``description`` and ``inputSchema``. The index of the last catalog is kept: a profile
-    searches the same catalog again and again."""
+    ``description`` and ``inputSchema``. The indexes of the last few catalogs are kept
+    (:data:`KEPT_INDEXES`), so profiles searching by turns do not build theirs each time."""
     key = _catalog_key(tools)
     with _CACHED:
-        index = _LAST[0][1] if _LAST and _LAST[0][0] == key else None
+        index = _INDEXES.get(key)
+        if index is not None:
+            _INDEXES.move_to_end(key)
     if index is None:
         index = CatalogIndex(tools)
         with _CACHED:
-            _LAST[:] = [(key, index)]
+            _INDEXES[key] = index
+            while len(_INDEXES) > KEPT_INDEXES:
+                _INDEXES.popitem(last=False)
     return index.search(query, limit)

@@ -6,7 +6,7 @@ A server may list to a client fewer tools than it has (server-everything shows
 its own JSON-RPC error. fastmcp knows only what a server listed and answers anything else with
 its own "Unknown tool". :class:`UnlistedCalls` sends such a call to the server whose namespace
 the name carries, under that mount's rules (its ``tools:`` filter, lock, timeout, audit, rate
-limits, access), when that server is the only one that could have meant it
+limits, access: :meth:`~..calls.policed_tools.PolicedListing.unlisted`), when that server is the only one that could have meant it
 (:func:`unlisted_owner`); otherwise the "Unknown tool" stays.
 """
 
@@ -20,7 +20,6 @@ import mcp_types
 from ...seams.fastmcp_server import add_server_middleware, own_name
 from ..external.relay_targets import RelayTarget
 from .mount import Mount
-from .mounting import glob_names
 
 if TYPE_CHECKING:
     from ..external.relay import ToolRelay
@@ -74,9 +73,10 @@ def unlisted_owner(mounts: Sequence[Mount], name: str) -> tuple[Mount, str] | No
     that server has it; None unless exactly one server could have meant it.
 
     That is: exactly one mount's ``namespace_`` begins *name*, and it is an external server
-    that is up and whose ``tools:`` rules admit the rest; no mount had *name* at its first
-    listing (an in-process tool, one its rules leave out); and no external server is mounted
-    without a namespace (it may answer any name, so it could have meant this one too).
+    that is up; no mount had *name* at its first listing (an in-process tool, one its rules
+    leave out); and no external server is mounted without a namespace (it may answer any name,
+    so it could have meant this one too). Whether its ``tools:`` rules admit the rest is its
+    listing's to say (:meth:`PolicedListing.unlisted`).
     """
     owner: Mount | None = None
     own = name
@@ -93,8 +93,6 @@ def unlisted_owner(mounts: Sequence[Mount], name: str) -> tuple[Mount, str] | No
                 return None
             owner, own = mount, unprefixed
     if owner is None or owner.state != "up":
-        return None
-    if not owner.entry.tools.admits(*glob_names(own, owner.entry.namespace)):
         return None
     return owner, own
 

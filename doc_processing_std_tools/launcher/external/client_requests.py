@@ -37,7 +37,7 @@ import contextlib
 import logging
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import mcp_types
@@ -65,6 +65,15 @@ EARLY_ROOTS_WAIT = 30.0
 MAX_TASKS = 10_000  # task ids remembered per server (the oldest are forgotten first)
 
 
+class HttpClient(NamedTuple):
+    """An HTTP client session as :class:`Fronts` knows it from its handshake to its end."""
+
+    session: Any
+    # whether it may be told of a server (by mount name): its caller's access and its profile,
+    # as the composition judged them at its handshake; None: of every one
+    told: Callable[[str], bool] | None
+
+
 class Fronts:
     """The launcher's client sessions as the external servers' requests need them.
 
@@ -84,21 +93,15 @@ class Fronts:
         # HTTP client sessions by their Mcp-Session-Id, from their handshake to their end (the
         # HTTP fast path serves a session's calls only once it is known here; a shared session's
         # message outside any call goes to the one connected: only_client)
-        self.http: dict[str, Any] = {}
-        # per HTTP session, whether it may be told of a server (by mount name): its caller's
-        # access and its profile, as the composition judged them at its handshake
-        self.told: dict[str, Callable[[str], bool]] = {}
+        self.http: dict[str, HttpClient] = {}
 
     def _remember_http(self, session: Any, told: Callable[[str], bool] | None) -> None:
         connection = session_connection(session)
         session_id = getattr(connection, "session_id", None)
         stack = getattr(connection, "exit_stack", None)
         if isinstance(session_id, str) and stack is not None:  # (forgotten at its teardown)
-            self.http[session_id] = session
+            self.http[session_id] = HttpClient(session, told)
             stack.callback(self.http.pop, session_id, None)
-            if told is not None:
-                self.told[session_id] = told
-                stack.callback(self.told.pop, session_id, None)
 
     def no_lone_client(self) -> None:
         """No stdio client will come (serving HTTP, or ``--check``): requests stop waiting."""
@@ -129,13 +132,13 @@ class Fronts:
         """The one HTTP client session connected, or None when there are none or several."""
         if len(self.http) != 1:
             return None
-        return next(iter(self.http.values()))
+        return next(iter(self.http.values())).session
 
     def may_tell(self, session: Any, server: str) -> bool:
         """Whether HTTP client *session* may hear of *server* (mount name) outside any call."""
         session_id = getattr(session_connection(session), "session_id", None)
-        told = self.told.get(session_id) if isinstance(session_id, str) else None
-        return told is None or told(server)
+        client = self.http.get(session_id) if isinstance(session_id, str) else None
+        return client is None or client.told is None or client.told(server)
 
     async def set_level(self, session: Any, level: str, request_id: Any = None) -> None:
         """Client *session* asked for *level* (its request *request_id*): each server's session

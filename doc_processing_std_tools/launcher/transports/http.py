@@ -69,6 +69,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("dpt-launch")
 
 FD_RESERVE = 64  # descriptors kept free for files, pipes and children
+# what the HTTP fast path needs: the client sessions, the tables of relayed tools per profile,
+# and whether it can take any call now (asked per request: a reload may change the answer)
+Relayed = tuple["Fronts", Tables, "Callable[[], bool]"]
 
 
 # -- serving -------------------------------------------------------------------
@@ -84,7 +87,7 @@ async def serve_http(
     access: Access | None = None,
     default_profile: str | None = None,
     console: ConsoleSources | None = None,
-    relayed: tuple[Fronts, Tables] | None = None,
+    relayed: Relayed | None = None,
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
@@ -92,8 +95,9 @@ async def serve_http(
     With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections). With
     *access*, a profile's endpoint (and the plain one, serving *default_profile*) answers 403
     to a caller its rules do not let use the profile. With *console*, the operator console is
-    served at ``/ui`` (:mod:`.console`). With *relayed* (the client sessions, and the tables of
-    relayed tools per profile), plain relayed calls take the HTTP fast path (:mod:`.http_fast_path`).
+    served at ``/ui`` (:mod:`.console`). With *relayed* (the client sessions, the tables of
+    relayed tools per profile, whether any can be taken), plain relayed calls take the HTTP fast
+    path (:mod:`.http_fast_path`).
     """
     soft_limit = raise_open_file_limit()
     max_connections = transport.max_connections
@@ -207,7 +211,7 @@ def build_app(
     access: Access | None = None,
     default_profile: str | None = None,
     console: ConsoleSources | None = None,
-    relayed: tuple[Fronts, Tables] | None = None,
+    relayed: Relayed | None = None,
 ) -> Starlette:
     """The ASGI app: guards, auth, /health, /ready, /metrics (with *metrics*) and the MCP
     endpoint (and one per profile, ``<path>/NAME``: the same endpoint, its requests tagged
@@ -232,7 +236,9 @@ def build_app(
     if relayed is not None and not (
         transport.stateless or transport.json_response or transport.event_store is not None
     ):
-        mcp_endpoint = HttpFastPath(mcp_endpoint, sessions, *relayed)
+        fronts, tables, taking = relayed
+        fast = HttpFastPath(mcp_endpoint, sessions, fronts, tables)
+        mcp_endpoint = FastPathWhile(fast, mcp_endpoint, taking)
     if profiles:  # (a session is used only at the endpoint that opened it)
         mcp_endpoint = SessionEndpoints(mcp_endpoint)
     auth = IncomingAuth(transport, resource_name=root.name)
@@ -325,6 +331,18 @@ def event_store(transport: TransportConfig) -> Any:
         max_events_per_stream=config.max_events_per_stream,
         ttl=config.ttl,
     )
+
+
+class FastPathWhile:
+    """The MCP endpoint through the HTTP fast path while it can take a call (*taking*), else
+    straight to the SDK's: with no ``sessions: per_client`` command no POST's body is read and
+    replayed for nothing. Asked per request, so a reload that adds or removes one decides again."""
+
+    def __init__(self, fast: ASGIApp, plain: ASGIApp, taking: Callable[[], bool]) -> None:
+        self.fast, self.plain, self.taking = fast, plain, taking
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.fast if self.taking() else self.plain)(scope, receive, send)
 
 
 class ProfileTag:

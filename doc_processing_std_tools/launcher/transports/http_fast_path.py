@@ -126,10 +126,11 @@ class HttpFastPath:
             elif name == VERSION_HEADER and value.decode("latin-1") not in HANDSHAKE_ERA:
                 await self.app(scope, receive, send)  # a 2026-era request
                 return
-        session = self.fronts.http.get(session_id) if session_id is not None else None
-        if session is None or length is None or not length.isdigit() or int(length) > self._limit:
+        client = self.fronts.http.get(session_id) if session_id is not None else None
+        if client is None or length is None or not length.isdigit() or int(length) > self._limit:
             await self.app(scope, receive, send)
             return
+        session = client.session
         assert session_id is not None
         body, messages = await _read_body(receive)
         replay = _replaying(messages, receive)

@@ -41,3 +41,17 @@ async def test_unlisted_calls_are_counted_under_one_label_per_server() -> None:
         rendered
     )
     assert "ev_first" not in rendered and "ev_second" not in rendered
+
+
+def test_an_unlisted_name_its_rules_leave_out_is_not_asked_of_the_server() -> None:
+    """The mount's ``tools:`` rules judge an unlisted name as a listed one (the one place)."""
+    rules = MountRules(
+        server="ev",
+        namespace="ev",
+        admits=lambda name: name != "x",
+        lock_mode=lambda tool: LockMode.NONE,
+        timeout=5.0,
+    )
+    listing = PolicedListing(rules)
+    assert listing.unlisted("x") is None
+    assert listing.unlisted("y") is not None

@@ -25,9 +25,11 @@ from mcp.shared.exceptions import MCPError
 from doc_processing_std_tools.launcher.calls.access import Access
 from doc_processing_std_tools.launcher.calls.audit import Caller
 from doc_processing_std_tools.launcher.calls.guards import CallGuards
-from doc_processing_std_tools.launcher.compose.access_gate import AccessGate, Owners
+from doc_processing_std_tools.launcher.compose.access_gate import AccessGate
 from doc_processing_std_tools.launcher.compose.completions import EMPTY
+from doc_processing_std_tools.launcher.compose.owners import Owners
 from doc_processing_std_tools.launcher.config.access import AccessRule
+from helpers.compositions import Composed
 from helpers.config_entries import EXTERNAL
 from helpers.idp import AUDIENCE, KeyServer, bearer, rsa_key, signed
 from helpers.launch import Launched, http_launcher, launched, text_of, tool_names
@@ -322,7 +324,7 @@ class Listed:
 
 
 def test_a_uri_belongs_to_the_server_listing_it_else_to_each_that_may_serve_it() -> None:
-    owners = Owners.of(
+    owners = Owners(
         [
             Listed("x", "x", resources=("note://x/today", "note://x/{key}")),
             Listed("open", None, resources=("note://{path*}", "note://x/listed")),
@@ -343,8 +345,9 @@ class Ctx:
 
 
 async def test_a_denied_completion_is_empty_and_the_launchers_own_items_stay_listed() -> None:
-    composition = type("Composition", (), {})()
-    composition.mounts = [Listed("x", "x", prompts=("x_greet",), resources=("note://x/{key}",))]
+    composition = Composed(
+        mounts=[Listed("x", "x", prompts=("x_greet",), resources=("note://x/{key}",))]
+    )
     guards = CallGuards(identify=lambda session, headers: Caller("bob", claims={}))
     gate = AccessGate(composition, guards, Access([AccessRule(users="alice")]))
     asked_of_server = []

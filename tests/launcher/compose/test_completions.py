@@ -15,6 +15,8 @@ from doc_processing_std_tools.launcher.compose.completions import (
     owner,
     with_capability,
 )
+from doc_processing_std_tools.launcher.compose.owners import Owners
+from helpers.compositions import Composed
 
 
 def mount(server: FastMCP, namespace: str | None, prompts: tuple[str, ...] = (), resources=()):
@@ -29,11 +31,11 @@ def test_the_owner_is_found_by_the_exposed_name_and_asked_under_its_own() -> Non
         mount(FastMCP("a"), "ev", prompts=("ev_greet",)),
         mount(FastMCP("b"), "fs", resources=("file://fs/{path}",)),
     ]
-    found = owner(mounts, "ev_greet", prompt=True)
+    found = owner(Owners(mounts), "ev_greet", prompt=True)
     assert found is not None and found[0] is mounts[0] and found[1] == "greet"
-    found = owner(mounts, "file://fs/{path}", prompt=False)
+    found = owner(Owners(mounts), "file://fs/{path}", prompt=False)
     assert found is not None and found[0] is mounts[1] and found[1] == "file://{path}"
-    assert owner(mounts, "greet", prompt=True) is None
+    assert owner(Owners(mounts), "greet", prompt=True) is None
 
 
 def test_a_capability_is_added_to_either_shape_of_initialize_result_once() -> None:
@@ -54,7 +56,7 @@ def test_a_capability_is_added_to_either_shape_of_initialize_result_once() -> No
 def composed(child: FastMCP) -> FastMCP:
     root = FastMCP("root")
     root.mount(child, namespace="ns")
-    install_completions(SimpleNamespace(root=root, mounts=[mount(child, "ns", ("ns_poem",))]))
+    install_completions(Composed(root=root, mounts=[mount(child, "ns", ("ns_poem",))]))
     return root
 
 

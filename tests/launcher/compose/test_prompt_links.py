@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from doc_processing_std_tools.launcher.compose.prompt_links import PromptLinks
+from helpers.compositions import Composed
 
 EMBEDDED = {"type": "resource", "resource": {"uri": "demo://resource/text/3", "text": "t"}}
 
@@ -29,7 +30,7 @@ async def get(middleware: PromptLinks, name: str) -> Any:
 
 async def test_an_external_prompts_embedded_resources_are_named_as_exposed() -> None:
     links = PromptLinks(
-        SimpleNamespace(
+        Composed(
             mounts=[mount("ev", "ev_show", external=True), mount("own", "own_show", external=False)]
         )
     )

@@ -17,6 +17,7 @@ from doc_processing_std_tools.launcher.compose.sessions import Audience
 from doc_processing_std_tools.launcher.config.access import AccessRule
 from doc_processing_std_tools.launcher.transports.session_binding import PROFILE_SCOPE_KEY
 from doc_processing_std_tools.seams.fastmcp_server import add_server_middleware
+from helpers.compositions import Composed
 
 
 def _mount(name: str, *tools: str) -> Any:
@@ -31,7 +32,7 @@ def _handshake(profile: str | None) -> Any:
 
 def _composition(guards: CallGuards | None) -> Any:
     mounts = [_mount("open", "open_read"), _mount("secret", "secret_wipe"), _mount("bare")]
-    return SimpleNamespace(mounts=mounts, root=FastMCP("t"), guards=guards)
+    return Composed(mounts=mounts, root=FastMCP("t"), guards=guards)
 
 
 def test_a_server_the_callers_access_denies_is_not_told() -> None:

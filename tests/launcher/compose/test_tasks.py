@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from doc_processing_std_tools.launcher.compose import tasks as tasks_module
 from doc_processing_std_tools.launcher.compose.tasks import Tasks
+from helpers.compositions import Composed
 
 DECLARED = mcp_types.ServerTasksCapability(list={}, cancel={})
 
@@ -85,23 +86,21 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, dict[str, Any
 
 
 async def test_tasks_is_declared_as_the_first_server_declaring_it() -> None:
-    middleware = Tasks(
-        SimpleNamespace(mounts=[external("a", "a", declares=False), external("b", "b")])
-    )
+    middleware = Tasks(Composed(mounts=[external("a", "a", declares=False), external("b", "b")]))
 
     async def initialize(ctx: Any) -> dict[str, Any]:
         return {"capabilities": {"tools": {}}}
 
     result = await middleware(request("initialize"), initialize)
     assert result["capabilities"]["tasks"] == {"list": {}, "cancel": {}}
-    alone = Tasks(SimpleNamespace(mounts=[external("a", "a", declares=False)]))
+    alone = Tasks(Composed(mounts=[external("a", "a", declares=False)]))
     assert "tasks" not in (await alone(request("initialize"), initialize))["capabilities"]
 
 
 async def test_a_tasks_request_goes_to_the_server_that_made_the_task(asked: list[Any]) -> None:
     a, b = external("a", "a"), external("b", "ev")
     b.supervisor.front.tasks["t1"] = "session"
-    middleware = Tasks(SimpleNamespace(mounts=[a, b]))
+    middleware = Tasks(Composed(mounts=[a, b]))
     result = await middleware(request("tasks/result", {"taskId": "t1"}), None)
     assert asked == [("b", "tasks/result", {"taskId": "t1"})]
     assert result["content"][0]["uri"] == "demo://ev/r/1"  # (its links as exposed)
@@ -116,7 +115,7 @@ async def test_another_clients_task_is_unknown_and_its_server_is_not_asked(
 ) -> None:
     b = external("b", "ev")
     b.supervisor.front.tasks["t1"] = "session"
-    middleware = Tasks(SimpleNamespace(mounts=[b]))
+    middleware = Tasks(Composed(mounts=[b]))
     for method in ("tasks/get", "tasks/result", "tasks/cancel"):
         with pytest.raises(MCPError) as refused:
             await middleware(request(method, {"taskId": "t1"}, session="other"), None)
@@ -132,14 +131,14 @@ async def test_tasks_list_asks_every_server_declaring_tasks_and_shows_own_tasks_
     a.supervisor.front.tasks.update({"a-1": "session", "a-other": "other"})
     b.supervisor.front.tasks.update({"b-1": "session", "b-other": "other"})
     down.supervisor.front.tasks["down-1"] = "session"
-    middleware = Tasks(SimpleNamespace(mounts=[a, down, b]))
+    middleware = Tasks(Composed(mounts=[a, down, b]))
     listed = await middleware(request("tasks/list", {}), None)
     assert listed == {"tasks": [{"taskId": "a-1"}, {"taskId": "b-1"}]}  # (a server down: left out)
-    alone = Tasks(SimpleNamespace(mounts=[a]))
+    alone = Tasks(Composed(mounts=[a]))
     assert await alone(request("tasks/list", {}, session="other"), None) == {
         "tasks": [{"taskId": "a-other"}]
     }
-    none = Tasks(SimpleNamespace(mounts=[external("a", "a", declares=False)]))
+    none = Tasks(Composed(mounts=[external("a", "a", declares=False)]))
     with pytest.raises(MCPError) as refused:
         await none(request("tasks/list", {}), None)
     assert refused.value.code == mcp_types.METHOD_NOT_FOUND
@@ -155,9 +154,9 @@ async def test_task_only_tools_are_listed_only_when_tasks_are_declared() -> None
     async def listing(ctx: Any) -> dict[str, Any]:
         return {"tools": tools}
 
-    offered = Tasks(SimpleNamespace(mounts=[external("ev", "ev")]))
+    offered = Tasks(Composed(mounts=[external("ev", "ev")]))
     assert (await offered(request("tools/list"), listing))["tools"] == tools
-    none = Tasks(SimpleNamespace(mounts=[external("ev", "ev", declares=False)]))
+    none = Tasks(Composed(mounts=[external("ev", "ev", declares=False)]))
     shown = (await none(request("tools/list"), listing))["tools"]
     assert [t["name"] for t in shown] == ["ev_plain", "ev_either"]
 
@@ -175,7 +174,7 @@ async def test_a_2026_era_client_is_not_listed_task_only_tools() -> None:
     async def listing(ctx: Any) -> dict[str, Any]:
         return {"tools": [{"name": "ev_plain"}, {"name": "ev_either"}, {"name": "ev_task"}]}
 
-    offered = Tasks(SimpleNamespace(mounts=[external("ev", "ev", tools=tuple(listed))]))
+    offered = Tasks(Composed(mounts=[external("ev", "ev", tools=tuple(listed))]))
     shown = (await offered(request("tools/list", version="2026-07-28"), listing))["tools"]
     assert [t["name"] for t in shown] == ["ev_plain", "ev_either"]
     handshake = (await offered(request("tools/list"), listing))["tools"]

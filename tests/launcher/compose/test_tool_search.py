@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import mcp.types
+from typing import Any
 
+import mcp.types
+import pytest
+
+from doc_processing_std_tools.launcher.compose import tool_search
 from doc_processing_std_tools.launcher.compose.tool_search import search_catalog, stem, terms
 
 CATALOG = [
@@ -147,3 +151,34 @@ def test_a_changed_catalog_is_indexed_again() -> None:
     assert search_catalog(catalog, "rotate logs", limit=1) == ["a_tool"]
     changed = [catalog[0], {"name": "b_tool", "description": "Rotate the logs of every server"}]
     assert search_catalog(changed, "rotate logs every server", limit=1) == ["b_tool"]
+
+
+class CountingEmbedder:
+    """An embedder that counts the catalogs it embeds (each index embeds its catalog once)."""
+
+    def __init__(self) -> None:
+        self.embedded: list[list[str]] = []
+
+    def vectors(self, texts: list[str]) -> list[list[float]]:
+        self.embedded.append(texts)
+        return [[1.0] for _ in texts]
+
+    def similarities(self, vectors: Any, text: str) -> list[float]:
+        return [0.0 for _ in vectors]
+
+
+def test_two_catalogs_searched_by_turns_are_each_embedded_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counting = CountingEmbedder()
+    monkeypatch.setattr(tool_search, "embedder", lambda: counting)
+    monkeypatch.setattr(tool_search, "_INDEXES", type(tool_search._INDEXES)())
+    one, other = CATALOG[:2], CATALOG[1:]
+    for _ in range(3):
+        search_catalog(one, "write a memory")
+        search_catalog(other, "list a directory")
+    assert len(counting.embedded) == 2
+    for n in range(tool_search.KEPT_INDEXES):  # (the oldest of more catalogs is left out)
+        search_catalog([*CATALOG, {"name": f"extra_{n}", "description": "x"}], "write")
+    search_catalog(one, "write")
+    assert len(counting.embedded) == 2 + tool_search.KEPT_INDEXES + 1

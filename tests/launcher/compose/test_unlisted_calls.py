@@ -11,7 +11,7 @@ import pytest
 
 from doc_processing_std_tools.launcher.compose.mount import Mount
 from doc_processing_std_tools.launcher.compose.unlisted_calls import unknown_tool, unlisted_owner
-from doc_processing_std_tools.launcher.config.schema import ServerEntry, ToolFilter
+from doc_processing_std_tools.launcher.config.schema import ServerEntry
 
 
 def _mount(
@@ -21,10 +21,9 @@ def _mount(
     external: bool = True,
     state: str = "up",
     every_tool: tuple[str, ...] = (),
-    exclude: tuple[str, ...] = (),
 ) -> Mount:
     source: dict[str, Any] = {"command": "node"} if external else {"server": "memory-tools"}
-    entry = ServerEntry(namespace=namespace, tools=ToolFilter(exclude=list(exclude)), **source)
+    entry = ServerEntry(namespace=namespace, **source)
     supervisor: Any = SimpleNamespace(state=state) if external else None
     return Mount(
         name=name,
@@ -73,7 +72,6 @@ def test_the_one_namespace_that_fits_names_the_server() -> None:
         pytest.param(
             [_mount("everything", "ev", every_tool=("ev_x",))], "ev_x", id="its-own-listed"
         ),
-        pytest.param([_mount("everything", "ev", exclude=("x",))], "ev_x", id="excluded"),
         pytest.param([_mount("everything", "ev", state="restarting")], "ev_x", id="down"),
         pytest.param([_mount("everything", "ev")], "ev_", id="namespace-only"),
         pytest.param([_mount("everything", "ev")], "evx", id="no-joiner"),

@@ -423,4 +423,4 @@ async def test_a_notification_outside_any_call_skips_a_client_that_may_not_see_t
     with hidden.calling(client, 3):
         assert hidden._told("notifications/message") == (client, 3)  # (its own call's: allowed)
     client._connection.exit_stack.close()
-    assert fronts.told == {}
+    assert fronts.http == {}

@@ -18,12 +18,18 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import anyio
 import pytest
+from fastmcp import FastMCP
+from starlette.testclient import TestClient
 
 from doc_processing_std_tools.launcher.calls.pin_gate import PinGate
 from doc_processing_std_tools.launcher.cli.main import main
+from doc_processing_std_tools.launcher.config.transport import TransportConfig
+from doc_processing_std_tools.launcher.external.client_requests import HttpClient
+from doc_processing_std_tools.launcher.transports.http import build_app
 from helpers import launch
 from helpers.launch import Launched, launcher_command, text_of
 from helpers.paths import SERVERS, python_path
@@ -877,3 +883,29 @@ async def test_a_5_mib_first_reply_reaches_a_client_that_declares_roots(tmp_path
             result = await session.call_tool("read_text_file", {"path": str(big)})
     assert not result.is_error, text_of(result)[:300]
     assert len(text_of(result)) == FIVE_MIB
+
+
+class LookedUp(dict[str, Any]):
+    """The HTTP client sessions by id, counting the lookups (the fast path's first step)."""
+
+    def __init__(self) -> None:
+        super().__init__(known=HttpClient(object(), None))
+        self.asked = 0
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        self.asked += 1
+        return super().get(key, default)
+
+
+@pytest.mark.parametrize("taking", [False, True])
+def test_the_fast_path_sees_a_post_only_while_it_can_take_a_call(taking: bool) -> None:
+    """With no ``sessions: per_client`` command (``taking`` false) a known session's POST goes
+    straight to the SDK: its body is not read here for nothing."""
+    sessions = LookedUp()
+    relayed = (SimpleNamespace(http=sessions), lambda profile: {}, lambda: taking)
+    app = build_app(FastMCP("t"), dict, TransportConfig(), relayed=relayed)  # type: ignore[arg-type]
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}}
+    headers = {"mcp-session-id": "known", "accept": "application/json, text/event-stream"}
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        assert client.post("/mcp", json=call, headers=headers).status_code == 404  # (the SDK's)
+    assert sessions.asked == (1 if taking else 0)

@@ -59,9 +59,11 @@ def _label(value: float) -> str:
     return f"{value:.3g}"
 
 
-def chart(title: str, measures: Sequence[Measure], series: Series, now: float) -> dict[str, Any]:
-    """One chart's drawing: the lines' point lists, the axes' ticks and the legend."""
-    servers = servers_of(series)
+def chart(
+    title: str, measures: Sequence[Measure], series: Series, servers: Sequence[str], now: float
+) -> dict[str, Any]:
+    """One chart's drawing: the lines' point lists, the axes' ticks and the legend (a line and a
+    colour for each of *servers*, the servers of *series*)."""
     values = [
         v
         for _, by_server in series
@@ -122,5 +124,6 @@ def chart(title: str, measures: Sequence[Measure], series: Series, now: float) -
 
 
 def charts(series: Series, now: float) -> list[dict[str, Any]]:
-    """Every chart of the page."""
-    return [chart(title, measures, series, now) for title, measures in MEASURES]
+    """Every chart of the page (the same servers, in the same colours, on each)."""
+    servers = servers_of(series)
+    return [chart(title, measures, series, servers, now) for title, measures in MEASURES]

@@ -42,7 +42,8 @@ class Pending:
 
     name: str
     url: str = ""
-    started: anyio.Event = field(default_factory=anyio.Event)
+    # set once its URL is shown or it ended, whichever comes first: what the button waits for
+    settled: anyio.Event = field(default_factory=anyio.Event)
     answer: AuthorizationCodeResult | None = None
     answered: anyio.Event = field(default_factory=anyio.Event)
     outcome: str = ""
@@ -87,15 +88,8 @@ class Logins:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(lambda done: self._ended(name, done))
         with anyio.move_on_after(START_TIMEOUT):
-            async with anyio.create_task_group() as group:
-
-                async def first(event: anyio.Event) -> None:
-                    await event.wait()
-                    group.cancel_scope.cancel()
-
-                group.start_soon(first, pending.started)
-                group.start_soon(first, pending.done)
-        if pending.url:
+            await pending.settled.wait()
+        if pending.url and not pending.done.is_set():
             return pending.url
         task.cancel()
         raise LoginRefused(pending.outcome or f"{name}: the authorization server did not answer")
@@ -117,7 +111,7 @@ class Logins:
                 raise LoginRefused("the authorization URL carries no state")
             self._pending[state] = pending
             pending.url = url
-            pending.started.set()
+            pending.settled.set()
 
         async def callback() -> AuthorizationCodeResult:
             with anyio.fail_after(CALLBACK_TIMEOUT):
@@ -143,6 +137,7 @@ class Logins:
         finally:
             self._pending.pop(state, None)
             pending.done.set()
+            pending.settled.set()
 
     async def finish(self, query: Mapping[str, str]) -> tuple[str, bool]:
         """The callback's *query* (``code`` and ``state``, or ``error``) handed to the login it

@@ -4,8 +4,9 @@ browser sent to authorize and back to the daemon's callback, the tokens kept whe
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx2
@@ -13,6 +14,7 @@ import pytest
 
 from doc_processing_std_tools.launcher.config.schema import load_config
 from doc_processing_std_tools.launcher.external.tokens import TokenStore
+from doc_processing_std_tools.launcher.transports.console import upstream_login
 from doc_processing_std_tools.launcher.transports.console.upstream_login import (
     LoginRefused,
     Logins,
@@ -92,3 +94,22 @@ async def test_pressing_log_in_again_replaces_the_waiting_login(tmp_path: Path, 
     outcome, failed = await console.finish(await authorize(second))
     assert (outcome, failed) == ("logged in to 'corp': 2 tools", False)
     assert store.get("corp") is not None
+
+
+async def test_a_login_that_ended_once_its_url_was_shown_is_refused_not_linked(
+    tmp_path: Path, idp: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its URL shown, the login ends before the button's request resumes (pressed again, the
+    daemon stopping, a failure): the button says why, and links to no URL that cannot answer."""
+
+    async def shown_then_ended(
+        name: str, entry: Any, store: Any, *, show_url: Callable[[str], Awaitable[None]], **_: Any
+    ) -> list[Any]:
+        await show_url("https://idp.example/authorize?state=s1")
+        raise RuntimeError("the token endpoint went away")
+
+    monkeypatch.setattr(upstream_login, "login_flow", shown_then_ended)
+    console, _ = logins(tmp_path, idp)
+    with pytest.raises(LoginRefused, match="the token endpoint went away"):
+        await console.start("corp", CALLBACK)
+    assert (await console.finish({"state": "s1", "code": "c"}))[1] is True
