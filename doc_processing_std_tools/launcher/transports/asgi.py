@@ -341,7 +341,7 @@ class Gate:
         remembered) the app. (Chosen here, not awaited through one more coroutine.)"""
         if not named_host:
             return _missing_host
-        if (host, origin, scope.get("server"), scope.get("scheme")) in self.vetted:
+        if _verdict_key(scope, host, origin) in self.vetted:
             return self.app
         return self.guard
 
@@ -351,8 +351,14 @@ class Gate:
             headers = scope["headers"]
             host = next((value for name, value in headers if name == b"host"), None)
             origin = next((value for name, value in headers if name == b"origin"), None)
-            self.vetted.add((host, origin, scope.get("server"), scope.get("scheme")))
+            self.vetted.add(_verdict_key(scope, host, origin))
         await self.app(scope, receive, send)
+
+
+def _verdict_key(scope: Scope, host: bytes | None, origin: bytes | None) -> tuple[Any, ...]:
+    """What the Host/Origin guard's verdict depends on (the ASGI server address may be a list)."""
+    server = scope.get("server")
+    return (host, origin, tuple(server) if server is not None else None, scope.get("scheme"))
 
 
 async def _missing_host(_scope: Scope, _receive: Receive, send: Send) -> None:

@@ -1,15 +1,20 @@
-"""PostReply (launcher/transports/asgi.py): a client that leaves mid-call stops the call's
+"""launcher/transports/asgi.py. PostReply: a client that leaves mid-call stops the call's
 writer, whether the connection's protocol says so (a callback in the scope) or, under a
-server without our protocol, a task waiting on ``receive()`` learns it."""
+server without our protocol, a task waiting on ``receive()`` learns it. Gate: the Host/Origin
+guard's remembered verdicts never let a request in that the guard would refuse."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import anyio
+import pytest
+from fastmcp.server.http import HostOriginGuardMiddleware
 
 from doc_processing_std_tools.launcher.transports.asgi import (
     LOST_SCOPE_KEY,
+    Gate,
+    InFlight,
     PostReply,
 )
 
@@ -104,3 +109,57 @@ async def test_a_reply_that_comes_first_is_sent_in_one_json_body() -> None:
     assert (b"content-type", b"application/json") in sent[0]["headers"]
     assert (b"mcp-session-id", b"s") in sent[0]["headers"]
     assert sent[1]["body"] == reply
+
+
+GATE_CASES = [  # (Host, Origin, status), each asked after the same request with good headers
+    (b"evil.example", None, 421),
+    (b"127.0.0.1:8000", b"http://evil.example", 403),
+    (b"", None, 400),
+    (None, None, 400),
+    (b"127.0.0.1:8000", b"http://127.0.0.1:8000", 200),
+]
+
+
+@pytest.mark.parametrize(("host", "origin", "status"), GATE_CASES)
+async def test_a_remembered_verdict_lets_in_only_what_the_guard_lets_in(
+    host: bytes | None, origin: bytes | None, status: int
+) -> None:
+    served: list[str] = []
+
+    async def app(scope: Any, _receive: Any, send: Any) -> None:
+        served.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def guard(inner: Any) -> Any:
+        return HostOriginGuardMiddleware(inner, allowed_hosts=[], mode="strict")
+
+    gate = Gate(app, guard=guard, requests=InFlight())
+
+    async def ask(host: bytes | None, origin: bytes | None) -> int:
+        headers = [(b"host", host)] if host is not None else []
+        headers += [(b"origin", origin)] if origin is not None else []
+        scope = {  # (a list for the address, as Starlette's TestClient gives it)
+            "type": "http",
+            "method": "POST",
+            "path": "/mcp",
+            "headers": headers,
+            "server": ["127.0.0.1", 8000],
+            "scheme": "http",
+        }
+        sent: list[Any] = []
+
+        async def send(message: Any) -> None:
+            sent.append(message)
+
+        async def receive() -> Any:
+            return {"type": "http.request", "body": b""}
+
+        await gate(scope, receive, send)
+        return int(sent[0]["status"])
+
+    assert await ask(b"127.0.0.1:8000", None) == 200  # (its verdict remembered)
+    assert await ask(b"127.0.0.1:8000", None) == 200
+    assert await ask(host, origin) == status
+    assert await ask(host, origin) == status  # (and again, once a verdict may be remembered)
+    assert len(served) == 2 + 2 * (status == 200)
