@@ -124,7 +124,7 @@ class _Unanswered:
 
 def _open(stream: RequestStream) -> bool:
     """Whether someone still reads *stream* (the SSE writer of its POST)."""
-    return stream[0].statistics().open_receive_streams > 0
+    return bool(stream[0].statistics().open_receive_streams > 0)
 
 
 def _post_response(
@@ -175,8 +175,31 @@ def mcp_http_client(headers: dict[str, str] | None, timeout: Any, auth: Any) -> 
 # -- what the HTTP fast path needs of a session's transport ---------------------------------
 
 # what the SDK's transport sends to a request's stream (an EventMessage), or the fast path's
-# own reply (bytes) after them
-RequestStream = tuple[MemoryObjectSendStream[Any], MemoryObjectReceiveStream[Any]]
+# own reply (bytes) after them; its send side a memory stream's, or one that tells of each send
+RequestStream = tuple[Any, MemoryObjectReceiveStream[Any]]
+
+
+class _Told:
+    """A request stream's send side that calls *on_send* before each item is sent, and when
+    it is closed (what the SDK's transport and the holds of cancelled calls use of a memory
+    stream's send side)."""
+
+    def __init__(self, stream: MemoryObjectSendStream[Any], on_send: Callable[[], None]) -> None:
+        self.stream, self.on_send = stream, on_send
+
+    async def send(self, item: Any) -> None:
+        self.on_send()
+        await self.stream.send(item)
+
+    def close(self) -> None:
+        self.stream.close()
+        self.on_send()
+
+    async def aclose(self) -> None:
+        self.close()
+
+    def statistics(self) -> Any:
+        return self.stream.statistics()
 
 
 def session_transport(manager: Any, scope: Any, session_id: str) -> Any:
@@ -217,14 +240,19 @@ def body_limit(manager: Any) -> int:
     return int(manager.max_request_body_size)
 
 
-def open_request_stream(transport: Any, request_id: str) -> RequestStream | None:
+def open_request_stream(
+    transport: Any, request_id: str, on_send: Callable[[], None] | None = None
+) -> RequestStream | None:
     """The stream of what the server sends tied to request *request_id* (its log messages,
     progress, requests to the client), opened where the SDK's transport routes them; None
-    while the session has a request of that id in flight."""
+    while the session has a request of that id in flight. With *on_send*, called before
+    each message sent to it and when it is closed (so that no task need wait on it before
+    then)."""
     streams = transport._request_streams
     if request_id in streams:
         return None
-    stream: RequestStream = anyio.create_memory_object_stream[Any](REQUEST_STREAM_BUFFER_SIZE)
+    send, receive = anyio.create_memory_object_stream[Any](REQUEST_STREAM_BUFFER_SIZE)
+    stream: RequestStream = (send if on_send is None else _Told(send, on_send), receive)
     streams[request_id] = stream
     return stream
 

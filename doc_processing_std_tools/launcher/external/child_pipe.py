@@ -46,6 +46,9 @@ NOTIFICATION = b'"notifications/'
 OUR_ID = b'"' + ID_PREFIX.encode()
 # after our id, what makes the line a reply (a child's own request may use any id, ours too)
 REPLY_TAILS = (b'","result":', b'","error":')
+# how Node's SDK servers write a result (keys in their order of creation): the id last
+RESULT_HEAD = b'{"result":{'
+RESULT_ID = b'},"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()
 # the id of a reply, when its line begins as replies do (then an overlong one can be answered)
 REPLY_ID = re.compile(
     rb'^[ \t\r]*\{[ \t\r]*(?:"jsonrpc"[ \t\r]*:[ \t\r]*"2\.0"[ \t\r]*,[ \t\r]*)?'
@@ -247,6 +250,14 @@ class ChildPipe:
                 if call is not None:
                     call.settle(line)
                 return True
+            if line.startswith(RESULT_HEAD) and line.endswith(b'"}'):
+                start = line.rfind(RESULT_ID) + len(RESULT_ID) - len(ID_PREFIX)
+                key = line[start:-2].decode("utf-8", "replace")
+                if start > len(RESULT_ID) and '"' not in key and "\\" not in key:
+                    call = self.pending.pop(key, None)
+                    if call is not None:
+                        call.settle(line)
+                    return True
             return self._route(line)
         except Exception:  # whatever is odd about the line, the SDK session gets it
             log.debug("fast path: left a line of the child's to the SDK", exc_info=True)

@@ -106,6 +106,9 @@ def encode_line(message: dict[str, Any]) -> bytes:
         )
 
 
+RESULT_FIRST = b'{"result":{'
+
+
 def client_reply(
     line: bytes,
     parsed: Any,
@@ -118,9 +121,12 @@ def client_reply(
     the reply to the client's *request_id*; its resource links under *namespace*."""
     line = line.removesuffix(b"\r")
     head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
+    # (Node's servers write the result first: the same line, keys in their order of creation)
+    tail = b'},"jsonrpc":"2.0","id":"' + key.encode() + b'"}'
+    first = line.startswith(head)
     if (
         parsed is None
-        and line.startswith(head)
+        and (first or (line.startswith(RESULT_FIRST) and line.endswith(tail)))
         and (namespace is None or (line.find(URI_KEY) < 0 and line.find(b"\\u") < 0))
         # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
@@ -129,10 +135,14 @@ def client_reply(
         )
         and _one_json_value(line)
     ):
-        client_id = str(request_id) if isinstance(request_id, int) else json.dumps(request_id)
-        return (
-            b'{"jsonrpc":"2.0","id":' + client_id.encode() + b',"result":{' + line[len(head) :]
-        ) + b"\n"
+        client_id = (
+            str(request_id) if isinstance(request_id, int) else json.dumps(request_id)
+        ).encode()
+        if first:
+            return (
+                b'{"jsonrpc":"2.0","id":' + client_id + b',"result":{' + line[len(head) :] + b"\n"
+            )
+        return line[: -len(tail)] + b'},"jsonrpc":"2.0","id":' + client_id + b"}\n"
     try:
         message = parsed if parsed is not None else json.loads(line)
     except (ValueError, RecursionError) as exc:  # not UTF-8, or not JSON

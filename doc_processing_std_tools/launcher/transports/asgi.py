@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mutab
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from sse_starlette import EventSourceResponse
 
 from .identity import caller_name
@@ -48,21 +49,6 @@ async def _plain(send: Send, status: int, text: str) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": False})
 
 
-class RequireHostHeader:
-    """400 for a request without a Host header (fastmcp's guard would call it misdirected, 421)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not any(
-            name == b"host" and value.strip() for name, value in scope["headers"]
-        ):
-            await _plain(send, 400, "Bad Request: missing Host header")
-            return
-        await self.app(scope, receive, send)
-
-
 _SSE_ONLY_HEADERS = {"content-type", "cache-control", "connection", "x-accel-buffering"}
 
 
@@ -75,7 +61,9 @@ class PostReply:
     a ping timer, a shutdown watcher, the disconnect listener, the writer) and cancels four
     scopes; with JSON single replies that was about a quarter of the launcher's CPU per HTTP
     call (py-spy, ``benchmarks/peers.py``'s HTTP rows). Here a reply that comes first costs the
-    writer and a disconnect listener. The JSON body also matters to clients: they limit one
+    writer's task alone: the connection's protocol (``header_guard.py``) tells of a client that
+    leaves (:data:`LOST_SCOPE_KEY`), where a task waiting on ``receive()`` did (still there
+    under another server). The JSON body also matters to clients: they limit one
     SSE event (the official ``mcp`` client: 1 MiB), so a big reply sent as an event never
     arrives, while ``application/json`` (which every client accepts on a POST) does. A call
     that first sends something else (progress, a log message, a request such as
@@ -84,56 +72,103 @@ class PostReply:
     """
 
     def __init__(
-        self, content: Any, sender: Callable[[], Coroutine[Any, Any, None]], headers: dict[str, str]
+        self,
+        content: Any,
+        sender: Callable[[], Coroutine[Any, Any, None]] | None,
+        headers: dict[str, str],
     ) -> None:
         self.content, self.sender, self.headers = content, sender, headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         replied = False
         held: list[dict[str, Any]] = []  # events read before the first message (priming)
+        assert self.sender is not None  # (without one: answer)
         async with anyio.create_task_group() as group:
             group.start_soon(self.sender)
-            listening = anyio.CancelScope()
 
-            async def until_disconnect() -> None:
-                with listening:
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    if (
-                        not replied
-                    ):  # the client left: stop the call's writer, as sse-starlette does
-                        group.cancel_scope.cancel()
+            def left() -> None:
+                if not replied:  # the client left: stop the call's writer, as sse-starlette does
+                    group.cancel_scope.cancel()
 
-            group.start_soon(until_disconnect)
-            async for event in self.content:
-                held.append(event)
-                if not event.get("data"):
-                    continue  # a priming event: nothing for the client yet
-                data = event["data"].encode()
-                if _is_reply(data):
+            stop = tell_when_left(scope, receive, group, left)
+            try:
+                reply = await self._first_reply(held)
+                if reply is not None:
                     replied = True
-                    listening.cancel()
-                    await self._json(send, data)
+                    stop()
+                    await send_json(send, reply, self.headers)
                     return  # the writer ends by itself after the reply
-                break
-            listening.cancel()
-            await EventSourceResponse(content=_chained(held, self.content), headers=self.headers)(
-                scope, receive, send
-            )
+            finally:
+                stop()
+            await self._stream(held, scope, receive, send)
             group.cancel_scope.cancel()  # as sse-starlette ends its writer with the stream
 
-    async def _json(self, send: Send, data: bytes) -> None:
-        headers = [
-            (name.lower().encode("latin-1"), value.encode("latin-1"))
-            for name, value in self.headers.items()
-            if name.lower() not in _SSE_ONLY_HEADERS
-        ]
-        headers += [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(data)).encode()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
-        await send({"type": "http.response.body", "body": data, "more_body": False})
+    async def answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The same answer, the content written by someone else (no writer's task here, and
+        no watch for a client that leaves: the writer's owner has it)."""
+        held: list[dict[str, Any]] = []
+        reply = await self._first_reply(held)
+        if reply is not None:
+            await send_json(send, reply, self.headers)
+        else:
+            await self._stream(held, scope, receive, send)
+
+    async def _first_reply(self, held: list[dict[str, Any]]) -> bytes | None:
+        """The reply when it is the content's first message (None: the stream it is), the
+        events read on the way kept in *held*."""
+        async for event in self.content:
+            held.append(event)
+            if not event.get("data"):
+                continue  # a priming event: nothing for the client yet
+            data = event["data"].encode()
+            return data if _is_reply(data) else None
+        return None
+
+    async def _stream(
+        self, held: list[dict[str, Any]], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        await EventSourceResponse(content=_chained(held, self.content), headers=self.headers)(
+            scope, receive, send
+        )
+
+
+async def send_json(send: Send, data: bytes, headers: dict[str, str]) -> None:
+    """*data* as one JSON body, with the SSE response's *headers* that apply to it."""
+    fields = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in headers.items()
+        if name.lower() not in _SSE_ONLY_HEADERS
+    ]
+    fields += [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(data)).encode()),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": fields})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+def tell_when_left(
+    scope: Scope, receive: Receive, group: TaskGroup, left: Callable[[], None]
+) -> Callable[[], None]:
+    """Have *left* called if the client leaves (told by the connection's protocol where it
+    is ours, :data:`LOST_SCOPE_KEY`; else by a task in *group* waiting on *receive*); what
+    this returns stops that."""
+    lost: set[Callable[[], None]] | None = scope.get(LOST_SCOPE_KEY)
+    if lost is not None:
+        lost.add(left)
+        return lambda: lost.discard(left)
+    listening = anyio.CancelScope()
+    group.start_soon(_until_disconnect, receive, listening, left)
+    return listening.cancel
+
+
+async def _until_disconnect(
+    receive: Receive, listening: anyio.CancelScope, left: Callable[[], None]
+) -> None:
+    with listening:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        left()
 
 
 async def _chained(first: list[dict[str, Any]], rest: Any) -> AsyncIterator[dict[str, Any]]:
@@ -155,6 +190,11 @@ def _is_reply(data: bytes) -> bool:
 # in a request's scope: called when its call is settled but its response stays open (a
 # cancelled call's stream, held without a reply): the drain stops waiting for it, as for a GET
 SETTLED_SCOPE_KEY = "dpt.settled"
+# in a request's scope, put there by the connection's protocol (``header_guard.py``): a set of
+# callbacks called when the client's connection is lost; who registers one learns of it
+# without a task waiting on ``receive()`` (without it in the scope, such a task is needed)
+LOST_SCOPE_KEY = "dpt.lost"
+VETTED_MAX = 256  # (Host, Origin, server, scheme) verdicts of the Host/Origin guard remembered
 
 
 class InFlight:
@@ -173,76 +213,71 @@ class InFlight:
             scope.cancel()
 
 
-class InFlightTracker:
-    """Runs each request in a cancel scope that shutdown can cancel; then ends its response cleanly."""
+_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
+_NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,100})"')
+_SESSION = SESSION_HEADER.encode()
 
-    def __init__(self, app: ASGIApp, requests: InFlight) -> None:
-        self.app = app
-        self.requests = requests
+
+class Gate:
+    """What every HTTP request passes before routing, in one ASGI layer (one pass over its
+    headers, one wrapper of ``receive`` and one of ``send``), from the outside in:
+
+    - one INFO line per request on ``dpt-launch.access``: method, path, MCP method, tool,
+      status, duration, session id and the caller (a JWT's subject, ``token-N`` for a static
+      token); never arguments, headers or tokens: the MCP method and tool name are read from
+      the first bytes of the body, and nothing else of it is kept;
+    - with *requests*, the drain's count (requests other than GET) and a cancel scope per
+      request that shutdown cancels, its response then ended cleanly (503 when not started);
+    - a 400 for a request without a Host header (fastmcp's guard would call it misdirected, 421);
+    - *guard*, fastmcp's Host/Origin guard (DNS-rebinding protection: 421, 403). Its verdict
+      depends only on the Host and Origin headers, the server's address and the scheme: a
+      request the guard let through lets the next with the same four skip its parsing (at most
+      :data:`VETTED_MAX` remembered; refusals are not, so a flood of foreign Hosts grows
+      nothing).
+
+    (Five ASGI layers before, each with its own wrappers: about a ninth of the launcher's CPU
+    per relayed HTTP call, ``benchmarks/http_relay.py --profile``.)
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        guard: Callable[[ASGIApp], ASGIApp],
+        requests: InFlight | None = None,
+    ) -> None:
+        self.app, self.requests = app, requests
+        self.guard = guard(self._vetted)
+        self.vetted: set[tuple[Any, ...]] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        is_call = scope["method"] != "GET"
-        response = {"started": False, "done": False}
+        logged = access_log.isEnabledFor(logging.INFO)
+        start = time.perf_counter() if logged else 0.0
+        host = origin = session = None
+        named_host = False
+        for name, value in scope["headers"]:
+            if name == b"host":
+                host = value if host is None else host
+                named_host = named_host or bool(value.strip())
+            elif name == b"origin":
+                origin = value if origin is None else origin
+            elif name == _SESSION:
+                session = value if session is None else session
+        head = bytearray()
+        response: dict[str, Any] = {"status": None, "session": session, "done": False}
 
-        async def tracked_send(message: Message) -> None:
+        async def gated_send(message: Message) -> None:
             if message["type"] == "http.response.start":
-                response["started"] = True
+                response["status"] = message["status"]
+                if logged and not response["session"]:
+                    for name, value in message.get("headers", ()):
+                        if name.lower() == _SESSION:
+                            response["session"] = value
             elif message["type"] == "http.response.body" and not message.get("more_body"):
                 response["done"] = True
             await send(message)
-
-        counted = [is_call]
-
-        def settled() -> None:
-            if counted[0]:
-                counted[0] = False
-                self.requests.calls -= 1
-
-        self.requests.calls += is_call
-        scope[SETTLED_SCOPE_KEY] = settled
-        with anyio.CancelScope() as cancel:
-            self.requests.scopes.add(cancel)
-            try:
-                await self.app(scope, receive, tracked_send)
-            finally:
-                self.requests.scopes.discard(cancel)
-                settled()
-        if cancel.cancelled_caught and not response["done"]:
-            with contextlib.suppress(Exception):
-                if not response["started"]:
-                    await _plain(send, 503, "Service Unavailable: the server is shutting down")
-                else:
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-_METHOD = re.compile(rb'"method"\s*:\s*"([^"\\]{1,100})"')
-_NAME = re.compile(rb'"name"\s*:\s*"([^"\\]{1,100})"')
-
-
-class AccessLog:
-    """One INFO line per request: method, path, MCP method, tool, status, duration, session id
-    and the caller (a JWT's subject, ``token-N`` for a static token).
-
-    Never arguments, headers or tokens: the MCP method and tool name are read from
-    the first bytes of the body, and nothing else of it is kept.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not access_log.isEnabledFor(logging.INFO):
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        head = bytearray()
-        fields: dict[str, Any] = {"status": None, "session": None}
-        for name, value in scope["headers"]:
-            if name == SESSION_HEADER.encode():
-                fields["session"] = value.decode("latin-1")
 
         async def peeking_receive() -> Message:
             message = await receive()
@@ -250,40 +285,111 @@ class AccessLog:
                 head.extend(message.get("body", b"")[: LOG_PEEK_BYTES - len(head)])
             return message
 
-        async def status_send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                fields["status"] = message["status"]
-                for name, value in message.get("headers", []):
-                    if name.lower() == SESSION_HEADER.encode() and not fields["session"]:
-                        fields["session"] = value.decode("latin-1")
-            await send(message)
-
+        inner_receive = peeking_receive if logged else receive
         try:
-            await self.app(scope, peeking_receive, status_send)
+            if self.requests is None:
+                await self._next(scope, host, origin, named_host)(scope, inner_receive, gated_send)
+            else:
+                await self._counted(
+                    scope, inner_receive, gated_send, response, host, origin, named_host
+                )
         finally:
-            mcp_method, tool = mcp_method_and_tool(bytes(head))
-            entry = {
-                "method": scope["method"],
-                "path": scope["path"],
-                "mcp_method": mcp_method,
-                "tool": tool,
-                "status": fields["status"],
-                "duration_ms": round((time.perf_counter() - start) * 1000, 1),
-                "session": fields["session"],
-                "user": caller_name(scope),  # set in the scope by the auth middleware inside
-            }
-            access_log.info(
-                "%s %s %s%s %s %.1fms session=%s user=%s",
-                entry["method"],
-                entry["path"],
-                mcp_method or "-",
-                f" {tool}" if tool else "",
-                entry["status"] or "-",
-                entry["duration_ms"],
-                entry["session"] or "-",
-                entry["user"] or "-",
-                extra={"access": entry},
-            )
+            if logged:
+                _log_access(scope, bytes(head), response, start)
+
+    async def _counted(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        response: dict[str, Any],
+        host: bytes | None,
+        origin: bytes | None,
+        named_host: bool,
+    ) -> None:
+        """The request counted for the drain, in a cancel scope shutdown cancels."""
+        requests = self.requests
+        assert requests is not None
+        counted = scope["method"] != "GET"
+
+        def settled() -> None:
+            nonlocal counted
+            if counted:
+                counted = False
+                requests.calls -= 1
+
+        requests.calls += counted
+        scope[SETTLED_SCOPE_KEY] = settled
+        with anyio.CancelScope() as cancel:
+            requests.scopes.add(cancel)
+            try:
+                await self._next(scope, host, origin, named_host)(scope, receive, send)
+            finally:
+                requests.scopes.discard(cancel)
+                settled()
+        if cancel.cancelled_caught and not response["done"]:
+            with contextlib.suppress(Exception):
+                if response["status"] is None:
+                    await _plain(send, 503, "Service Unavailable: the server is shutting down")
+                else:
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _next(
+        self, scope: Scope, host: bytes | None, origin: bytes | None, named_host: bool
+    ) -> ASGIApp:
+        """Who serves the request past the drain's count: a 400, the guard, or (a verdict
+        remembered) the app. (Chosen here, not awaited through one more coroutine.)"""
+        if not named_host:
+            return _missing_host
+        if _verdict_key(scope, host, origin) in self.vetted:
+            return self.app
+        return self.guard
+
+    async def _vetted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Past the guard: its verdict remembered for the same four."""
+        if len(self.vetted) < VETTED_MAX:
+            headers = scope["headers"]
+            host = next((value for name, value in headers if name == b"host"), None)
+            origin = next((value for name, value in headers if name == b"origin"), None)
+            self.vetted.add(_verdict_key(scope, host, origin))
+        await self.app(scope, receive, send)
+
+
+def _verdict_key(scope: Scope, host: bytes | None, origin: bytes | None) -> tuple[Any, ...]:
+    """What the Host/Origin guard's verdict depends on (the ASGI server address may be a list)."""
+    server = scope.get("server")
+    return (host, origin, tuple(server) if server is not None else None, scope.get("scheme"))
+
+
+async def _missing_host(_scope: Scope, _receive: Receive, send: Send) -> None:
+    await _plain(send, 400, "Bad Request: missing Host header")
+
+
+def _log_access(scope: Scope, head: bytes, response: dict[str, Any], start: float) -> None:
+    mcp_method, tool = mcp_method_and_tool(head)
+    session = response["session"]
+    entry = {
+        "method": scope["method"],
+        "path": scope["path"],
+        "mcp_method": mcp_method,
+        "tool": tool,
+        "status": response["status"],
+        "duration_ms": round((time.perf_counter() - start) * 1000, 1),
+        "session": session.decode("latin-1") if session is not None else None,
+        "user": caller_name(scope),  # set in the scope by the auth middleware inside
+    }
+    access_log.info(
+        "%s %s %s%s %s %.1fms session=%s user=%s",
+        entry["method"],
+        entry["path"],
+        mcp_method or "-",
+        f" {tool}" if tool else "",
+        entry["status"] or "-",
+        entry["duration_ms"],
+        entry["session"] or "-",
+        entry["user"] or "-",
+        extra={"access": entry},
+    )
 
 
 def mcp_method_and_tool(head: bytes) -> tuple[str | None, str | None]:

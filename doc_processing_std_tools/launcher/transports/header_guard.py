@@ -15,12 +15,14 @@ from __future__ import annotations
 import hmac
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from .asgi import LOST_SCOPE_KEY
 from .console.visitors import COOKIE
 
 try:
@@ -75,12 +77,17 @@ class _HeaderTimer:
 
     # (a protocol class after this one in the bases: these run around its own)
     def connection_made(self, transport: Any) -> None:
+        # who the request being served asked to tell when the connection is lost (the
+        # httptools protocol puts it in each request's scope: :data:`.asgi.LOST_SCOPE_KEY`)
+        self._lost: set[Callable[[], None]] = set()
         super().connection_made(transport)  # type: ignore[misc]
         self._admit(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._forget()
         super().connection_lost(exc)  # type: ignore[misc]
+        for callback in list(self._lost):
+            callback()
 
     def _admit(self, transport: Any) -> bool:
         """Count a new connection; False (and a 429) when its client has too many open."""
@@ -175,6 +182,7 @@ if HttpToolsProtocol is not None:
         _open = 0  # requests whose headers are complete and whose response is not
 
         def on_headers_complete(self) -> None:
+            self.scope[LOST_SCOPE_KEY] = self._lost  # type: ignore[literal-required]
             super().on_headers_complete()
             self._open += 1
             self._headers_done(self.headers)

@@ -43,17 +43,7 @@ from ...seams.fastmcp_server import additional_http_routes, lifespan_manager, lo
 from ...seams.http_sessions import open_http_sessions, session_manager
 from ..calls.access import Access
 from ..config.transport import TransportConfig
-from .asgi import (
-    AccessLog,
-    ASGIApp,
-    InFlight,
-    InFlightTracker,
-    PostReply,
-    Receive,
-    RequireHostHeader,
-    Scope,
-    Send,
-)
+from .asgi import ASGIApp, Gate, InFlight, PostReply, Receive, Scope, Send
 from .auth import IncomingAuth
 from .console import ConsoleSources
 from .header_guard import slow_header_guard
@@ -260,16 +250,16 @@ def build_app(
             return app
         return ProfileAccess(app, profile, access)
 
-    middleware = [
-        Middleware(AccessLog),
-        *([Middleware(InFlightTracker, requests=requests)] if requests else []),
-        Middleware(RequireHostHeader),
-        Middleware(
-            HostOriginGuardMiddleware,
+    def host_origin_guard(app: ASGIApp) -> ASGIApp:
+        return HostOriginGuardMiddleware(
+            app,
             allowed_hosts=transport.allowed_hosts,
             allowed_origins=transport.allowed_origins,
             mode="strict",
-        ),
+        )
+
+    middleware = [
+        Middleware(Gate, guard=host_origin_guard, requests=requests),
         *auth.middleware(),
     ]
     routes = [

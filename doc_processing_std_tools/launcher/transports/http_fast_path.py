@@ -17,8 +17,11 @@ What the server sends the client during the call (log messages, requests such as
 elicitation or roots) takes the SDK path's way: the client's own upstream session hands it
 to that client's session tied to this request (``FrontLink.calling``), and the SDK's
 transport routes it to this request's stream, opened here where it would have opened it;
-the reply comes after them on the same stream. The answer is :class:`.asgi.PostReply`'s:
-one JSON body when the reply comes first, else the SSE stream. A client that leaves, or
+the reply comes after them on the same stream. The call runs in the request's own task
+and the answer is one JSON body when the reply comes first; else the SSE stream, written by
+:class:`.asgi.PostReply` in a task started when the first message for the request comes
+(the stream tells of it: ``open_request_stream``). A client that leaves (its connection's
+protocol says so: ``asgi.LOST_SCOPE_KEY``), or
 sends ``notifications/cancelled`` for the call with the credential that owns the session,
 cancels it at the child; a cancelled call gets no reply, its stream held open among the
 session's held streams, with the SDK path's (``seams/http_sessions.py``: the oldest past the
@@ -55,7 +58,17 @@ from ...seams.server_sessions import initialize_accepted
 from ..external.fast_path import answered, cancelled_request, forward_on_pipe, relayed_call
 from ..external.per_client import client_key, lasting
 from ..external.relay_lines import HANDSHAKE_ERA
-from .asgi import SETTLED_SCOPE_KEY, ASGIApp, Message, PostReply, Receive, Scope, Send
+from .asgi import (
+    SETTLED_SCOPE_KEY,
+    ASGIApp,
+    Message,
+    PostReply,
+    Receive,
+    Scope,
+    Send,
+    send_json,
+    tell_when_left,
+)
 from .session_binding import PROFILE_SCOPE_KEY
 
 if TYPE_CHECKING:
@@ -73,6 +86,11 @@ VERSION_HEADER = b"mcp-protocol-version"
 CALL = b'"tools/call"'
 MAX_WANTS = 64  # header pairs remembered
 CANCELLED = b'"notifications/cancelled"'
+SSE_HEADERS = {  # (the SDK transport's, for a POST's stream; with the session's id)
+    "Cache-Control": "no-cache, no-transform",
+    "Connection": "keep-alive",
+    "Content-Type": "text/event-stream",
+}
 
 # the tools a connection to an endpoint may call here, by the name it calls them: given the
 # endpoint's profile (None: the plain endpoint); asked per call
@@ -191,48 +209,65 @@ class HttpFastPath:
         request_id: int | str,
         params: dict[str, Any],
     ) -> None:
-        stream = open_request_stream(transport, str(request_id))
+        streaming = False  # whether the answer is the request's stream (not the reply alone)
+
+        def stream_it() -> None:
+            """The answer as the stream, written by a task of its own from now on: something
+            the server sent for the request came before the reply (its log messages, its
+            requests to the client), the stream ended (the session's end: the call is then
+            cancelled, as on the SDK path), or the call was cancelled (its stream held)."""
+            nonlocal streaming
+            if not streaming:
+                streaming = True
+                group.start_soon(write)
+
+        async def write() -> None:
+            sse = {**SSE_HEADERS, "mcp-session-id": session_id}
+            await PostReply(_Events(transport, from_request), None, sse).answer(
+                scope, receive, send
+            )
+            group.cancel_scope.cancel()  # (the stream ended first: the session's end)
+
+        stream = open_request_stream(transport, str(request_id), stream_it)
         if stream is None:  # (the SDK has a request of that id in flight: it answers)
             await self.app(scope, replay, send)
             return
         key = (session_id, request_id)
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
-        headers = Headers(scope=scope)
         busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
-
-        async def call() -> None:
-            """The call, run by PostReply (cancelled when the client leaves first): its reply
-            goes to the request's stream, after what the server sent for the request."""
-            reply = b""
-            with cancel:
-                reply = await answered(
-                    target,
-                    request_id,
-                    params,
-                    lambda: self._forward(target, session, request_id, params),
-                    headers=headers,
-                    session=session,
-                )
-            if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
-                hold_unanswered(transport, str(request_id), stream)
-                busy.close()  # (a held stream is no call: the session may idle out)
-                scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain to wait for)
-                return
-            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                await to_request.send(reply.rstrip(b"\n"))  # (closed: the session ended)
-
-        sse = {
-            "Cache-Control": "no-cache, no-transform",
-            "Connection": "keep-alive",
-            "Content-Type": "text/event-stream",
-            "mcp-session-id": session_id,
-        }
         try:
             with busy:
                 busy.enter_context(serving(transport))
-                await PostReply(_Events(transport, from_request), call, sse)(scope, receive, send)
+                # The call runs here, in the request's task; the answer's stream, only when
+                # there is one, in a task of its own (stream_it).
+                async with anyio.create_task_group() as group:
+                    stop = tell_when_left(scope, receive, group, group.cancel_scope.cancel)
+                    try:
+                        with cancel:
+                            reply = await answered(
+                                target,
+                                request_id,
+                                params,
+                                lambda: self._forward(target, session, request_id, params),
+                                headers=Headers(scope=scope),
+                                session=session,
+                            )
+                    finally:
+                        stop()
+                    if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
+                        hold_unanswered(transport, str(request_id), stream)
+                        busy.close()  # (a held stream is no call: the session may idle out)
+                        scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain)
+                        stream_it()  # (what the server still sends, until the stream ends)
+                    elif streaming:  # the reply ends the stream, after what came before it
+                        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                            await to_request.send(reply.rstrip(b"\n"))  # (closed: session ended)
+                    else:
+                        streaming = True  # (what the server sends for it now goes nowhere)
+                        await send_json(send, reply.rstrip(b"\n"), {"mcp-session-id": session_id})
         finally:
+            streaming = True  # (the task group is gone: closing the stream starts nothing)
             self._calls.pop(key, None)
             close_request_stream(transport, str(request_id), stream)
 

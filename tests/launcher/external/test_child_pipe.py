@@ -57,6 +57,37 @@ async def test_replies_are_routed_as_they_arrive_and_the_rest_goes_on_unchanged(
     assert pipe.closed
 
 
+NODE_CHILD = r"""
+import sys
+out = sys.stdout.buffer
+sys.stdin.readline()
+out.write(b'{"result":{"content":[]},"jsonrpc":"2.0","id":"dpt~1"}\n')
+out.flush()
+sys.stdin.readline()
+out.write(b'{"result":{"x":{"id":"dpt~2"}},"jsonrpc":"2.0","id":"dpt~2"}\n')
+out.flush()
+"""
+
+
+async def test_a_reply_written_result_first_is_routed_without_a_parse() -> None:
+    """(As Node's SDK servers write replies: the id last.)"""
+    process = await spawn_stdio_child(
+        sys.executable, ["-c", NODE_CHILD], dict(os.environ), sys.stderr, None
+    )
+    pipe = ChildPipe(process)
+    send, _receive = anyio.create_memory_object_stream(10)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as group:
+            group.start_soon(pipe.read, send)
+            for key in ("dpt~1", "dpt~2"):
+                call = pipe.open_call()
+                await pipe.send(b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","method":"x"}\n')
+                line, parsed = await call.reply()
+                assert line.endswith(b'"id":"' + key.encode() + b'"}')
+                assert parsed is None
+    await process.wait()
+
+
 CUSTOM_CHILD = r"""
 import sys
 out = sys.stdout.buffer

@@ -65,3 +65,27 @@ def test_a_servers_error_is_passed_on_bounded() -> None:
     assert "data" not in passed and len(passed["message"]) < 1100
     assert passed["message"].endswith("bytes, left out)")
     assert server_error({"error": URL_ERROR}) == URL_ERROR  # (a small error: as it is)
+
+
+def test_a_result_written_first_as_node_servers_do_is_passed_on_as_it_is() -> None:
+    """(No parse and re-encode of the result: the line's bytes, the client's id put in ours'
+    place; a line that only looks so, its id inside the result, is parsed as any.)"""
+    line = (
+        b'{"result":{"content":[{"type":"text","text":"Echo: hi"}]},"jsonrpc":"2.0","id":"dpt~4"}'
+    )
+    reply = client_reply(line, None, "dpt~4", 9, "ev_echo")
+    assert reply.startswith(b'{"result":{"content":[{"type":"text","text":"Echo: hi"}]},')
+    assert json.loads(reply) == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "result": {"content": [{"type": "text", "text": "Echo: hi"}]},
+    }
+    assert json.loads(client_reply(line, None, "dpt~4", "c-1", "ev_echo"))["id"] == "c-1"
+    nested = (
+        b'{"result":{"inner":{"a":1},"jsonrpc":"2.0","id":"dpt~4"},"jsonrpc":"2.0","id":"dpt~4"}'
+    )
+    assert json.loads(client_reply(nested, None, "dpt~4", 9, "ev_echo"))["result"] == {
+        "inner": {"a": 1},
+        "jsonrpc": "2.0",
+        "id": "dpt~4",
+    }

@@ -264,6 +264,84 @@ async def test_a_cancelled_call_is_cancelled_at_the_child_and_gets_no_reply(laun
     assert not replied_to(answer, 7), answer
 
 
+async def test_a_client_that_leaves_mid_call_cancels_it_at_the_child(launched) -> None:
+    """(The connection's protocol tells the call its client left: no task waits on it.)"""
+    running, _ = launched
+    with anyio.fail_after(60):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
+        cancels = await anyio.to_thread.run_sync(session.seen, "cancels_seen")
+        params = {"name": session.prefix + "hang", "arguments": {}}
+        body = json.dumps(message("tools/call", params, id=21)).encode()
+        call = await open_post(session.port, session.path, rpc_headers(session.id), body)
+
+        async def more(tool: str, than: int) -> bool:
+            return await anyio.to_thread.run_sync(session.seen, tool) > than
+
+        await until(lambda: more("hangs_seen", hangs), "the call at the child")
+        await call.aclose()
+        await until(lambda: more("cancels_seen", cancels), "the child told of the cancel")
+
+
+async def test_a_session_ended_mid_call_ends_the_calls_answer_without_a_reply(launched) -> None:
+    """(As on the SDK path: the request's stream ends, and the call with it.)"""
+    running, _ = launched
+    with anyio.fail_after(60):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
+        params = {"name": session.prefix + "hang", "arguments": {}}
+        body = json.dumps(message("tools/call", params, id=23)).encode()
+        call = await open_post(session.port, session.path, rpc_headers(session.id), body)
+
+        async def more() -> bool:
+            return await anyio.to_thread.run_sync(session.seen, "hangs_seen") > hangs
+
+        await until(more, "the call at the child")
+        headers = {**rpc_headers(session.id), "Content-Length": "0"}
+        ended = await anyio.to_thread.run_sync(
+            lambda: request(session.port, "DELETE", session.path, headers=headers)
+        )
+        assert ended.status == 200
+        answer = await read_to_end(call)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert not replied_to(answer, 23), answer
+
+
+GUARD_CASES = [  # (Host, Origin, status): a request after the same one's vetted Host
+    ("evil.example", None, 421),
+    ("127.0.0.1:{port}", "http://evil.example", 403),
+    (None, None, 400),
+]
+
+
+@pytest.mark.parametrize(("host", "origin", "status"), GUARD_CASES)
+async def test_host_and_origin_are_checked_on_the_fast_path_too(
+    launched, host: str | None, origin: str | None, status: int
+) -> None:
+    running, _ = launched
+    with anyio.fail_after(60):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()  # (calls with the good Host: its verdict is remembered)
+        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
+        params = {"name": session.prefix + "hang", "arguments": {}}
+        port = session.port
+        reply = await anyio.to_thread.run_sync(
+            lambda: rpc(
+                port,
+                "tools/call",
+                params,
+                session=session.id,
+                host=host.format(port=port) if host is not None else None,
+                headers={"Origin": origin} if origin else {},
+                path=session.path,
+            )
+        )
+        assert reply.status == status, reply
+        assert await anyio.to_thread.run_sync(session.seen, "hangs_seen") == hangs
+
+
 async def test_the_streams_of_cancelled_calls_are_held_as_on_the_sdk_path(launched) -> None:
     """A cancelled call gets no reply, its stream held open; past the SDK path's cap per
     session the oldest ends, still unanswered."""
