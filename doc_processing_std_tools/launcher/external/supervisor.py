@@ -38,7 +38,16 @@ from .child_pipe import ChildPipe
 from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
+from .per_client import (
+    CATALOG_LIST,
+    LISTS,
+    OwnFront,
+    client_key,
+    lasting,
+    listed_alike,
+    own_client,
+    stdio_client,
+)
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import (
     HTTP_HINTS,
@@ -121,6 +130,7 @@ class Supervisor:
         self.front = FrontLink(name, fronts or Fronts())
         self.front.serves_clients = entry.session_mode != "per_client"
         self.front.fronts.servers.add(self)
+        self._from_catalog: set[tuple[str, str]] = set()  # (client key, list method) to compare
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -241,6 +251,10 @@ class Supervisor:
             raise self.not_connected()
         key = client_key(front)
         known = self.pool.get(key)
+        listing = CATALOG_LIST.get()
+        if listing in LISTS and (known is None or not known.ready.is_set()):
+            self._answer_from_catalog(front, key, listing)
+            return None
         # (read before it opens: a level set meanwhile is told by set_level itself)
         level = client_log_level(front) if with_level and known is None else None
         session = await self.pool.session(
@@ -252,6 +266,29 @@ class Supervisor:
             if level is not None:  # (a session opened again after its client set a level)
                 await self._tell_level(session.client, None, front, level, None)
         return session
+
+    def _answer_from_catalog(self, front: Any, key: str, method: str) -> None:
+        """The launcher's own session answers client *front*'s list *method* while the client's
+        own session opens (its first list does not wait for its own child to start); once that
+        session is up, the client is told ``list_changed`` if it lists differently."""
+        if (key, method) in self._from_catalog or self.pool.tasks is None:
+            return
+        self._from_catalog.add((key, method))
+        self.pool.tasks.start_soon(self._compare_with_catalog, front, key, method)
+
+    async def _compare_with_catalog(self, front: Any, key: str, method: str) -> None:
+        CATALOG_LIST.set(None)  # (this task lists on the client's own session)
+        try:
+            own = await self.own_session(front)
+            catalog = self._client
+            if own is None or own.client is None or own.link is None:
+                return
+            if catalog is None or not await listed_alike(own.client, catalog, method):
+                await own.link.list_changed(LISTS[method][1])
+        except Exception as exc:  # (its calls say why its session did not open)
+            log.debug("servers.%s: a client's own list not compared: %s", self.name, exc)
+        finally:
+            self._from_catalog.discard((key, method))
 
     def client_joined(self, session: Any) -> None:
         """A client session finished its handshake: with sessions per client, its own is opened
