@@ -124,8 +124,6 @@ class Supervisor:
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
         self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
-        if entry.command:  # (serving HTTP, per_client: the first client's, started with ours)
-            self.pool.early = child_start.claim_first(name)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
         self.front.serves_clients = entry.session_mode != "per_client"
@@ -306,7 +304,7 @@ class Supervisor:
 
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
-        pooled.transport = self.transport(process=self.pool.take_early())
+        pooled.transport = self.transport()
         return own_client(pooled.transport, link, self._handler(link))
 
     def _close_with(self, front: Any, key: str) -> None:
@@ -402,8 +400,6 @@ class Supervisor:
         try:
             with self._scope:
                 async with anyio.create_task_group() as self.pool.tasks:
-                    if self.pool.early is not None:
-                        self.pool.tasks.start_soon(self.pool.expire_early)
                     await self._keep()
                     self.pool.tasks.cancel_scope.cancel()
             if self.state == "starting":
@@ -411,7 +407,6 @@ class Supervisor:
                 self._set("failed")
         finally:
             await self._close_listing()
-            await self.pool.drop_early()
             self.close()
 
     async def _keep(self) -> None:
@@ -619,10 +614,8 @@ class Supervisor:
 
     def close(self) -> None:
         early, self._early = self._early, None
-        first, self.pool.early = self.pool.early, None
-        for process in (early.process if early is not None else None, first):
-            if process is not None:  # (never used: stopped before its first session)
-                with contextlib.suppress(OSError):
-                    os.killpg(process.pid, signal.SIGKILL)
+        if early is not None:  # (never used: stopped before its first session)
+            with contextlib.suppress(OSError):
+                os.killpg(early.process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()
