@@ -19,8 +19,8 @@ from typing import Any
 from ...seams.server_sessions import session_connection
 from ...shared.roots_watch import RootsWatch
 from ...shared.workspace import client_roots
+from ..external.catalog_lists import CATALOG_LIST
 from ..external.client_requests import Fronts
-from ..external.per_client import CATALOG_LIST
 from ..transports.session_binding import PROFILE_SCOPE_KEY
 from .profile_gate import gate_of
 

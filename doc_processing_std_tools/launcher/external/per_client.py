@@ -12,7 +12,6 @@ teardown closes it; :class:`.session_pool.SessionPool`).
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
 from typing import Any
 
 import mcp_types
@@ -25,22 +24,6 @@ from .client_requests import FrontLink, Fronts
 from .relay_lines import HANDSHAKE_ERA
 
 log = logging.getLogger("dpt-launch")
-
-# The list request being served (its method), set by the composition's middleware: while the
-# client's own session is still opening, the launcher's own session answers it (the catalog),
-# and the client is told list_changed if its own session then lists differently.
-CATALOG_LIST: ContextVar[str | None] = ContextVar("dpt_catalog_list", default=None)
-
-# a list method -> the client's method that lists it, and the notification of its change
-LISTS = {
-    "tools/list": ("list_tools", "notifications/tools/list_changed"),
-    "prompts/list": ("list_prompts", "notifications/prompts/list_changed"),
-    "resources/list": ("list_resources", "notifications/resources/list_changed"),
-    "resources/templates/list": (
-        "list_resource_templates",
-        "notifications/resources/list_changed",
-    ),
-}
 
 
 class OwnFront(FrontLink):
@@ -148,12 +131,3 @@ def declaring_client(
         roots=link.roots if declared and declared.roots else None,
     )
     return client
-
-
-async def listed_alike(own: Any, catalog: Any, method: str) -> bool:
-    """Whether the client's own session (*own*'s client) lists *method* as the launcher's own
-    (*catalog*, which answered the client's list while its own session opened) does."""
-    lister = LISTS[method][0]
-    mine = await getattr(own, lister)()
-    theirs = await getattr(catalog, lister)()
-    return [item.model_dump() for item in mine] == [item.model_dump() for item in theirs]

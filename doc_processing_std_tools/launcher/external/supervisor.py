@@ -34,20 +34,12 @@ from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
 from . import child_start, client_hello
+from .catalog_lists import CATALOG_LIST, LISTS, listed_alike
 from .child_pipe import ChildPipe
 from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
-from .per_client import (
-    CATALOG_LIST,
-    LISTS,
-    OwnFront,
-    client_key,
-    lasting,
-    listed_alike,
-    own_client,
-    stdio_client,
-)
+from .per_client import OwnFront, client_key, lasting, own_client, stdio_client
 from .session_pool import PooledSession, SessionPool, user_session
 from .session_transports import (
     HTTP_HINTS,

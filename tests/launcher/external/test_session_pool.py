@@ -15,7 +15,7 @@ import mcp_types
 import pytest
 
 from doc_processing_std_tools.launcher.config.schema import ServerEntry
-from doc_processing_std_tools.launcher.external.per_client import CATALOG_LIST
+from doc_processing_std_tools.launcher.external.catalog_lists import CATALOG_LIST
 from doc_processing_std_tools.launcher.external.supervisor import Supervisor
 from helpers.paths import SERVERS
 from helpers.processes import alive, child_pids
