@@ -107,8 +107,8 @@ class SessionRegistry(RootsWatch):
 
     @staticmethod
     async def _from_catalog(context: Any, call_next: Any) -> Any:
-        """A list a client's own upstream sessions (``sessions: per_client``) still opening
-        need not hold: the launcher's own answer for them (:data:`.per_client.CATALOG_LIST`)."""
+        """A list that a client's own upstream sessions (``sessions: per_client``) still opening
+        need not hold: the launcher's own answer for them (:mod:`..external.catalog_lists`)."""
         token = CATALOG_LIST.set(getattr(context, "method", None))
         try:
             return await call_next(context)

@@ -220,9 +220,11 @@ class Supervisor:
     ) -> PooledSession | None:
         """The pooled session that serves client session *front* (default: the request's), or
         None when the shared one does: ``shared``, the stdio client (the one client: the
-        shared session is its own), no client session (the launcher's own listing). A session
-        opened again for a client that set a log level is told it (unless *with_level* is
-        False: the caller tells it)."""
+        shared session is its own), no client session (the launcher's own listing), a list
+        request while the client's own session is not up yet (the launcher's answers it, and
+        the two are compared once it is: :mod:`.catalog_lists`). A session opened again for a
+        client that set a log level is told it (unless *with_level* is False: the caller tells
+        it)."""
         user = self.subject()
         if user is not None:
             return await user_session(self.pool, self, user)
@@ -267,6 +269,8 @@ class Supervisor:
         self.pool.tasks.start_soon(self._compare_with_catalog, front, key, method)
 
     async def _compare_with_catalog(self, front: Any, key: str, method: str) -> None:
+        """Once client *front*'s own session is up: ``list_changed`` for *method* when it lists
+        otherwise than the launcher's own (which answered the client meanwhile)."""
         CATALOG_LIST.set(None)  # (this task lists on the client's own session)
         try:
             own = await self.own_session(front)
