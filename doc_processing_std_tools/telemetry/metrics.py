@@ -106,6 +106,9 @@ class _Gauges:
         self.restarts: Callable[[], Mapping[str, int]] = dict
         # each external server's pooled sessions (of single clients or users): (open, max)
         self.pools: Callable[[], Mapping[str, tuple[int, int]]] = dict
+        # each per_client command's child started with the launcher for its first client:
+        # (waiting now, taken, stopped unused)
+        self.early: Callable[[], Mapping[str, tuple[int, int, int]]] = dict
         self.sessions: Callable[[], int] | None = None  # open MCP sessions
         self.connections: Callable[[], int] | None = None  # open HTTP connections
         self.fleet_lock_lost: Callable[[], int] | None = None  # grants lost during a call
@@ -143,7 +146,28 @@ class _Gauges:
         for server, (opened, most) in sorted(self.pools().items()):
             pool_open.add_metric((server,), float(opened))
             pool_max.add_metric((server,), float(most))
-        found = [state, restarts, pool_open, pool_max]
+        early_waiting = GaugeMetricFamily(
+            "dpt_external_early_children",
+            "Children started with the launcher for a server's first client session, not yet "
+            "taken (serving HTTP, sessions: per_client).",
+            labels=("server",),
+        )
+        early_taken = CounterMetricFamily(
+            "dpt_external_early_children_taken",
+            "Children started with the launcher that a first client's session took.",
+            labels=("server",),
+        )
+        early_unused = CounterMetricFamily(
+            "dpt_external_early_children_unused",
+            "Children started with the launcher that no client took within "
+            "servers.NAME.session_idle_timeout (stopped).",
+            labels=("server",),
+        )
+        for server, (waiting, taken, unused) in sorted(self.early().items()):
+            early_waiting.add_metric((server,), float(waiting))
+            early_taken.add_metric((server,), float(taken))
+            early_unused.add_metric((server,), float(unused))
+        found = [state, restarts, pool_open, pool_max, early_waiting, early_taken, early_unused]
         if self.sessions is not None:
             found.append(
                 GaugeMetricFamily(

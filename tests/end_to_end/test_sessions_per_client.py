@@ -1,12 +1,10 @@
 """Sessions upstream per client (``sessions: per_client``) in a real HTTP launcher: clients that
-come and go leave no child and no upstream session behind, a client's first list does not wait
-for its own child (the launcher's own session answers it; ``list_changed`` when its own lists
-differently), nothing is started for a client before it comes, and ``/ready`` and ``/metrics``
-show the pool."""
+come and go leave no child and no upstream session behind, the first client's session runs in
+the child started with the launcher (and an untaken one is stopped after the idle timeout), and
+``/ready`` and ``/metrics`` show the pool."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -18,9 +16,9 @@ from mcp.client.streamable_http import streamable_http_client
 from helpers.differential import everything_argv, mount_config
 from helpers.launch import http_launcher, text_of
 from helpers.paths import SERVERS
-from helpers.processes import descendant_pids
+from helpers.processes import alive, descendant_pids
 from helpers.rpc import open_session, request, rpc
-from helpers.waiting import wait_for
+from helpers.waiting import until, wait_for
 
 PROBE = SERVERS / "probe_server.py"
 CLIENTS, AT_ONCE = 50, 5
@@ -46,10 +44,33 @@ def pool_metrics(port: int) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("dpt_external_sessions_")]
 
 
+def early_metrics(port: int) -> dict[str, float]:
+    """The probe's ``dpt_external_early_children*`` figures, by metric name."""
+    text = request(port, "GET", "/metrics").body.decode()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("dpt_external_early_children") and 'server="probe"' in line:
+            name, value = line.split("{", 1)[0], line.rsplit(" ", 1)[1]
+            found[name] = float(value)
+    return found
+
+
+async def server_pid(url: str, until_closed: anyio.Event, pids: list[int]) -> None:
+    """A client whose own child's server process id is appended to *pids*; it stays connected
+    until *until_closed* is set."""
+    async with (
+        streamable_http_client(url) as (read, write, *_),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        pids.append(int(text_of(await session.call_tool("pr_seen", {"what": "pid"}))))
+        await until_closed.wait()
+
+
 @pytest.mark.slow  # fifty clients, each with a child of its own
 async def test_fifty_clients_coming_and_going_leave_nothing_behind(tmp_path: Path) -> None:
     with http_launcher(config_file(tmp_path)) as launched:
-        # (the launcher's own session)
+        # (the launcher's own session, and the child started for the first client)
         before = set(descendant_pids(launched.proc.pid))
         names: list[str] = []
 
@@ -70,10 +91,12 @@ async def test_fifty_clients_coming_and_going_leave_nothing_behind(tmp_path: Pat
                         group.start_soon(one_client, number)
         assert len(names) == CLIENTS and all("mcp" in name for name in names), names[:3]
         wait_for(lambda: pool(launched.port)["open"] == 0, "every client's session closed")
+        # the first client took the early child: what stays is the launcher's own, half of it
         wait_for(
-            lambda: set(descendant_pids(launched.proc.pid)) == before,
+            lambda: len(descendant_pids(launched.proc.pid)) == len(before) // 2,
             "no child left beside the launcher's own",
         )
+        assert set(descendant_pids(launched.proc.pid)) < before
         assert pool(launched.port) == {"mode": "per_client", "open": 0, "max": 8}
         assert pool_metrics(launched.port) == [
             'dpt_external_sessions_open{server="probe"} 0.0',
@@ -81,47 +104,53 @@ async def test_fifty_clients_coming_and_going_leave_nothing_behind(tmp_path: Pat
         ]
 
 
-async def test_a_clients_first_list_does_not_wait_for_its_own_child(tmp_path: Path) -> None:
-    """Nothing is started for a client before it comes. While its own child is still starting,
-    its ``tools/list`` is answered by the launcher's own session (which declares ``sampling``, so
-    the probe lists it ``sample`` too); its calls wait for, and go to, its own child, opened with
-    its own capabilities; once that child is up and lists otherwise, the client is told
-    ``list_changed`` and lists what the server shows it."""
-    gate = tmp_path / "own-child-may-start"
-    with http_launcher(config_file(tmp_path), env={"PROBE_BY_SAMPLING": str(gate)}) as launched:
-        assert len(descendant_pids(launched.proc.pid)) == 2  # (its own session: shim, probe)
-        changed = anyio.Event()
+async def test_the_first_client_takes_the_child_started_with_the_launcher(tmp_path: Path) -> None:
+    """Over HTTP the first client's own session runs in the child started with the launcher
+    (its server's pid was a descendant before the client came); a second client at the same
+    time gets a child of its own, started for it."""
+    with http_launcher(config_file(tmp_path)) as launched:
+        port = launched.port
+        assert early_metrics(port) == {
+            "dpt_external_early_children": 1.0,
+            "dpt_external_early_children_taken_total": 0.0,
+            "dpt_external_early_children_unused_total": 0.0,
+        }
+        before = set(descendant_pids(launched.proc.pid))
+        done, pids = anyio.Event(), []
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as group:
+                group.start_soon(server_pid, launched.url, done, pids)
+                await until(lambda: len(pids) == 1, "the first client's call")
+                group.start_soon(server_pid, launched.url, done, pids)
+                await until(lambda: len(pids) == 2, "the second client's call")
+                done.set()
+        first, second = pids
+        assert first in before, (first, before)  # started before the client came
+        assert second not in before and second != first  # its own, started for it
+        assert early_metrics(port) == {
+            "dpt_external_early_children": 0.0,
+            "dpt_external_early_children_taken_total": 1.0,
+            "dpt_external_early_children_unused_total": 0.0,
+        }
 
-        async def on_message(message: object) -> None:
-            method = getattr(getattr(message, "root", message), "method", None)
-            if method == "notifications/tools/list_changed":
-                changed.set()
 
-        async with (
-            streamable_http_client(launched.url) as (read, write, *_),
-            ClientSession(read, write, message_handler=on_message) as session,
-        ):
-            with anyio.fail_after(30):
-                await session.initialize()
-                first = {tool.name for tool in (await session.list_tools()).tools}
-                assert first == {"pr_seen", "pr_custom", "pr_overlong", "pr_sample"}
-                assert not changed.is_set()
-                calling = anyio.Event()
-                said: list[str] = []
-
-                async def call() -> None:
-                    calling.set()
-                    result = await session.call_tool("pr_seen", {"what": "capabilities"})
-                    said.append(text_of(result))
-
-                async with anyio.create_task_group() as group:
-                    group.start_soon(call)
-                    await calling.wait()
-                    gate.touch()  # (its own child answers initialize now)
-                await changed.wait()
-                after = {tool.name for tool in (await session.list_tools()).tools}
-        assert after == {"pr_seen", "pr_custom", "pr_overlong"}
-        assert "sampling" not in json.loads(said[0])  # its own child, with its capabilities
+@pytest.mark.slow  # a launcher waiting out an idle timeout
+def test_a_child_started_for_a_first_client_that_never_came_is_stopped(tmp_path: Path) -> None:
+    """No client within ``session_idle_timeout``: the child started for the first one is
+    stopped and reaped, counted as unused; the launcher's own session stays."""
+    with http_launcher(config_file(tmp_path, idle=1)) as launched:
+        launcher = launched.proc.pid
+        wait_for(
+            lambda: early_metrics(launched.port).get("dpt_external_early_children") == 0.0,
+            "the early child stopped",
+        )
+        assert early_metrics(launched.port)["dpt_external_early_children_unused_total"] == 1.0
+        shared = set(descendant_pids(launcher))
+        assert shared and all(alive(pid) for pid in shared)
+        # the launcher's one session: the shim and its server (the early one's pair is gone)
+        assert len(shared) == 2, shared
+        ready = request(launched.port, "GET", "/ready").json()["servers"]["probe"]
+        assert ready["state"] == "up"
 
 
 @pytest.mark.slow  # a launcher and a node child per client

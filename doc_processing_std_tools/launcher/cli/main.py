@@ -280,7 +280,9 @@ async def _start_and_run(
         hangups.defer()  # (a client's SIGHUP while the servers start must not end us)
     if not args.check and transport.type == "stdio":  # (one client: its initialize, early)
         client_hello.listen(loaded.config.start_grace)
-    await child_start.start_commands(loaded)
+    # serving HTTP, a per_client command's first client gets a child started now too
+    first_clients = not args.check and transport.type != "stdio"
+    await child_start.start_commands(loaded, first_clients)
     try:
         # Imported here: compose and serving bring fastmcp, ~0.8 s (python -X importtime), which
         # --version, --help and a bad config's message need none of, and the commands started

@@ -130,6 +130,19 @@ class Composition:
         """
         return {m.name: m.supervisor.pool_size() for m in self.mounts if m.supervisor is not None}
 
+    def external_early(self) -> dict[str, tuple[int, int, int]]:
+        """Each ``per_client`` command's child started with the launcher for its first client
+        (serving HTTP).
+
+        Returns:
+            Mount name to (waiting now, taken by a client's session, stopped unused).
+        """
+        return {
+            m.name: m.supervisor.pool.early_counts()
+            for m in self.mounts
+            if m.supervisor is not None and m.entry.command
+        }
+
     def last_errors(self) -> dict[str, str]:
         """Why each mounted external server's last session ended or failed to open ("": none)."""
         return {m.name: m.supervisor.last_error for m in self.mounts if m.supervisor is not None}

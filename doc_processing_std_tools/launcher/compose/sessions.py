@@ -19,7 +19,6 @@ from typing import Any
 from ...seams.server_sessions import session_connection
 from ...shared.roots_watch import RootsWatch
 from ...shared.workspace import client_roots
-from ..external.catalog_lists import CATALOG_LIST
 from ..external.client_requests import Fronts
 from ..transports.session_binding import PROFILE_SCOPE_KEY
 from .profile_gate import gate_of
@@ -94,26 +93,7 @@ class SessionRegistry(RootsWatch):
         if ctx is not None and ctx.transport != "stdio":  # (stdio has no such cap: asked later)
             with contextlib.suppress(Exception):  # a client that does not answer: asked later
                 await client_roots(ctx)
-        return await self._from_catalog(context, call_next)
-
-    async def on_list_prompts(self, context: Any, call_next: Any) -> Any:
-        return await self._from_catalog(context, call_next)
-
-    async def on_list_resources(self, context: Any, call_next: Any) -> Any:
-        return await self._from_catalog(context, call_next)
-
-    async def on_list_resource_templates(self, context: Any, call_next: Any) -> Any:
-        return await self._from_catalog(context, call_next)
-
-    @staticmethod
-    async def _from_catalog(context: Any, call_next: Any) -> Any:
-        """A list that a client's own upstream sessions (``sessions: per_client``) still opening
-        need not hold: the launcher's own answer for them (:mod:`..external.catalog_lists`)."""
-        token = CATALOG_LIST.set(getattr(context, "method", None))
-        try:
-            return await call_next(context)
-        finally:
-            CATALOG_LIST.reset(token)
+        return await call_next(context)
 
     async def notify_lists_changed(
         self, kinds: Sequence[str] = ("tools", "prompts", "resources")

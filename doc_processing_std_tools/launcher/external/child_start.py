@@ -4,12 +4,12 @@ The launcher's imports for serving and for client sessions (fastmcp, the mcp SDK
 long as a Node or Python server takes to start (``python -X importtime``: 0.8-1 s). So
 :func:`start_commands` starts every external command first, as the SDK's stdio client would,
 and the imports run while the children boot; a :class:`.Supervisor` then claims its child
-(:func:`claim`) for its first session instead of starting one. This module imports neither.
+(:func:`claim`) for its first session instead of starting one.
 
-A ``sessions: per_client`` command's child for a client is started when that client joins, not
-here: its first lists are answered by the launcher's own sessions meanwhile
-(:data:`.per_client.CATALOG_LIST`), and a second child booting with the launcher's own only
-slowed them (peers benchmark: about 0.4 CPU seconds more before the first list on 2 cores).
+Serving HTTP, a ``sessions: per_client`` command gets a second child at the same moment, for
+the first client's own session (:func:`claim_first`): without it that client's first list waits
+for the command to start once more after the launcher is up. It is not initialized: the
+client's own session sends ``initialize`` with the client's params. This module imports neither.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ class Started:
 
 
 _started: dict[str, Started] = {}
+_first_clients: dict[str, Any] = {}  # mount name -> the process for the first client's session
 
 
 def command_line(entry: ServerEntry, base_dir: Any) -> tuple[str, list[str], str | None]:
@@ -78,10 +79,11 @@ def command_line(entry: ServerEntry, base_dir: Any) -> tuple[str, list[str], str
     return command, args, cwd
 
 
-async def start_commands(loaded: LoadedConfig) -> None:
+async def start_commands(loaded: LoadedConfig, first_clients: bool = False) -> None:
     """Start each enabled ``command:`` server now, as the SDK's stdio client would start it (its
     own session and process group). One that cannot start is left to its supervisor, which
-    starts it again and says why."""
+    starts it again and says why. With *first_clients* (serving HTTP), a ``per_client`` one is
+    started twice: the second is the first client's (:func:`claim_first`)."""
     if sys.platform == "win32":  # (the SDK starts children in a Job Object there)
         return
     for name, entry in loaded.config.servers.items():
@@ -97,6 +99,9 @@ async def start_commands(loaded: LoadedConfig) -> None:
             relay.close()
             continue
         _started[name] = Started(process, relay)
+        if first_clients and entry.session_mode == "per_client":
+            with contextlib.suppress(OSError):  # (the first client's session starts its own)
+                _first_clients[name] = await _spawn([command, *args], entry, relay, cwd)
 
 
 async def _spawn(argv: list[str], entry: ServerEntry, relay: StderrRelay, cwd: str | None) -> Any:
@@ -110,10 +115,20 @@ def claim(name: str) -> Started | None:
     return _started.pop(name, None)
 
 
+def claim_first(name: str) -> Any:
+    """The process started early for mount *name*'s first client session, taken (once), or
+    None. Its stderr goes to the relay of :func:`claim`'s."""
+    return _first_clients.pop(name, None)
+
+
 async def stop_unclaimed() -> None:
     """Stop what no supervisor claimed (the launch ended before its servers were built)."""
     unclaimed = list(_started.values())
+    firsts = list(_first_clients.values())
     _started.clear()
+    _first_clients.clear()
+    for process in firsts:
+        await stop_process(process)
     for started in unclaimed:
         await stop_process(started.process)
         started.relay.close()

@@ -8,9 +8,10 @@ when every one is busy. A session unused for ``session_idle_timeout`` seconds is
 whose client left (HTTP DELETE, expiry, disconnect: the connection's teardown) at once. Closing
 a ``command:`` server's session stops its child and reaps it (:mod:`.child_process`).
 
-A ``per_client`` client's session (and a command's child) is opened when the client joins
-(:meth:`.Supervisor.client_joined`); until it is up, the launcher's own session answers that
-client's lists (:meth:`.Supervisor.own_session`).
+Serving HTTP, a ``per_client`` command's pool holds one child started with the launcher
+(:func:`.child_start.claim_first`): the first client session's own takes it (:meth:`take_early`)
+instead of waiting for the command to start. There is no other spare; one never taken is
+stopped after ``session_idle_timeout`` (:meth:`expire_early`) and counted.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fastmcp.exceptions import ToolError
 from ...seams.client_sessions import requests_in_flight
 from ...seams.fastmcp_server import outside_requests
 from ..config.schema import ServerEntry
+from .child_start import stop_process
 from .oauth import cached_listing, needs_login_line, serving_auth, usable
 from .session_transports import is_connection_loss, pass_notifications
 from .tokens import TokenStore
@@ -88,10 +90,51 @@ class SessionPool:
         self._sessions: OrderedDict[str, PooledSession] = OrderedDict()  # least recent first
         self.tasks: Any = None  # the task group the sessions live in (Supervisor.run())
         self.opened = 0  # sessions opened in all (tests count them)
+        # the child started with the launcher for the first client's session, until taken
+        self.early: Any = None
+        self.early_taken = 0  # early children a client's session took (0 or 1)
+        self.early_unused = 0  # early children stopped unused (no client within the timeout)
 
     @property
     def open(self) -> int:
         return len(self._sessions)
+
+    def early_counts(self) -> tuple[int, int, int]:
+        """(early children waiting now, taken by a client's session, stopped unused)."""
+        return int(self.early is not None), self.early_taken, self.early_unused
+
+    def take_early(self) -> Any:
+        """The early child if it still runs (then it is a client's), else None (one that exited
+        is reaped in the background: the session starts its own)."""
+        process, self.early = self.early, None
+        if process is None:
+            return None
+        if process.returncode is not None:
+            self.early_unused += 1
+            if self.tasks is not None:
+                self.tasks.start_soon(stop_process, process)
+            return None
+        self.early_taken += 1
+        return process
+
+    async def expire_early(self) -> None:
+        """Stop the early child once ``session_idle_timeout`` passed with no client to take it."""
+        await anyio.sleep(self._supervisor.entry.session_idle_timeout)
+        if self.early is not None:
+            log.debug(
+                "servers.%s: no client came within session_idle_timeout: stopped the child "
+                "started for the first one",
+                self._supervisor.name,
+            )
+            await self.drop_early()
+
+    async def drop_early(self) -> None:
+        """Stop and reap the early child, if it was not taken (counted as unused)."""
+        process, self.early = self.early, None
+        if process is not None:
+            self.early_unused += 1
+            with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
+                await stop_process(process)
 
     def get(self, key: str) -> PooledSession | None:
         return self._sessions.get(key)

@@ -34,7 +34,6 @@ from ...seams.server_sessions import session_connection
 from ..config.schema import ServerEntry
 from ..reasons import error_reason
 from . import child_start, client_hello
-from .catalog_lists import CATALOG_LIST, LISTS, listed_alike
 from .child_pipe import ChildPipe
 from .child_start import StderrRelay
 from .client_requests import FrontLink, Fronts
@@ -116,11 +115,12 @@ class Supervisor:
         # the signed-in user a call serves (an OAuth server's calls then use that user's login)
         self.subject: Callable[[], str | None] = lambda: None
         self.pool = SessionPool(self)  # sessions of one client or user (entry.session_mode)
+        if entry.command:  # (serving HTTP, per_client: the first client's, started with ours)
+            self.pool.early = child_start.claim_first(name)
         self.pipe: ChildPipe | None = None  # a command's stdin/stdout while up (the fast path)
         self.front = FrontLink(name, fronts or Fronts())
         self.front.serves_clients = entry.session_mode != "per_client"
         self.front.fronts.servers.add(self)
-        self._from_catalog: set[tuple[str, str]] = set()  # (client key, list method) to compare
         self._changed = anyio.Event()
         self._lost = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -220,11 +220,9 @@ class Supervisor:
     ) -> PooledSession | None:
         """The pooled session that serves client session *front* (default: the request's), or
         None when the shared one does: ``shared``, the stdio client (the one client: the
-        shared session is its own), no client session (the launcher's own listing), a list
-        request while the client's own session is not up yet (the launcher's answers it, and
-        the two are compared once it is: :mod:`.catalog_lists`). A session opened again for a
-        client that set a log level is told it (unless *with_level* is False: the caller tells
-        it)."""
+        shared session is its own), no client session (the launcher's own listing). A session
+        opened again for a client that set a log level is told it (unless *with_level* is
+        False: the caller tells it)."""
         user = self.subject()
         if user is not None:
             return await user_session(self.pool, self, user)
@@ -243,10 +241,6 @@ class Supervisor:
             raise self.not_connected()
         key = client_key(front)
         known = self.pool.get(key)
-        listing = CATALOG_LIST.get()
-        if listing in LISTS and (known is None or not known.ready.is_set()):
-            self._answer_from_catalog(front, key, listing)
-            return None
         # (read before it opens: a level set meanwhile is told by set_level itself)
         level = client_log_level(front) if with_level and known is None else None
         session = await self.pool.session(
@@ -258,31 +252,6 @@ class Supervisor:
             if level is not None:  # (a session opened again after its client set a level)
                 await self._tell_level(session.client, None, front, level, None)
         return session
-
-    def _answer_from_catalog(self, front: Any, key: str, method: str) -> None:
-        """The launcher's own session answers client *front*'s list *method* while the client's
-        own session opens (its first list does not wait for its own child to start); once that
-        session is up, the client is told ``list_changed`` if it lists differently."""
-        if (key, method) in self._from_catalog or self.pool.tasks is None:
-            return
-        self._from_catalog.add((key, method))
-        self.pool.tasks.start_soon(self._compare_with_catalog, front, key, method)
-
-    async def _compare_with_catalog(self, front: Any, key: str, method: str) -> None:
-        """Once client *front*'s own session is up: ``list_changed`` for *method* when it lists
-        otherwise than the launcher's own (which answered the client meanwhile)."""
-        CATALOG_LIST.set(None)  # (this task lists on the client's own session)
-        try:
-            own = await self.own_session(front)
-            catalog = self._client
-            if own is None or own.client is None or own.link is None:
-                return
-            if catalog is None or not await listed_alike(own.client, catalog, method):
-                await own.link.list_changed(LISTS[method][1])
-        except Exception as exc:  # (its calls say why its session did not open)
-            log.debug("servers.%s: a client's own list not compared: %s", self.name, exc)
-        finally:
-            self._from_catalog.discard((key, method))
 
     def client_joined(self, session: Any) -> None:
         """A client session finished its handshake: with sessions per client, its own is opened
@@ -300,7 +269,7 @@ class Supervisor:
 
     async def _open_own(self, pooled: PooledSession, front: Any) -> Client[ClientTransport]:
         link = pooled.link = OwnFront(self.name, self.front.fronts, front)
-        pooled.transport = self.transport()
+        pooled.transport = self.transport(process=self.pool.take_early())
         return own_client(pooled.transport, link, self._handler(link))
 
     def _close_with(self, front: Any, key: str) -> None:
@@ -396,6 +365,8 @@ class Supervisor:
         try:
             with self._scope:
                 async with anyio.create_task_group() as self.pool.tasks:
+                    if self.pool.early is not None:
+                        self.pool.tasks.start_soon(self.pool.expire_early)
                     await self._keep()
                     self.pool.tasks.cancel_scope.cancel()
             if self.state == "starting":
@@ -403,6 +374,7 @@ class Supervisor:
                 self._set("failed")
         finally:
             await self._close_listing()
+            await self.pool.drop_early()
             self.close()
 
     async def _keep(self) -> None:
@@ -610,8 +582,10 @@ class Supervisor:
 
     def close(self) -> None:
         early, self._early = self._early, None
-        if early is not None:  # (never used: stopped before its first session)
-            with contextlib.suppress(OSError):
-                os.killpg(early.process.pid, signal.SIGKILL)
+        first, self.pool.early = self.pool.early, None
+        for process in (early.process if early is not None else None, first):
+            if process is not None:  # (never used: stopped before its first session)
+                with contextlib.suppress(OSError):
+                    os.killpg(process.pid, signal.SIGKILL)
         if self.relay is not None:
             self.relay.close()

@@ -9,11 +9,6 @@ Tools:
 - ``custom``: sends ``notifications/probe/custom`` (a method no MCP client knows) first;
 - ``overlong``: answers with one line of ``$PROBE_OVERLONG_BYTES`` bytes (a reply with its id).
 
-With ``$PROBE_BY_SAMPLING`` (a file's path), a client that declares ``sampling`` is listed one
-more tool, ``sample`` (answering as ``seen``; server-everything too lists some tools only to
-such clients), and one that does not gets its ``initialize`` answered only once that file exists
-(a child slow to start for that client only).
-
 It declares ``logging``, and answers ``logging/setLevel`` after a log message at each level
 at or above the one set (as a server that honours the level would).
 """
@@ -23,19 +18,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from typing import Any
 
 LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 TOOLS = ["seen", "custom", "overlong"]
-
-
-BY_SAMPLING = os.environ.get("PROBE_BY_SAMPLING")
-
-
-def sampled(seen: dict[str, Any]) -> bool:
-    """Whether this session lists ``sample``."""
-    return BY_SAMPLING is not None and "sampling" in seen["capabilities"]
 
 
 def send(message: dict[str, Any]) -> None:
@@ -62,9 +48,6 @@ def main() -> None:
         if method == "initialize":
             seen["clientInfo"] = params.get("clientInfo")
             seen["capabilities"] = sorted(params.get("capabilities") or {})
-            if BY_SAMPLING is not None and "sampling" not in seen["capabilities"]:
-                while not os.path.exists(BY_SAMPLING):  # (a test's gate: no other waiting)
-                    time.sleep(0.02)
             result = {
                 "protocolVersion": params.get("protocolVersion", "2025-11-25"),
                 "capabilities": {"tools": {}, "logging": {}},
@@ -78,7 +61,7 @@ def main() -> None:
                         "description": f"probe: {name}",
                         "inputSchema": {"type": "object"},
                     }
-                    for name in TOOLS + ["sample"] * sampled(seen)
+                    for name in TOOLS
                 ]
             }
         elif method == "logging/setLevel":
@@ -93,7 +76,7 @@ def main() -> None:
                 )
         elif method == "tools/call":
             name = params.get("name")
-            if name == "seen" or (name == "sample" and sampled(seen)):
+            if name == "seen":
                 what = (params.get("arguments") or {}).get("what")
                 found = os.getpid() if what == "pid" else seen.get(what) if what else seen
                 result = text(json.dumps(found, sort_keys=True))

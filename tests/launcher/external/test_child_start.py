@@ -61,3 +61,35 @@ async def test_each_command_is_claimed_once_and_the_rest_stopped(
         await claimed.process.wait()
     claimed.relay.close()
     await until(lambda: running_with(str(gate)) == 0, "the claimed one ended by its shim")
+
+
+async def test_serving_http_a_per_client_command_also_starts_its_first_clients_child(
+    write_config, tmp_path: Path
+) -> None:
+    """With *first_clients* a ``per_client`` command is started twice (the second for its first
+    client, claimed once), a ``shared`` one once; without it, each once (stdio, ``--check``)."""
+    gate = tmp_path / "gate-never-made"
+    entry = "  {name}:\n    command: {py}\n    args: [{late}, {gate}]\n    sessions: {mode}\n"
+    config = write_config(
+        "servers:\n"
+        + "".join(
+            entry.format(name=n, py=sys.executable, late=LATE, gate=gate, mode=mode)
+            for n, mode in (("a", "per_client"), ("b", "shared"))
+        )
+    )
+    await child_start.start_commands(load_config(config))
+    assert child_start.claim_first("a") is None  # (over stdio: the one client's is ours)
+    await child_start.stop_unclaimed()
+    await until(lambda: running_with(str(gate)) == 0, "all stopped")
+
+    await child_start.start_commands(load_config(config), first_clients=True)
+    assert child_start.claim_first("b") is None  # (shared: every client's is the launcher's)
+    first = child_start.claim_first("a")
+    assert first is not None and first.returncode is None
+    assert child_start.claim_first("a") is None
+    await until(lambda: running_with(str(gate)) == 6, "three shims and three commands")
+    await child_start.stop_unclaimed()  # a's and b's own sessions: no server claimed them
+    await until(lambda: running_with(str(gate)) == 2, "only the first client's left")
+    await child_start.stop_process(first)
+    assert first.returncode is not None
+    await until(lambda: running_with(str(gate)) == 0, "the first client's stopped, shim too")

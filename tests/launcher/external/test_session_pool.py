@@ -15,7 +15,6 @@ import mcp_types
 import pytest
 
 from doc_processing_std_tools.launcher.config.schema import ServerEntry
-from doc_processing_std_tools.launcher.external.catalog_lists import CATALOG_LIST
 from doc_processing_std_tools.launcher.external.supervisor import Supervisor
 from helpers.paths import SERVERS
 from helpers.processes import alive, child_pids
@@ -89,30 +88,6 @@ async def test_each_client_has_its_own_child_stopped_and_reaped_when_it_leaves(
         await until(lambda: gone(ann_pid), "ann's child stopped and reaped")
         assert supervisor.pool_size()[0] == 1
         assert alive(bob_pid) and alive(shared)
-
-
-async def test_a_list_while_the_clients_own_session_opens_is_the_launchers(
-    tmp_path: Path,
-) -> None:
-    """A list request (``CATALOG_LIST``, set by the composition's middleware) does not wait for
-    the client's own session: the launcher's own answers it, and the client's opens meanwhile;
-    its calls, and its lists once it is up, are its own."""
-    async with supervised(tmp_path) as supervisor:
-        launchers = await supervisor.client(None)  # type: ignore[arg-type]
-        ann = FakeSession("ann")
-        token = CATALOG_LIST.set("tools/list")
-        try:
-            assert await supervisor.client(ann) is launchers
-        finally:
-            CATALOG_LIST.reset(token)
-        own = await supervisor.client(ann)
-        assert own is not launchers
-        assert supervisor.pool.opened == 1  # (the one its list started)
-        token = CATALOG_LIST.set("tools/list")
-        try:
-            assert await supervisor.client(ann) is own
-        finally:
-            CATALOG_LIST.reset(token)
 
 
 @pytest.mark.slow  # (children of its own: seconds)
