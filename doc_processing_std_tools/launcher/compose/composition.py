@@ -36,7 +36,7 @@ from .exposure import Exposure, refuse_bad_names
 from .instructions import merge_instructions
 from .lock_policy import use_fleet_lock
 from .mount import Mount
-from .mounting import exposed, listed_live, mount_into
+from .mounting import exposed, listed_live, mount_all
 from .own_lists import install_own_lists
 from .owners import Owners, OwnersCache
 from .pinning import gate_for
@@ -381,12 +381,9 @@ async def compose(
         )
         defer_state_store(root)
         exposure = Exposure()
-        mounts = [
-            await mount_into(
-                root, mount, exposure=exposure, telemetry=telemetry, guards=guards, pins=pins
-            )
-            for mount in built
-        ]
+        mounts = await mount_all(
+            root, built, exposure=exposure, telemetry=telemetry, guards=guards, pins=pins
+        )
         refuse_bad_names(mounts)
         mounts = exposure.assign_owners(mounts)
     except BaseException:
