@@ -17,7 +17,8 @@ Rows (each the median of interleaved rounds, every peer open at once):
 - start to the first complete ``tools/list`` with the three servers (direct: the three started
   in parallel, each initialized and listed; over HTTP only server-everything serves HTTP);
 - the first ``tools/list`` when a fourth server hangs on ``initialize`` (capped);
-- PSS of the process tree (``/proc/*/smaps_rollup``) after the calls.
+- PSS of the process tree (``/proc/*/smaps_rollup``) after the calls; beside the HTTP peers,
+  the floors: bare Python processes that serve nothing (``FLOORS``).
 
 dpt-launch runs twice over HTTP: as configured by default (``sessions: per_client``: each HTTP
 client has children of its own, isolated from other clients' state, issue 34) and as
