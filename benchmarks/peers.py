@@ -17,7 +17,8 @@ Rows (each the median of interleaved rounds, every peer open at once):
 - start to the first complete ``tools/list`` with the three servers (direct: the three started
   in parallel, each initialized and listed; over HTTP only server-everything serves HTTP);
 - the first ``tools/list`` when a fourth server hangs on ``initialize`` (capped);
-- PSS of the process tree (``/proc/*/smaps_rollup``) after the calls.
+- PSS of the process tree (``/proc/*/smaps_rollup``) after the calls; beside the HTTP peers,
+  the floors: bare Python processes that serve nothing (``FLOORS``).
 
 dpt-launch runs twice over HTTP: as configured by default (``sessions: per_client``: each HTTP
 client has children of its own, isolated from other clients' state, issue 34) and as
@@ -590,6 +591,33 @@ PARTS = {
     "http pss server": "PSS after the HTTP calls, each server child (MB)",
     "http children": "server children after the HTTP calls, one client (count)",
 }
+# What a Python process costs before it does anything, measured beside the HTTP peers (same
+# pages shared): what no Python aggregator can go below.
+READY_THEN_WAIT = "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.read()"
+SDK_IMPORTS = (
+    "from fastmcp import Client; from fastmcp.server import create_proxy; "
+    "import fastmcp.client.transports, fastmcp.server.http, uvicorn, "
+    "mcp.server.streamable_http_manager; "
+)
+FLOORS = {
+    "PSS after the HTTP calls, a bare python -I -S, a shim's floor (MB)": [
+        PY,
+        "-I",
+        "-S",
+        "-c",
+        READY_THEN_WAIT,
+    ],
+    "PSS after the HTTP calls, a bare python importing mcp.types alone (MB)": [
+        PY,
+        "-c",
+        "import mcp.types; " + READY_THEN_WAIT,
+    ],
+    "PSS after the HTTP calls, a bare python importing what fastmcp's proxy serves with (MB)": [
+        PY,
+        "-c",
+        SDK_IMPORTS + READY_THEN_WAIT,
+    ],
+}
 
 
 async def calls_rounds(
@@ -645,6 +673,22 @@ async def calls_rounds(
             if http and name in ("dpt-launch", SHARED):
                 for part, value in tree_parts(peer.pid).items():
                     samples.add(f"http {part}", name, value)
+        if http:
+            for title, command in FLOORS.items():
+                samples.add(title, "floor", floor_pss_mb(command, bench.env))
+
+
+def floor_pss_mb(command: list[str], env: dict[str, str]) -> float:
+    """PSS of *command* once it says it is ready (it then waits on its stdin)."""
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        if proc.stdout.readline() != b"ready\n":
+            raise RuntimeError(f"{command[-1][:60]!r} did not start")
+        return pss_mb(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 async def startup_rounds(bench: Bench, samples: Samples, rounds: int) -> None:
@@ -729,6 +773,10 @@ def figures(
         for peer in ("dpt-launch", SHARED):
             values = samples.rows.get(row, {}).get(peer)
             found[figure_name(row, peer)] = statistics.median(values) if values else math.nan
+
+    for title in FLOORS:
+        values = samples.rows.get(title, {}).get("floor")
+        found[title] = statistics.median(values) if values else math.nan
 
     def ratio(row: str, a: str, b: str) -> float:
         return found[figure_name(row, a)] / found[figure_name(row, b)]

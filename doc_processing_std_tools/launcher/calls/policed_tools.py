@@ -100,6 +100,14 @@ class MountRules:
     shown: Callable[[Any], Any] | None = None
 
 
+# Wraps kept per mount, at least. A mounted proxy's tools are new objects on every list and every
+# call (fastmcp wraps each afresh), so their wraps never hit: with room for 4096 of them, each HTTP
+# session's tools/list of server-everything, server-filesystem and server-memory held 0.55 MB more
+# (USS, smaps_rollup) until a mount's 4096 were reached. A mount's own tools (listed once, the same
+# objects on every call) fit twice over.
+MIN_WRAPPED = 64
+
+
 class PolicedListing(Transform):
     """A mounted server's tools as the composition serves them: only those its rules admit, each
     a :class:`PolicedTool`; while its server is down, the tools last listed (calls to them are
@@ -151,7 +159,7 @@ class PolicedListing(Transform):
             ),
         )
         entry = (tool, PolicedTool.of(tool, policy, rules.shown), definition, finding)
-        if len(self._wrapped) >= 4096:  # tools made per request (a proxy's) must not pile up
+        if len(self._wrapped) >= max(MIN_WRAPPED, 2 * len(self.last_seen)):
             self._wrapped.clear()
         self._wrapped[id(tool)] = entry
         return entry

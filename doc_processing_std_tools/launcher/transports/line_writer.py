@@ -112,6 +112,9 @@ class LineWriter:
                 self._broke(exc)
                 return
             finally:
+                # (the loop's variable would hold a long reply until the next one queued: a 5 MB
+                # read's reply kept 5 MB, as short replies are written without the thread)
+                del line
                 with self._order:
                     self._queued -= 1
 

@@ -12,6 +12,7 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,10 +21,12 @@ from pathlib import Path
 import pytest
 
 from doc_processing_std_tools.launcher.lines import read_lines
+from doc_processing_std_tools.launcher.transports.line_writer import LineWriter
 from doc_processing_std_tools.launcher.transports.wire_errors import error_reply
 from helpers.launch import launcher_command
 from helpers.paths import SERVERS
 from helpers.stdio_wire import INITIALIZE, REPLY_TIMEOUT, RawStdio
+from helpers.waiting import wait_for
 
 SLOW_SERVER = """
 import time
@@ -371,6 +374,27 @@ def test_a_short_reply_to_a_full_pipe_waits_for_the_thread_in_order(nowait: bool
             received += os.read(read, 1 << 16)
         assert bytes(received) == expected
         assert not writer.broken
+    finally:
+        writer.close(5)
+        os.close(read)
+        os.close(write)
+
+
+def test_the_writer_thread_keeps_no_reply_once_written() -> None:
+    """A long reply written by the thread is let go at once: short replies go out without the
+    thread, so a reference it kept would hold the long one (a 5 MB read) for good."""
+    read, write = os.pipe()
+    writer = LineWriter(write)
+    try:
+        big = b"B" * (1 << 20) + b"\n"  # longer than PIPE_BUF: the thread writes it
+        alone = sys.getrefcount(big)
+        writer.put(big)
+        received = bytearray()
+        while len(received) < len(big):
+            ready, _, _ = select.select([read], [], [], REPLY_TIMEOUT)
+            assert ready, "the writer thread stopped writing"
+            received += os.read(read, 1 << 16)
+        wait_for(lambda: sys.getrefcount(big) == alone, "the writer thread to let the line go")
     finally:
         writer.close(5)
         os.close(read)
