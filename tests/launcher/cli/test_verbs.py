@@ -447,6 +447,7 @@ def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     assert (tmp_path / "m" / "k.json").exists()  # the call did run
     external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path, here=True)
     assert external.returncode == 0, external.stderr
+    assert external.stdout.strip().isdigit()  # its text (a pid), not {"result": pid}
     assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
     typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr
