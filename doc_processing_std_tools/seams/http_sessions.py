@@ -26,6 +26,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from fastmcp.server.session_scoped_event_store import SessionScopedEventStore
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, authorization_context
 from mcp.server.streamable_http import (
+    MCP_SESSION_ID_HEADER,
     REQUEST_STREAM_BUFFER_SIZE,
     EventMessage,
     StreamableHTTPServerTransport,
@@ -33,6 +34,7 @@ from mcp.server.streamable_http import (
 )
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp_types import INVALID_REQUEST
 from sse_starlette import EventSourceResponse
 
 HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left open
@@ -40,7 +42,8 @@ HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left o
 # (content, sender, headers) -> an ASGI response: how a POST is answered where the SDK would
 # build sse-starlette's EventSourceResponse for it; set while a ScopedSessions serves a request
 PostReply = Callable[[Any, Callable[[], Any], dict[str, str]], Any]
-_POST_REPLY: ContextVar[PostReply | None] = ContextVar("dpt_post_reply", default=None)
+_SERVING: ContextVar[ScopedSessions | None] = ContextVar("dpt_serving", default=None)
+VALIDATION_PREFIX = "Validation error: "  # the SDK's answer to JSON that is not JSON-RPC
 
 
 class ScopedSessions(StreamableHTTPSessionManager):
@@ -51,18 +54,22 @@ class ScopedSessions(StreamableHTTPSessionManager):
 
     _shared_event_store: Any = None
     post_reply: PostReply | None = None
+    # the message of the -32600 that answers a body that is JSON but not JSON-RPC, where the
+    # SDK's is pydantic's whole report (a dozen errors, ~2 KB, with documentation URLs)
+    invalid_request: str | None = None
 
     async def handle_request(self, scope: Any, receive: Any, send: Any) -> None:
         """The SDK's, with :attr:`post_reply` answering this request's POST (see
-        :func:`_post_response`)."""
-        if self.post_reply is None:
+        :func:`_post_response`) and :attr:`invalid_request` its refusal (see
+        :func:`_error_response`)."""
+        if self.post_reply is None and self.invalid_request is None:
             await super().handle_request(scope, receive, send)
             return
-        token = _POST_REPLY.set(self.post_reply)
+        token = _SERVING.set(self)
         try:
             await super().handle_request(scope, receive, send)
         finally:
-            _POST_REPLY.reset(token)
+            _SERVING.reset(token)
 
     @property
     def event_store(self) -> Any:
@@ -81,6 +88,47 @@ class ScopedSessions(StreamableHTTPSessionManager):
         if transport is not None:
             transport._terminate_unanswered_request = _Unanswered(transport)  # type: ignore[method-assign]
         return transport
+
+    async def _serve_opening_request(
+        self, http_transport: StreamableHTTPServerTransport, scope: Any, receive: Any, send: Any
+    ) -> None:
+        """The SDK's; a refused opening request (status 400 and up: the SDK discards its new
+        session) is answered without the ``mcp-session-id`` of a session that is gone."""
+
+        async def without_dead_session(message: Any) -> None:
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                message["headers"] = [
+                    (name, value)
+                    for name, value in message.get("headers", ())
+                    if name.lower() != _SESSION_HEADER
+                ]
+            await send(message)
+
+        await super()._serve_opening_request(http_transport, scope, receive, without_dead_session)
+
+
+_SESSION_HEADER = MCP_SESSION_ID_HEADER.encode("latin-1")
+_sdk_error_response = StreamableHTTPServerTransport._create_error_response
+
+
+def _error_response(
+    self: StreamableHTTPServerTransport,
+    error_message: str,
+    status_code: Any,
+    error_code: int = INVALID_REQUEST,
+    headers: dict[str, str] | None = None,
+) -> Any:
+    """The SDK transport's error response; for a body that is JSON but not a JSON-RPC message,
+    served by a :class:`ScopedSessions` with an ``invalid_request`` text, -32600 with that text
+    (the SDK's: -32602 and pydantic's report)."""
+    manager = _SERVING.get()
+    if (
+        manager is not None
+        and manager.invalid_request is not None
+        and error_message.startswith(VALIDATION_PREFIX)
+    ):
+        error_message, error_code = manager.invalid_request, INVALID_REQUEST
+    return _sdk_error_response(self, error_message, status_code, error_code, headers)
 
 
 class _Unanswered:
@@ -133,7 +181,8 @@ def _post_response(
     """What the SDK's transport builds where it names ``EventSourceResponse``: for the SSE stream
     of one POST (its sender is the transport's ``_run_sse_writer``) served by a
     :class:`ScopedSessions` with a ``post_reply``, that class's response; else sse-starlette's."""
-    make = _POST_REPLY.get()
+    manager = _SERVING.get()
+    make = manager.post_reply if manager is not None else None
     if (
         make is not None
         and isinstance(data_sender_callable, partial)
@@ -146,17 +195,24 @@ def _post_response(
 
 
 def session_manager(
-    event_store: Any = None, post_reply: PostReply | None = None, **options: Any
+    event_store: Any = None,
+    post_reply: PostReply | None = None,
+    invalid_request: str | None = None,
+    **options: Any,
 ) -> ScopedSessions:
     """The mcp SDK's ``StreamableHTTPSessionManager`` with *options* and a shared *event_store*;
     with *post_reply*, each POST that the SDK would answer as an SSE stream is answered by
     ``post_reply(content, sender, headers)`` instead (the stream's events, the task that
     writes them, the response headers). The SDK reads the response class from its module, so
     the module's name is pointed at :func:`_post_response` (which keeps sse-starlette's for
-    every other stream and every other manager)."""
+    every other stream and every other manager). With *invalid_request*, a body that is JSON
+    but not JSON-RPC gets -32600 with that message (the transport's error response is
+    :func:`_error_response`, the SDK's for every other manager)."""
     sdk_streamable_http.EventSourceResponse = _post_response  # type: ignore[attr-defined,assignment]
+    StreamableHTTPServerTransport._create_error_response = _error_response  # type: ignore[method-assign]
     manager = ScopedSessions(event_store=event_store, **options)
     manager.post_reply = post_reply
+    manager.invalid_request = invalid_request
     return manager
 
 

@@ -16,6 +16,7 @@ verbs can write, compare and approve the lock file, and ``--check``, ``/ready`` 
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,12 @@ class PinGate:
         policy: PinsPolicy = DEFAULT_PINS_POLICY,
         pins: LockFile | None = None,
         lock_path: Path | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.policy: PinsPolicy = policy
         self.pins = pins  # None: no lock file, only hidden text counts
         self.lock_path = lock_path
+        self.config_path = config_path  # (named in the fix for a server the lock file lacks)
         self.generation = 0  # bumped when the lock file or the policy changes
         # server -> kind -> own name -> definition, as the server last listed it in full
         self.served: dict[str, dict[Kind, dict[str, dict[str, Any]]]] = {}
@@ -118,8 +121,15 @@ class PinGate:
         if now != before:
             kinds[kind] = {name: dict(item) for name, item in now.items()}
             self._changes += 1
+        # a server the lock file has no entry for (a lock file shared with another config):
+        # one line for the server, not one per definition
+        unpinned = self.pins is not None and server not in self.pins.servers
         for name, finding in verdicts.items():
-            if finding is not None:
+            if finding is None:
+                continue
+            if unpinned and finding.problem == "not pinned":
+                self._report_unpinned_server(server)
+            else:
                 self._report(finding, definitions.get(name))
         if full and self.pins is not None:
             pinned = self.pins.servers.get(server, {}).get(kind, {})
@@ -151,6 +161,28 @@ class PinGate:
     def drifted_of(self, server: str) -> int:
         """:meth:`drifted` for one server."""
         return len(drift(self.pins, server, self.served.get(server, {})))
+
+    def _report_unpinned_server(self, server: str) -> None:
+        key = ("unpinned server", server)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        lock = self.lock_path.name if self.lock_path is not None else "the lock file"
+        config = shlex.quote(str(self.config_path)) if self.config_path is not None else "F"
+        served = (
+            "they are served anyway (pins.policy: warn)"
+            if self.policy == "warn"
+            else "none of its tools, prompts or resource templates are served (pins.policy: block)"
+        )
+        log.warning(
+            "servers.%s has no entry in %s (a lock file written for another config?): %s; "
+            "pin it with `dpt-launch pin --config %s` (other servers' pins are kept), or give "
+            "this config its own lock file (pins.lock_file)",
+            server,
+            lock,
+            served,
+            config,
+        )
 
     def _report(self, finding: Finding, definition: Mapping[str, Any] | None) -> None:
         key = (finding, repr(definition))

@@ -241,10 +241,16 @@ def _taken(path: Path, where: str, replaced: str) -> str:
 def client_config(args: argparse.Namespace) -> int:
     config: Path | None = None
     if args.url is not None:
+        if args.config is not None:  # (the daemon serves its own config: this one is not read)
+            return _fail(
+                "--config and --url do not go together: --url's entry connects to the daemon, "
+                "which serves its own config; drop one",
+                EXIT_USAGE,
+            )
         if not args.url.startswith(("http://", "https://")):
             return _fail(f"--url {args.url!r}: give the daemon's http(s) URL", EXIT_USAGE)
     else:
-        config = Path(args.config).expanduser().resolve()
+        config = Path(args.config or args.default_config).expanduser().resolve()
         if not config.exists():
             return _fail(missing_config(config), EXIT_USAGE)
         if not config.is_file():
@@ -309,7 +315,9 @@ def _profile_problem(config: Path, profile: str) -> str | None:
 def parse(argv: list[str], default_config: str) -> argparse.Namespace:
     """The arguments of ``client-config``."""
     parser = argparse.ArgumentParser(prog="dpt-launch client-config")
-    parser.add_argument("-c", "--config", default=default_config, help="the YAML config")
+    parser.add_argument(
+        "-c", "--config", help=f"the YAML config (default: {default_config}; not with --url)"
+    )
     parser.add_argument("client", choices=CLIENTS)
     parser.add_argument("--name", default="dpt", help="the server's name in the client")
     parser.add_argument(
@@ -335,4 +343,4 @@ def parse(argv: list[str], default_config: str) -> argparse.Namespace:
         action="store_true",
         help="with --write: replace a different entry of the same name (it says what it replaced)",
     )
-    return parser.parse_args(argv)
+    return parser.parse_args(argv, argparse.Namespace(default_config=default_config))

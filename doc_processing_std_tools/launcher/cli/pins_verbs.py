@@ -2,7 +2,8 @@
 (docs/trust.md#pinned-definitions).
 
 Each builds the servers as ``--check`` does and reads what they serve; nothing is served.
-``pin`` writes the lock file from scratch, ``pins diff`` shows what differs from it (exit 1 when
+``pin`` writes the lock file from what is served (the entries of servers the config does not
+mount are kept: another config may share the file), ``pins diff`` shows what differs from it (exit 1 when
 anything does), ``pins approve`` takes the served definitions (all, a server's, or one).
 A running launcher reads the lock file again when it reloads (SIGHUP, or ``--watch``).
 """
@@ -101,6 +102,18 @@ def _pin(loaded: LoadedConfig, now: Served, skipped: list[str]) -> int:
         if before is not None and name in before.servers:
             pins.servers[name] = before.servers[name]
             print(f"servers.{name} did not start: its pins are kept as they were", file=sys.stderr)
+    # Servers this config does not mount keep their entries: a lock file shared by two configs
+    # in one folder keeps the other's pins (they approve only what a person approved).
+    earlier = before.servers if before is not None else {}
+    others = sorted(set(earlier) - set(pins.servers))
+    for name in others:
+        pins.servers[name] = earlier[name]
+    if others:
+        print(
+            f"kept the pins of {len(others)} server(s) this config does not mount "
+            f"({', '.join(others)}); delete {path.name} and pin again to drop them",
+            file=sys.stderr,
+        )
     _write(pins, path)
     counts = {
         kind: sum(len(kinds.get(kind, {})) for kinds in pins.servers.values()) for kind in KINDS

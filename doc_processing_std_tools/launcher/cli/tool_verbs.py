@@ -272,14 +272,32 @@ async def call(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             async with Client(composition.root) as client:
                 result = await client.call_tool(exposed, arguments, raise_on_error=False)
-        if result.structured_content is not None and not result.is_error:
-            print(json.dumps(result.structured_content, indent=2, ensure_ascii=False))
-        else:
-            text = "\n".join(getattr(block, "text", "") for block in result.content)
-            print(text, file=sys.stderr if result.is_error else sys.stdout)
+        print(printed(result), file=sys.stderr if result.is_error else sys.stdout)
         return EXIT_FAILURE if result.is_error else EXIT_OK
     finally:
         await composition.aclose()
+
+
+def printed(result: Any) -> str:
+    """What ``call`` prints of a tool's result: its text content, as a client shows it.
+
+    The structured content, indented, only where it says the same as the text (an in-process
+    tool's dict, whose text is that dict as compact JSON) or where there is no text; an
+    external tool's text (which may say more than its ``structuredContent``) is never
+    replaced by it.
+    """
+    text = "\n".join(getattr(block, "text", "") for block in result.content)
+    structured = result.structured_content
+    if structured is None or result.is_error:
+        return text
+    if text.strip():
+        try:
+            same = json.loads(text) == structured
+        except ValueError:
+            same = False
+        if not same:
+            return text
+    return json.dumps(structured, indent=2, ensure_ascii=False)
 
 
 def parse(verb: str, argv: list[str], default_config: str) -> argparse.Namespace:

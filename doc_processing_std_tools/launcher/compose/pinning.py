@@ -41,7 +41,7 @@ def read_pins(loaded: LoadedConfig) -> LockFile | None:
 def gate_for(loaded: LoadedConfig) -> PinGate:
     """A gate judging by *loaded*'s lock file under its ``pins.policy``."""
     config = loaded.config.pins
-    return PinGate(config.policy, read_pins(loaded), config.lock_path(loaded.base_dir))
+    return PinGate(config.policy, read_pins(loaded), config.lock_path(loaded.base_dir), loaded.path)
 
 
 def reread(composition: Composition, loaded: LoadedConfig) -> Callable[[], None]:

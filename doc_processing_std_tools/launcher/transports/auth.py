@@ -13,6 +13,7 @@ daemon by the name it uses, which the Host guard has already vetted).
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import re
 import time
@@ -68,7 +69,7 @@ class IncomingAuth:
         if self.verifier is None:
             return endpoint
         scopes = self.jwt.required_scopes if self.jwt else []
-        guarded = RequireAuthMiddleware(endpoint, required_scopes=[], challenge_scopes=scopes)
+        guarded = SayMissingToken(endpoint, required_scopes=[], challenge_scopes=scopes)
         return PointToMetadata(guarded, self.metadata_url) if self.jwt else guarded
 
     def routes(self) -> list[Any]:
@@ -112,6 +113,30 @@ class IncomingAuth:
             }
         )
         return PydanticJSONResponse(document, headers={"Cache-Control": "public, max-age=3600"})
+
+
+MISSING_TOKEN_TEXT = (
+    "no bearer token: send 'Authorization: Bearer <token>' (a token of transport.auth, "
+    "or the identity provider's JWT)"
+)
+
+
+class SayMissingToken(RequireAuthMiddleware):
+    """fastmcp's 401 for a request without a bearer token (the same ``WWW-Authenticate``,
+    without an ``error`` attribute: RFC 6750 section 3.1), with a one-line JSON body saying
+    what is missing where fastmcp's is empty."""
+
+    async def _send_missing_auth(self, send: Send) -> None:
+        parts = self._challenge_context()
+        challenge = ("Bearer " + ", ".join(parts)) if parts else "Bearer"
+        body = json.dumps({"error_description": MISSING_TOKEN_TEXT}).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", challenge.encode()),
+        ]
+        await send({"type": "http.response.start", "status": 401, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 class PointToMetadata:

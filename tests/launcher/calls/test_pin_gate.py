@@ -4,6 +4,7 @@ reported, and how many definitions drifted."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,28 @@ def test_a_listing_of_task_tools_only_adds_to_the_last_full_one() -> None:
     gate.listed("notes", "tools", {}, {}, full=False)  # (fastmcp's start-up pass)
     assert gate.served["notes"]["tools"] == {"read": READ}
     assert gate.drifted() == 0
+
+
+def test_a_server_missing_from_the_lock_file_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    """A lock file written for another config: one WARNING per server, naming the fix."""
+    caplog.set_level(logging.WARNING, "dpt-launch")
+    config = Path("/cfg/b.yaml")
+    gate = PinGate("warn", locked(read=READ), Path("/cfg/tools.lock"), config)
+    second = {**READ, "name": "second"}
+    definitions = {"read": READ, "second": second}
+    verdicts = {name: gate.judge("other", "tools", item) for name, item in definitions.items()}
+    gate.listed("other", "tools", definitions, verdicts)
+    gate.listed(
+        "other",
+        "prompts",
+        {"p": {"name": "p"}},
+        {"p": gate.judge("other", "prompts", {"name": "p"})},
+    )
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages == [
+        "servers.other has no entry in tools.lock (a lock file written for another config?): "
+        "they are served anyway (pins.policy: warn); pin it with `dpt-launch pin --config "
+        "/cfg/b.yaml` (other servers' pins are kept), or give this config its own lock file "
+        "(pins.lock_file)"
+    ]
+    assert gate.drifted() == 3  # (each still counts)

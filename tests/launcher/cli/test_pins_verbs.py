@@ -4,6 +4,7 @@ in-process on memory-tools (no child process)."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,28 @@ def test_the_pins_config_is_checked(write_config, capsys: pytest.CaptureFixture[
     config = write_config("pins: {policy: maybe}\nservers: {memory-tools: {}}\n")
     status, _out, err = run_main(["--config", str(config), "--check"], capsys)
     assert status == 2 and "pins.policy" in err and "block" in err
+
+
+def test_two_configs_sharing_a_lock_file(
+    write_config, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog
+) -> None:
+    """``pin`` of one config keeps the other's servers; the other's servers, missing from the
+    lock file, are one WARNING line each (naming the fix), not one per tool."""
+    first = write_config(f"servers:\n  notes-a:\n    server: memory-tools\n    settings: "
+                         f"{{memory_dir: {tmp_path / 'a'}}}\n", name="a.yaml")  # fmt: skip
+    second = write_config(f"servers:\n  notes-b:\n    server: memory-tools\n    settings: "
+                          f"{{memory_dir: {tmp_path / 'b'}}}\n", name="b.yaml")  # fmt: skip
+    assert run_main(["pin", "--config", str(first)], capsys)[0] == 0
+    caplog.set_level(logging.WARNING, "dpt-launch")
+    run_main(["--config", str(second), "--check"], capsys)
+    said = [r.getMessage() for r in caplog.records if "notes-b" in r.getMessage()]
+    assert len(said) == 1, said
+    assert said[0].startswith("servers.notes-b has no entry in tools.lock")
+    assert f"`dpt-launch pin --config {second}`" in said[0] and "pins.lock_file" in said[0]
+
+    status, _out, err = run_main(["pin", "--config", str(second)], capsys)
+    assert status == 0
+    assert "kept the pins of 1 server(s) this config does not mount (notes-a)" in err
+    assert set(LockFile.read(tmp_path / "tools.lock").servers) == {"notes-a", "notes-b"}
+    assert run_main(["pins", "diff", "--config", str(first)], capsys)[0] == 0
+    assert run_main(["pins", "diff", "--config", str(second)], capsys)[0] == 0

@@ -397,6 +397,22 @@ def test_client_config_with_a_token_variable_gives_gui_clients_an_env_block(
     assert unfilled.returncode == 2 and "placeholder" in unfilled.stderr
 
 
+def test_client_config_refuses_config_with_url(tmp_path: Path) -> None:
+    """``--url``'s entry runs ``connect URL``: a ``--config`` beside it would be ignored."""
+    write_memory_config(tmp_path)
+    url = "http://127.0.0.1:8765/mcp"
+    both = run(
+        "client-config", "cursor", "--url", url, "--config", "tools.yaml", cwd=tmp_path, here=True
+    )
+    assert (both.returncode, both.stdout) == (2, "")
+    assert both.stderr.strip().splitlines() == [
+        "dpt-launch: error: --config and --url do not go together: --url's entry connects to "
+        "the daemon, which serves its own config; drop one"
+    ]
+    alone = run("client-config", "cursor", "--url", url, cwd=tmp_path, here=True)
+    assert alone.returncode == 0 and "connect" in alone.stdout
+
+
 MARKING_SERVER = """\
 import pathlib, runpy, sys
 
@@ -431,6 +447,7 @@ def test_call_starts_only_the_server_that_owns_the_tool(tmp_path: Path) -> None:
     assert (tmp_path / "m" / "k.json").exists()  # the call did run
     external = run("call", "--config", str(config), "ext_whoami", cwd=tmp_path, here=True)
     assert external.returncode == 0, external.stderr
+    assert external.stdout.strip().isdigit()  # its text (a pid), not {"result": pid}
     assert (tmp_path / "ext.started").exists() and not (tmp_path / "other.started").exists()
     typo = run("call", "--config", str(config), "ext_whoamii", cwd=tmp_path, here=True)
     assert typo.returncode == 2 and "did you mean 'ext_whoami'?" in typo.stderr

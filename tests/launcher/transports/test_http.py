@@ -30,10 +30,19 @@ from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config.transport import TransportConfig
 from doc_processing_std_tools.launcher.external.client_requests import HttpClient
 from doc_processing_std_tools.launcher.transports.http import build_app
+from doc_processing_std_tools.launcher.transports.wire_errors import INVALID_REQUEST_TEXT
 from helpers import launch
 from helpers.launch import Launched, launcher_command, text_of
 from helpers.paths import SERVERS, python_path
-from helpers.rpc import PROTOCOL, Reply, initialize_params, open_session, request, rpc
+from helpers.rpc import (
+    PROTOCOL,
+    Reply,
+    initialize_params,
+    open_session,
+    request,
+    rpc,
+    rpc_headers,
+)
 
 TOKENS = ("first-token-3f9a", "second-token-77c1")
 
@@ -146,6 +155,26 @@ def test_refused_requests_leave_existing_files_untouched(guarded) -> None:
         )
         assert reply.status in (403, 421)
     assert target.read_text() == "original"
+
+
+@pytest.mark.parametrize("body", [b"{}", b"[]", b'{"jsonrpc": "2.0", "id": 1}', b"42"])
+def test_json_that_is_not_json_rpc_gets_one_line_and_no_session(guarded, body) -> None:
+    """As stdio answers it: -32600 with one readable line, no pydantic report (its URLs),
+    and no ``mcp-session-id`` of a session the refusal did not open."""
+    launched, _root = guarded
+    reply = request(launched.port, "POST", "/mcp", headers=rpc_headers(), body=body)
+    assert reply.status == 400, reply
+    assert "mcp-session-id" not in reply.headers
+    error = reply.json()
+    assert error == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": INVALID_REQUEST_TEXT},
+    }
+    assert len(reply.body) < 1024 and b"pydantic" not in reply.body
+    session = open_session(launched.port)
+    known = request(launched.port, "POST", "/mcp", headers=rpc_headers(session), body=b'{"id": 7}')
+    assert (known.status, known.json()["error"]["code"]) == (400, -32600)
 
 
 def test_health_and_ready_without_auth(guarded) -> None:
@@ -280,6 +309,10 @@ def test_tokens_per_route(authed, headers, expected) -> None:
     if expected == 401:
         for reply in (ready, init):
             assert reply.headers["www-authenticate"].startswith("Bearer")
+            why = reply.json()["error_description"]  # (never an empty body)
+            assert "\n" not in why and len(reply.body) < 1024
+            if "Authorization" not in headers or headers["Authorization"].startswith("Basic"):
+                assert why.startswith("no bearer token: send 'Authorization: Bearer ")
         assert b"echo" not in ready.body
     else:
         assert ready.json()["status"] == "ready"
