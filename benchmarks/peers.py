@@ -18,7 +18,9 @@ Rows (each the median of interleaved rounds, every peer open at once):
   in parallel, each initialized and listed; over HTTP only server-everything serves HTTP);
 - the first ``tools/list`` when a fourth server hangs on ``initialize`` (capped);
 - PSS of the process tree (``/proc/*/smaps_rollup``) after the calls; beside the HTTP peers,
-  the floors: bare Python processes that serve nothing (``FLOORS``).
+  the floors: bare Python processes that serve nothing (``FLOORS``);
+- the server children still running a few seconds after the aggregator is SIGKILLed (what
+  dpt-launch's shim per child is there for).
 
 dpt-launch runs twice over HTTP: as configured by default (``sessions: per_client``: each HTTP
 client has children of its own, isolated from other clients' state, issue 34) and as
@@ -38,6 +40,7 @@ import contextlib
 import json
 import math
 import os
+import signal
 import socket
 import statistics
 import subprocess
@@ -63,7 +66,7 @@ sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks s
 from report import Section, print_figures, write_report  # noqa: E402
 from run import precompile_package  # noqa: E402
 
-from helpers.processes import child_pids, descendant_pids  # noqa: E402
+from helpers.processes import alive, child_pids, cmdline, descendant_pids, started_at  # noqa: E402
 
 PY = sys.executable
 PEERS_DIR = REPO / ".bench-peers"
@@ -83,6 +86,8 @@ SAME_OVER_STDIO = "over stdio sessions: shared is dpt-launch's default column (o
 CONCURRENT = 16
 BIG_FILE_BYTES = 5 * 1024 * 1024
 HUNG_CAP_S = 15.0
+ORPHAN_WAIT_S = 5.0  # how long a killed aggregator's server children get to go
+SERVER_MARKER = "/@modelcontextprotocol/server-"  # in the command line of each server child
 OPEN_TIMEOUT_S = 60.0
 HANG = "import sys\nsys.stdin.buffer.read()\n"  # never answers initialize
 
@@ -583,6 +588,8 @@ ROWS = {
     "hung": f"first tools/list, a 4th server hung on initialize (s, capped at {HUNG_CAP_S:g})",
     "stdio pss": "PSS of the process tree after the stdio calls (MB)",
     "http pss": "PSS of the process tree after the HTTP calls (MB)",
+    "orphans": f"server children left running {ORPHAN_WAIT_S:g} s after SIGKILL of the aggregator "
+    "(count)",
 }
 # dpt-launch's tree after the HTTP calls, by part (one client connected)
 PARTS = {
@@ -722,7 +729,57 @@ async def hung_round(bench: Bench, samples: Samples) -> None:
         await guarded(samples, "hung", name, first_list_s(started, hung.env, HUNG_CAP_S))
 
 
-PARTS_OF_RUN = ("stdio", "http", "startup", "hung")
+async def orphans_round(bench: Bench, samples: Samples) -> None:
+    """What the shims buy: each aggregator (over stdio, else HTTP) SIGKILLed with its three
+    server children up; how many of them still run :data:`ORPHAN_WAIT_S` later."""
+    samples.refuse(f"orphans | {SHARED}", SAME_OVER_STDIO)
+    for name in PEERS[1:]:
+        if name == SHARED or name in samples.reasons:
+            continue
+        started = stdio_start(name, bench)
+        if isinstance(started, str):
+            started = http_start(name, bench, free_port())
+        assert isinstance(started, Started)
+        await guarded(samples, "orphans", name, children_left(started, bench))
+
+
+async def children_left(started: Started, bench: Bench) -> float:
+    """SIGKILL the aggregator once its server children run; the count of them still running
+    when all are gone or :data:`ORPHAN_WAIT_S` has passed (survivors are then killed)."""
+    children: list[tuple[int, int]] = []  # (pid, start time): a reused pid is not a survivor
+    killed = False
+
+    def running() -> list[int]:
+        return [pid for pid, born in children if alive(pid) and started_at(pid) == born]
+
+    with (
+        (bench.root / "peers-orphans.log").open("w") as errlog,
+        contextlib.suppress(Exception),  # after the kill the session ends with its peer
+    ):
+        async with connected(started, bench.env, errlog) as peer:
+            with anyio.fail_after(OPEN_TIMEOUT_S):
+                while len(children) < len(bench.servers()):
+                    children[:] = [
+                        (pid, started_at(pid))
+                        for pid in descendant_pids(peer.pid)
+                        if SERVER_MARKER in cmdline(pid)
+                    ]
+                    await anyio.sleep(0.05)
+            os.kill(peer.pid, signal.SIGKILL)
+            killed = True
+            with anyio.move_on_after(ORPHAN_WAIT_S):
+                while running():
+                    await anyio.sleep(0.05)
+    if not killed:
+        raise RuntimeError(f"its {len(bench.servers())} server children did not all start")
+    left = running()
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return float(len(left))
+
+
+PARTS_OF_RUN = ("stdio", "http", "startup", "hung", "orphans")
 
 
 async def measure(
@@ -746,6 +803,8 @@ async def measure(
         await startup_rounds(bench, samples, 1 if quick else 3)
     if "hung" in only:
         await hung_round(bench, samples)
+    if "orphans" in only:
+        await orphans_round(bench, samples)
     return samples
 
 
