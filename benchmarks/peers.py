@@ -18,7 +18,9 @@ Rows (each the median of interleaved rounds, every peer open at once):
   in parallel, each initialized and listed; over HTTP only server-everything serves HTTP);
 - the first ``tools/list`` when a fourth server hangs on ``initialize`` (capped);
 - PSS of the process tree (``/proc/*/smaps_rollup``) after the calls; beside the HTTP peers,
-  the floors: bare Python processes that serve nothing (``FLOORS``).
+  the floors: bare Python processes that serve nothing (``FLOORS``);
+- the server children still running a few seconds after the aggregator is SIGKILLed (what
+  dpt-launch's shim per child is there for).
 
 dpt-launch runs twice over HTTP: as configured by default (``sessions: per_client``: each HTTP
 client has children of its own, isolated from other clients' state, issue 34) and as
@@ -36,15 +38,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import math
 import os
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,7 +67,7 @@ sys.path.insert(0, str(REPO / "tests"))  # tests/ holds the helpers benchmarks s
 from report import Section, print_figures, write_report  # noqa: E402
 from run import precompile_package  # noqa: E402
 
-from helpers.processes import child_pids, descendant_pids  # noqa: E402
+from helpers.processes import alive, child_pids, cmdline, descendant_pids, started_at  # noqa: E402
 
 PY = sys.executable
 PEERS_DIR = REPO / ".bench-peers"
@@ -83,6 +87,9 @@ SAME_OVER_STDIO = "over stdio sessions: shared is dpt-launch's default column (o
 CONCURRENT = 16
 BIG_FILE_BYTES = 5 * 1024 * 1024
 HUNG_CAP_S = 15.0
+ORPHAN_WAIT_S = 5.0  # how long a killed aggregator's server children get to go
+SERVER_MARKER = "/@modelcontextprotocol/server-"  # in the command line of each server child
+HELPER = "sleep 86399"  # a server's own helper process, which never reads the protocol's pipe
 OPEN_TIMEOUT_S = 60.0
 HANG = "import sys\nsys.stdin.buffer.read()\n"  # never answers initialize
 
@@ -180,6 +187,7 @@ class Bench:
 
     root: Path
     hung: bool = False  # a fourth server that hangs on initialize
+    helper: bool = False  # server-memory's shell starts a helper process first (HELPER)
 
     def __post_init__(self) -> None:
         self.files = self.root / "files"
@@ -208,6 +216,8 @@ class Bench:
             "filesystem": ("node", [str(scripts["filesystem"]), str(self.files)]),
             "memory": ("node", [str(scripts["memory"])]),
         }
+        if self.helper:  # as a server that runs a browser or a language server beside it
+            found["memory"] = ("sh", ["-c", f'{HELPER} & exec node "$0"', str(scripts["memory"])])
         if self.hung:
             found["hung"] = (PY, [str(self.hang)])
         return found
@@ -583,6 +593,10 @@ ROWS = {
     "hung": f"first tools/list, a 4th server hung on initialize (s, capped at {HUNG_CAP_S:g})",
     "stdio pss": "PSS of the process tree after the stdio calls (MB)",
     "http pss": "PSS of the process tree after the HTTP calls (MB)",
+    "orphans": f"processes under the aggregator left running {ORPHAN_WAIT_S:g} s after its SIGKILL "
+    "(count)",
+    "orphans helper": f"processes under the aggregator left running {ORPHAN_WAIT_S:g} s after its "
+    "SIGKILL, one server starting a helper process of its own (count)",
 }
 # dpt-launch's tree after the HTTP calls, by part (one client connected)
 PARTS = {
@@ -722,7 +736,77 @@ async def hung_round(bench: Bench, samples: Samples) -> None:
         await guarded(samples, "hung", name, first_list_s(started, hung.env, HUNG_CAP_S))
 
 
-PARTS_OF_RUN = ("stdio", "http", "startup", "hung")
+async def orphans_rounds(bench: Bench, samples: Samples, rounds: int) -> None:
+    """What the shims buy: each aggregator (over stdio, else HTTP) SIGKILLed with its three
+    server children up; how many processes under it still run :data:`ORPHAN_WAIT_S` later.
+    Then the same with one server that starts a helper process of its own."""
+    runs = (("orphans", bench), ("orphans helper", Bench(bench.root / "helper", helper=True)))
+    for row, _ in runs:
+        samples.refuse(f"{row} | {SHARED}", SAME_OVER_STDIO)
+    for _ in range(rounds):
+        for row, where in runs:
+            for name in PEERS[1:]:
+                if name == SHARED or name in samples.reasons:
+                    continue
+                started = stdio_start(name, where)
+                if isinstance(started, str):
+                    started = http_start(name, where, free_port())
+                assert isinstance(started, Started)
+                await guarded(samples, row, name, processes_left(started, where))
+
+
+@contextlib.contextmanager
+def _silenced(logger: logging.Logger) -> Iterator[None]:
+    was, logger.disabled = logger.disabled, True
+    try:
+        yield
+    finally:
+        logger.disabled = was
+
+
+async def processes_left(started: Started, bench: Bench) -> float:
+    """SIGKILL the aggregator once its server children (and the helper) run; the count of the
+    processes that were under it still running when all are gone or :data:`ORPHAN_WAIT_S` has
+    passed (survivors are then killed)."""
+    children: list[tuple[int, int]] = []  # (pid, start time): a reused pid is not a survivor
+    killed = False
+
+    def up(pids: list[int]) -> bool:
+        lines = [cmdline(pid) for pid in pids]
+        servers = sum(line.startswith("node ") and SERVER_MARKER in line for line in lines)
+        return servers == len(bench.servers()) and (
+            not bench.helper or any(line.startswith(HELPER) for line in lines)
+        )
+
+    def running() -> list[int]:
+        return [pid for pid, born in children if alive(pid) and started_at(pid) == born]
+
+    sse_log = logging.getLogger("mcp.client.sse")  # logs the killed peer's cut stream
+    with (
+        (bench.root / "peers-orphans.log").open("w") as errlog,
+        contextlib.suppress(Exception),  # after the kill the session ends with its peer
+        _silenced(sse_log),
+    ):
+        async with connected(started, bench.env, errlog) as peer:
+            with anyio.fail_after(OPEN_TIMEOUT_S):
+                while not up(pids := descendant_pids(peer.pid)):
+                    await anyio.sleep(0.05)
+            children[:] = [(pid, started_at(pid)) for pid in pids]
+            os.kill(peer.pid, signal.SIGKILL)
+            killed = True
+            with anyio.move_on_after(ORPHAN_WAIT_S):
+                while running():
+                    await anyio.sleep(0.05)
+    if not killed:
+        raise RuntimeError(f"its {len(bench.servers())} server children did not all start")
+    left = running()
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return float(len(left))
+
+
+PARTS_OF_RUN = ("stdio", "http", "startup", "hung", "orphans")
 
 
 async def measure(
@@ -746,6 +830,8 @@ async def measure(
         await startup_rounds(bench, samples, 1 if quick else 3)
     if "hung" in only:
         await hung_round(bench, samples)
+    if "orphans" in only:
+        await orphans_rounds(bench, samples, 1 if quick else 3)
     return samples
 
 
