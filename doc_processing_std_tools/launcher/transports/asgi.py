@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, MutableMapping
 from typing import Any
 
@@ -195,6 +196,10 @@ SETTLED_SCOPE_KEY = "dpt.settled"
 # without a task waiting on ``receive()`` (without it in the scope, such a task is needed)
 LOST_SCOPE_KEY = "dpt.lost"
 VETTED_MAX = 256  # (Host, Origin, server, scheme) verdicts of the Host/Origin guard remembered
+VETTED_KEY_BYTES = 256  # Host and Origin bytes together past which a verdict is not remembered
+# in a request's scope on its way through the Host/Origin guard: its verdict's key (None: not
+# to be remembered), so that the request's pass is remembered without reading its headers again
+_VERDICT_SCOPE_KEY = "dpt.verdict"
 
 
 class InFlight:
@@ -231,9 +236,12 @@ class Gate:
     - a 400 for a request without a Host header (fastmcp's guard would call it misdirected, 421);
     - *guard*, fastmcp's Host/Origin guard (DNS-rebinding protection: 421, 403). Its verdict
       depends only on the Host and Origin headers, the server's address and the scheme: a
-      request the guard let through lets the next with the same four skip its parsing (at most
-      :data:`VETTED_MAX` remembered; refusals are not, so a flood of foreign Hosts grows
-      nothing).
+      request the guard let through lets the next with the same four skip its parsing. At
+      most :data:`VETTED_MAX` passes are remembered, the least recently used forgotten first,
+      and only those whose Host and Origin are short (:data:`VETTED_KEY_BYTES`): the guard
+      passes many variants (any loopback Origin, whatever its path), so a flood of them, sent
+      before auth, holds little and still leaves room for the real host. Refusals are never
+      remembered.
 
     (Five ASGI layers before, each with its own wrappers: about a ninth of the launcher's CPU
     per relayed HTTP call, ``benchmarks/http_relay.py --profile``.)
@@ -247,7 +255,7 @@ class Gate:
     ) -> None:
         self.app, self.requests = app, requests
         self.guard = guard(self._vetted)
-        self.vetted: set[tuple[Any, ...]] = set()
+        self.vetted: OrderedDict[tuple[Any, ...], None] = OrderedDict()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -341,17 +349,25 @@ class Gate:
         remembered) the app. (Chosen here, not awaited through one more coroutine.)"""
         if not named_host:
             return _missing_host
-        if _verdict_key(scope, host, origin) in self.vetted:
+        assert host is not None  # (named_host)
+        if len(host) + (len(origin) if origin is not None else 0) > VETTED_KEY_BYTES:
+            scope[_VERDICT_SCOPE_KEY] = None
+            return self.guard
+        key = _verdict_key(scope, host, origin)
+        if key in self.vetted:
+            self.vetted.move_to_end(key)
             return self.app
+        scope[_VERDICT_SCOPE_KEY] = key
         return self.guard
 
     async def _vetted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Past the guard: its verdict remembered for the same four."""
-        if len(self.vetted) < VETTED_MAX:
-            headers = scope["headers"]
-            host = next((value for name, value in headers if name == b"host"), None)
-            origin = next((value for name, value in headers if name == b"origin"), None)
-            self.vetted.add(_verdict_key(scope, host, origin))
+        """Past the guard: its verdict remembered for the same four (the key :meth:`_next`
+        put in the scope), the least recently used forgotten past :data:`VETTED_MAX`."""
+        key = scope.pop(_VERDICT_SCOPE_KEY, None)
+        if key is not None:
+            self.vetted[key] = None
+            if len(self.vetted) > VETTED_MAX:
+                self.vetted.popitem(last=False)
         await self.app(scope, receive, send)
 
 

@@ -1,7 +1,8 @@
 """launcher/transports/asgi.py. PostReply: a client that leaves mid-call stops the call's
 writer, whether the connection's protocol says so (a callback in the scope) or, under a
 server without our protocol, a task waiting on ``receive()`` learns it. Gate: the Host/Origin
-guard's remembered verdicts never let a request in that the guard would refuse."""
+guard's remembered verdicts never let a request in that the guard would refuse, and stay few
+and small whatever variants the guard lets through."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from fastmcp.server.http import HostOriginGuardMiddleware
 
 from doc_processing_std_tools.launcher.transports.asgi import (
     LOST_SCOPE_KEY,
+    VETTED_KEY_BYTES,
+    VETTED_MAX,
     Gate,
     InFlight,
     PostReply,
@@ -163,3 +166,65 @@ async def test_a_remembered_verdict_lets_in_only_what_the_guard_lets_in(
     assert await ask(host, origin) == status
     assert await ask(host, origin) == status  # (and again, once a verdict may be remembered)
     assert len(served) == 2 + 2 * (status == 200)
+
+
+def _guarded_gate() -> Gate:
+    async def app(_scope: Any, _receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    def guard(inner: Any) -> Any:
+        return HostOriginGuardMiddleware(inner, allowed_hosts=[], mode="strict")
+
+    return Gate(app, guard=guard, requests=InFlight())
+
+
+async def _status(gate: Gate, host: bytes, origin: bytes | None) -> int:
+    headers = [(b"host", host)] + ([(b"origin", origin)] if origin is not None else [])
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": headers,
+        "server": ("127.0.0.1", 8000),
+        "scheme": "http",
+    }
+    sent: list[Any] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        return {"type": "http.request", "body": b""}
+
+    await gate(scope, receive, send)
+    return int(sent[0]["status"])
+
+
+REAL = (b"localhost:8000", b"http://localhost:8000")
+
+
+async def test_a_flood_of_accepted_origins_keeps_the_verdicts_few_and_the_real_host_cached() -> (
+    None
+):
+    gate = _guarded_gate()
+    for i in range(VETTED_MAX + 50):  # (every loopback Origin passes the guard)
+        assert await _status(gate, b"localhost:8000", b"http://localhost/%d" % i) == 200
+    assert len(gate.vetted) == VETTED_MAX
+    assert await _status(gate, *REAL) == 200
+    assert (*REAL, ("127.0.0.1", 8000), "http") in gate.vetted
+
+
+async def test_a_pass_with_a_long_host_or_origin_is_never_remembered() -> None:
+    gate = _guarded_gate()
+    junk = b"http://localhost/" + b"x" * VETTED_KEY_BYTES
+    for _ in range(3):
+        assert await _status(gate, b"localhost:8000", junk) == 200
+    assert not gate.vetted
+
+
+async def test_a_refusal_is_never_remembered() -> None:
+    gate = _guarded_gate()
+    assert await _status(gate, b"localhost:8000", b"http://evil.example") == 403
+    assert await _status(gate, b"evil.example", None) == 421
+    assert not gate.vetted
