@@ -236,6 +236,7 @@ class HttpFastPath:
         cancel = self._calls[key] = anyio.CancelScope()
         to_request, from_request = stream
         busy = ExitStack()  # (the session is busy, the drain waits, until the call settles)
+        stop: Callable[[], None] = _nothing  # (the watch for a client that leaves)
         try:
             with busy:
                 busy.enter_context(serving(transport))
@@ -243,30 +244,33 @@ class HttpFastPath:
                 # there is one, in a task of its own (stream_it).
                 async with anyio.create_task_group() as group:
                     stop = tell_when_left(scope, receive, group, group.cancel_scope.cancel)
-                    try:
-                        with cancel:
-                            reply = await answered(
-                                target,
-                                request_id,
-                                params,
-                                lambda: self._forward(target, session, request_id, params),
-                                headers=Headers(scope=scope),
-                                session=session,
-                            )
-                    finally:
-                        stop()
+                    with cancel:
+                        reply = await answered(
+                            target,
+                            request_id,
+                            params,
+                            lambda: self._forward(target, session, request_id, params),
+                            headers=Headers(scope=scope),
+                            session=session,
+                        )
                     if cancel.cancelled_caught:  # no reply; held as the SDK path holds its own
                         hold_unanswered(transport, str(request_id), stream)
                         busy.close()  # (a held stream is no call: the session may idle out)
                         scope.get(SETTLED_SCOPE_KEY, _nothing)()  # (nor for the drain)
-                        stream_it()  # (what the server still sends, until the stream ends)
-                    elif streaming:  # the reply ends the stream, after what came before it
+                        # What the server still sends, until the stream ends; the watch stays,
+                        # so a client that leaves ends the held wait (and frees its request,
+                        # which uvicorn's limit_concurrency counts) instead of the cap's eviction.
+                        stream_it()
+                        return
+                    stop()
+                    if streaming:  # the reply ends the stream, after what came before it
                         with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
                             await to_request.send(reply.rstrip(b"\n"))  # (closed: session ended)
                     else:
                         streaming = True  # (what the server sends for it now goes nowhere)
                         await send_json(send, reply.rstrip(b"\n"), {"mcp-session-id": session_id})
         finally:
+            stop()
             streaming = True  # (the task group is gone: closing the stream starts nothing)
             self._calls.pop(key, None)
             close_request_stream(transport, str(request_id), stream)

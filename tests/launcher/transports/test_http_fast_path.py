@@ -284,6 +284,29 @@ async def test_a_client_that_leaves_mid_call_cancels_it_at_the_child(launched) -
         await until(lambda: more("cancels_seen", cancels), "the child told of the cancel")
 
 
+async def test_a_client_that_leaves_after_cancelling_ends_its_request(launched) -> None:
+    """(A held stream's request waited until the cap or the session's end, counted by
+    uvicorn's limit_concurrency meanwhile: the access log's line says it ended.)"""
+    running, _ = launched
+    with anyio.fail_after(60):
+        session = await anyio.to_thread.run_sync(RawSession, running)
+        await session.fast()
+        call = await session.hang_cancelled(27)
+
+        def ended() -> list[dict[str, Any]]:
+            lines = running.stderr().splitlines()
+            entries = [json.loads(line) for line in lines if '"dpt-launch.access"' in line]
+            return [
+                e
+                for e in entries
+                if e.get("session") == session.id and e.get("tool") == session.prefix + "hang"
+            ]
+
+        assert not ended()
+        await call.aclose()
+        await until(ended, "the end of the cancelled call's request")
+
+
 async def test_a_session_ended_mid_call_ends_the_calls_answer_without_a_reply(launched) -> None:
     """(As on the SDK path: the request's stream ends, and the call with it.)"""
     running, _ = launched
