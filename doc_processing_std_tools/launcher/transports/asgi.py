@@ -154,10 +154,9 @@ def tell_when_left(
     """Have *left* called if the client leaves (told by the connection's protocol where it
     is ours, :data:`LOST_SCOPE_KEY`; else by a task in *group* waiting on *receive*); what
     this returns stops that."""
-    lost: set[Callable[[], None]] | None = scope.get(LOST_SCOPE_KEY)
+    lost: LostConnection | None = scope.get(LOST_SCOPE_KEY)
     if lost is not None:
-        lost.add(left)
-        return lambda: lost.discard(left)
+        return lost.tell(left)
     listening = anyio.CancelScope()
     group.start_soon(_until_disconnect, receive, listening, left)
     return listening.cancel
@@ -191,15 +190,43 @@ def _is_reply(data: bytes) -> bool:
 # in a request's scope: called when its call is settled but its response stays open (a
 # cancelled call's stream, held without a reply): the drain stops waiting for it, as for a GET
 SETTLED_SCOPE_KEY = "dpt.settled"
-# in a request's scope, put there by the connection's protocol (``header_guard.py``): a set of
-# callbacks called when the client's connection is lost; who registers one learns of it
-# without a task waiting on ``receive()`` (without it in the scope, such a task is needed)
+# in a request's scope, put there by the connection's protocol (``header_guard.py``): its
+# :class:`LostConnection`; who registers a callback there learns that the client's connection
+# is lost without a task waiting on ``receive()`` (without it in the scope, such a task is needed)
 LOST_SCOPE_KEY = "dpt.lost"
 VETTED_MAX = 256  # (Host, Origin, server, scheme) verdicts of the Host/Origin guard remembered
 VETTED_KEY_BYTES = 256  # Host and Origin bytes together past which a verdict is not remembered
 # in a request's scope on its way through the Host/Origin guard: its verdict's key (None: not
 # to be remembered), so that the request's pass is remembered without reading its headers again
 _VERDICT_SCOPE_KEY = "dpt.verdict"
+
+
+class LostConnection:
+    """Who to tell when a client's connection is lost (:data:`LOST_SCOPE_KEY`). The protocol
+    calls :meth:`lose`; a callback registered after that (the connection lost between the
+    request's headers and the app's watch) is called at once, not never."""
+
+    def __init__(self) -> None:
+        self.gone = False
+        self.callbacks: set[Callable[[], None]] = set()
+
+    def tell(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Have *callback* called when the connection is lost; what this returns stops that."""
+        if self.gone:
+            callback()
+            return _nothing_to_stop
+        self.callbacks.add(callback)
+        return lambda: self.callbacks.discard(callback)
+
+    def lose(self) -> None:
+        self.gone = True
+        callbacks, self.callbacks = self.callbacks, set()
+        for callback in callbacks:
+            callback()
+
+
+def _nothing_to_stop() -> None:
+    """(a watch that has already told)"""
 
 
 class InFlight:

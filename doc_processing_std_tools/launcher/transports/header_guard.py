@@ -15,11 +15,10 @@ from __future__ import annotations
 import hmac
 import logging
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .asgi import LOST_SCOPE_KEY
+from .asgi import LOST_SCOPE_KEY, LostConnection
 from .console.visitors import COOKIE
 
 try:
@@ -81,15 +80,14 @@ class _HeaderTimer:
     def connection_made(self, transport: Any) -> None:
         # who the request being served asked to tell when the connection is lost (the
         # httptools protocol puts it in each request's scope: :data:`.asgi.LOST_SCOPE_KEY`)
-        self._lost: set[Callable[[], None]] = set()
+        self._lost = LostConnection()
         super().connection_made(transport)  # type: ignore[misc]
         self._admit(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._forget()
         super().connection_lost(exc)  # type: ignore[misc]
-        for callback in list(self._lost):
-            callback()
+        self._lost.lose()
 
     def _admit(self, transport: Any) -> bool:
         """Count a new connection; False (and a 429) when its client has too many open."""

@@ -18,6 +18,7 @@ from doc_processing_std_tools.launcher.transports.asgi import (
     VETTED_MAX,
     Gate,
     InFlight,
+    LostConnection,
     PostReply,
 )
 
@@ -54,7 +55,7 @@ async def _nothing_sent(_message: Any) -> None:
 
 
 async def test_the_protocols_word_that_the_client_left_stops_the_writer() -> None:
-    writer, lost = Writer(), set()
+    writer, lost = Writer(), LostConnection()
     scope = {"type": "http", LOST_SCOPE_KEY: lost}
 
     async def never() -> dict[str, Any]:
@@ -65,10 +66,39 @@ async def test_the_protocols_word_that_the_client_left_stops_the_writer() -> Non
         async with anyio.create_task_group() as group:
             group.start_soon(PostReply(NoEvents(), writer, {}), scope, never, _nothing_sent)
             await writer.started.wait()
-            assert len(lost) == 1
-            for callback in list(lost):
-                callback()  # (as the protocol's connection_lost calls it)
-    assert writer.cancelled and not lost
+            assert len(lost.callbacks) == 1
+            lost.lose()  # (as the protocol's connection_lost does)
+    assert writer.cancelled and not lost.callbacks
+
+
+def test_a_watch_registered_after_the_connection_was_lost_is_told_at_once() -> None:
+    lost, told = LostConnection(), []
+    lost.lose()
+    stop = lost.tell(lambda: told.append("left"))
+    assert told == ["left"] and not lost.callbacks
+    stop()
+
+
+def test_a_stopped_watch_is_not_told() -> None:
+    lost, told = LostConnection(), []
+    stop = lost.tell(lambda: told.append("left"))
+    stop()
+    lost.lose()
+    assert not told
+
+
+async def test_a_writer_started_after_the_connection_was_lost_is_stopped() -> None:
+    writer, lost = Writer(), LostConnection()
+    lost.lose()  # (between the request's headers and the response's watch)
+
+    async def never() -> dict[str, Any]:
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    with anyio.fail_after(10):
+        await PostReply(NoEvents(), writer, {})(
+            {"type": "http", LOST_SCOPE_KEY: lost}, never, _nothing_sent
+        )
 
 
 async def test_without_the_protocols_word_a_disconnect_from_receive_stops_the_writer() -> None:
@@ -107,7 +137,9 @@ async def test_a_reply_that_comes_first_is_sent_in_one_json_body() -> None:
 
     headers = {"mcp-session-id": "s", "Content-Type": "text/event-stream"}
     with anyio.fail_after(10):
-        await PostReply(Reply(), done, headers)({"type": "http", LOST_SCOPE_KEY: set()}, None, send)  # type: ignore[arg-type]
+        await PostReply(Reply(), done, headers)(
+            {"type": "http", LOST_SCOPE_KEY: LostConnection()}, None, send
+        )  # type: ignore[arg-type]
     assert sent[0]["status"] == 200
     assert (b"content-type", b"application/json") in sent[0]["headers"]
     assert (b"mcp-session-id", b"s") in sent[0]["headers"]
