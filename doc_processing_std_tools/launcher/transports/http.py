@@ -336,15 +336,18 @@ def event_store(transport: TransportConfig) -> Any:
 
 
 class FastPathWhile:
-    """The MCP endpoint through the HTTP fast path while it can take a call (*taking*), else
-    straight to the SDK's: with no ``sessions: per_client`` command no POST's body is read and
-    replayed for nothing. Asked per request, so a reload that adds or removes one decides again."""
+    """The MCP endpoint through the HTTP fast path while it can take a call (*taking*) or has
+    calls in flight, else straight to the SDK's: with no ``sessions: per_client`` command no
+    POST's body is read and replayed for nothing. Asked per request, so a reload that adds or
+    removes one decides again; a call the fast path took before a reload removed the last one
+    is still cancelled there (``notifications/cancelled`` reaches it)."""
 
-    def __init__(self, fast: ASGIApp, plain: ASGIApp, taking: Callable[[], bool]) -> None:
+    def __init__(self, fast: HttpFastPath, plain: ASGIApp, taking: Callable[[], bool]) -> None:
         self.fast, self.plain, self.taking = fast, plain, taking
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await (self.fast if self.taking() else self.plain)(scope, receive, send)
+        fast = self.fast
+        await (fast if self.taking() or fast.in_flight() else self.plain)(scope, receive, send)
 
 
 class ProfileTag:

@@ -108,6 +108,11 @@ class HttpFastPath:
         # stream: the same few pairs from every client, checked once each
         self._wants: dict[tuple[bytes, bytes], bool] = {}
 
+    def in_flight(self) -> bool:
+        """Whether calls it took are still running (or held, cancelled): a cancel for one
+        must reach it."""
+        return bool(self._calls)
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or not self.fronts.http:
             await self.app(scope, receive, send)

@@ -29,7 +29,7 @@ from doc_processing_std_tools.launcher.calls.pin_gate import PinGate
 from doc_processing_std_tools.launcher.cli.main import main
 from doc_processing_std_tools.launcher.config.transport import TransportConfig
 from doc_processing_std_tools.launcher.external.client_requests import HttpClient
-from doc_processing_std_tools.launcher.transports.http import build_app
+from doc_processing_std_tools.launcher.transports.http import FastPathWhile, build_app
 from doc_processing_std_tools.launcher.transports.wire_errors import INVALID_REQUEST_TEXT
 from helpers import launch
 from helpers.launch import Launched, launcher_command, text_of
@@ -928,6 +928,31 @@ class LookedUp(dict[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
         self.asked += 1
         return super().get(key, default)
+
+
+class Endpoint:
+    """An ASGI app that counts its requests (the fast path: with calls in flight or not)."""
+
+    def __init__(self, in_flight: bool = False) -> None:
+        self.served, self.calls = 0, in_flight
+
+    def in_flight(self) -> bool:
+        return self.calls
+
+    async def __call__(self, _scope: Any, _receive: Any, _send: Any) -> None:
+        self.served += 1
+
+
+@pytest.mark.parametrize("in_flight", [False, True])
+async def test_the_fast_path_still_sees_posts_while_its_calls_are_in_flight(
+    in_flight: bool,
+) -> None:
+    """A reload that removes the last ``per_client`` command mid-call: the call's
+    ``notifications/cancelled`` still reaches the fast path, which cancels it at the child."""
+    fast, plain = Endpoint(in_flight), Endpoint()
+    endpoint = FastPathWhile(fast, plain, lambda: False)  # type: ignore[arg-type]
+    await endpoint({"type": "http"}, None, None)  # type: ignore[arg-type]
+    assert (fast.served, plain.served) == ((1, 0) if in_flight else (0, 1))
 
 
 @pytest.mark.parametrize("taking", [False, True])
