@@ -188,8 +188,11 @@ async def mount_all(
     """:func:`mount_into` for each of *built*, their lists asked at once (an external server's
     lists are round trips to its child, mostly waited for: a launcher with three npm servers
     spent about a third of this step's wall time on CPU), then mounted on *root* in order
-    (the order its lists show them in); the first error of any is raised as it was."""
-    done: list[Mount | Exception | None] = [None] * len(built)
+    (the order its lists show them in). The first error (in time) cancels the others' lists,
+    since it ends the start-up or reload anyway (no waiting for the slowest server), and is
+    raised as it was."""
+    done: list[Mount | None] = [None] * len(built)
+    failed: list[Exception] = []
 
     async def one(index: int, mount: Mount) -> None:
         try:
@@ -203,15 +206,16 @@ async def mount_all(
                 pins=pins,
             )
         except Exception as exc:  # (raised below as it is, not in an exception group)
-            done[index] = exc
+            failed.append(exc)
+            group.cancel_scope.cancel()
 
     async with anyio.create_task_group() as group:
         for index, mount in enumerate(built):
             group.start_soon(one, index, mount)
+    if failed:
+        raise failed[0]
     mounts = []
     for result in done:
-        if isinstance(result, Exception):
-            raise result
         assert result is not None
         mounts.append(result)
     for mount in mounts:

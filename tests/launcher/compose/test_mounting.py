@@ -1,5 +1,6 @@
 """``mount_all``: every server's lists asked at once, the servers mounted in the order given,
-and a failure raised as it was (not inside an exception group)."""
+and the first failure raised as it was (not inside an exception group), the others' lists
+cancelled."""
 
 from __future__ import annotations
 
@@ -60,4 +61,19 @@ async def test_a_failure_is_raised_as_it_was() -> None:
     root: FastMCP = FastMCP("root")
     built = [mount("ok", server_with("ok")), mount("bad", Refusing("bad"))]
     with pytest.raises(LookupError, match="cannot list"):
+        await mount_all(root, built, exposure=Exposure(), telemetry=None, guards=None, pins=None)
+
+
+async def test_the_first_failure_cancels_the_others_lists() -> None:
+    class Hanging(FastMCP):
+        async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
+            await anyio.sleep_forever()
+
+    class Refusing(FastMCP):
+        async def list_tools(self, *args: Any, **kwargs: Any) -> Any:
+            raise LookupError("cannot list")
+
+    root: FastMCP = FastMCP("root")
+    built = [mount("slow", Hanging("slow")), mount("bad", Refusing("bad"))]
+    with anyio.fail_after(10), pytest.raises(LookupError, match="cannot list"):
         await mount_all(root, built, exposure=Exposure(), telemetry=None, guards=None, pins=None)
