@@ -11,6 +11,7 @@ Pinned by ``tests/seams/``.
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -35,7 +36,9 @@ from mcp.server.streamable_http import (
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import INVALID_REQUEST
+from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
+from starlette.responses import Response
 
 HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left open
 
@@ -43,6 +46,9 @@ HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left o
 # build sse-starlette's EventSourceResponse for it; set while a ScopedSessions serves a request
 PostReply = Callable[[Any, Callable[[], Any], dict[str, str]], Any]
 _SERVING: ContextVar[ScopedSessions | None] = ContextVar("dpt_serving", default=None)
+# the id of the body the SDK's transport just refused as not JSON-RPC, when it has a readable
+# one (see :class:`_IdReadingAdapter`), for :func:`_error_response` to answer with
+_REFUSED_ID: ContextVar[int | str | None] = ContextVar("dpt_refused_id", default=None)
 VALIDATION_PREFIX = "Validation error: "  # the SDK's answer to JSON that is not JSON-RPC
 
 
@@ -120,15 +126,48 @@ def _error_response(
 ) -> Any:
     """The SDK transport's error response; for a body that is JSON but not a JSON-RPC message,
     served by a :class:`ScopedSessions` with an ``invalid_request`` text, -32600 with that text
-    (the SDK's: -32602 and pydantic's report)."""
+    (the SDK's: -32602 and pydantic's report), with the body's id when it has a readable one
+    (JSON-RPC 2.0: null only when the id cannot be determined; the SDK's is always null)."""
     manager = _SERVING.get()
     if (
         manager is not None
         and manager.invalid_request is not None
         and error_message.startswith(VALIDATION_PREFIX)
     ):
-        error_message, error_code = manager.invalid_request, INVALID_REQUEST
+        request_id = _REFUSED_ID.get()
+        _REFUSED_ID.set(None)
+        response = _sdk_error_response(
+            self, manager.invalid_request, status_code, INVALID_REQUEST, headers
+        )
+        if request_id is None:
+            return response
+        error = {"code": INVALID_REQUEST, "message": manager.invalid_request}
+        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+        kept = {k: v for k, v in response.headers.items() if k != "content-length"}
+        return Response(body, status_code=response.status_code, headers=kept)
     return _sdk_error_response(self, error_message, status_code, error_code, headers)
+
+
+class _IdReadingAdapter:
+    """The SDK transport's JSON-RPC message adapter, remembering the id of a body it refuses
+    (``_REFUSED_ID``, for :func:`_error_response`): a string or an integer, as stdio reads it."""
+
+    def __init__(self, adapter: Any) -> None:
+        self.adapter = adapter
+
+    def validate_python(self, raw: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.adapter.validate_python(raw, *args, **kwargs)
+        except ValidationError:
+            candidate = raw.get("id") if isinstance(raw, dict) else None
+            readable = isinstance(candidate, str) or (
+                isinstance(candidate, int) and not isinstance(candidate, bool)
+            )
+            _REFUSED_ID.set(candidate if readable else None)
+            raise
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)
 
 
 class _Unanswered:
@@ -206,10 +245,14 @@ def session_manager(
     writes them, the response headers). The SDK reads the response class from its module, so
     the module's name is pointed at :func:`_post_response` (which keeps sse-starlette's for
     every other stream and every other manager). With *invalid_request*, a body that is JSON
-    but not JSON-RPC gets -32600 with that message (the transport's error response is
-    :func:`_error_response`, the SDK's for every other manager)."""
+    but not JSON-RPC gets -32600 with that message and its id when readable (the transport's
+    error response is :func:`_error_response`, the SDK's for every other manager; its message
+    adapter, :class:`_IdReadingAdapter`, reads the id)."""
     sdk_streamable_http.EventSourceResponse = _post_response  # type: ignore[attr-defined,assignment]
     StreamableHTTPServerTransport._create_error_response = _error_response  # type: ignore[method-assign]
+    adapter = sdk_streamable_http.jsonrpc_message_adapter  # type: ignore[attr-defined]
+    if not isinstance(adapter, _IdReadingAdapter):
+        sdk_streamable_http.jsonrpc_message_adapter = _IdReadingAdapter(adapter)  # type: ignore[attr-defined,assignment]
     manager = ScopedSessions(event_store=event_store, **options)
     manager.post_reply = post_reply
     manager.invalid_request = invalid_request

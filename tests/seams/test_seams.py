@@ -851,6 +851,26 @@ async def test_a_session_managers_post_reply_answers_each_post_the_sdk_streams()
     assert "mcp-session-id" in {name.lower() for name in _RecordedReply.made[0]}
 
 
+@pytest.mark.parametrize(("body", "request_id"), [(b'{"id": 7}', 7), (b'{"id": [1]}', None)])
+async def test_an_invalid_request_is_answered_with_its_readable_id(
+    body: bytes, request_id: Any
+) -> None:
+    """The SDK validates a POST's body with its module's ``jsonrpc_message_adapter`` and
+    answers a refusal through ``_create_error_response``: a manager with an
+    ``invalid_request`` text answers -32600 with it and the body's id when readable."""
+    sessions = http_sessions.session_manager(
+        app=fastmcp_server.low_level_server(FastMCP("x")), invalid_request="not JSON-RPC"
+    )
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    async with sessions.run():
+        transport = httpx2.ASGITransport(app=sessions.handle_request)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://t") as client:
+            reply = await client.post("/mcp", content=body, headers=headers)
+    assert reply.status_code == 400
+    error = {"code": -32600, "message": "not JSON-RPC"}
+    assert reply.json() == {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
 async def test_raw_requests_and_notifications_reach_the_client_as_written() -> None:
     """``send_raw_to_client`` sends the params as given (no ``mode: form`` added) on the call's
     stream and returns the client's raw answer; ``notify_client`` sends a method the SDK has

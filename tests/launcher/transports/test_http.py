@@ -157,10 +157,21 @@ def test_refused_requests_leave_existing_files_untouched(guarded) -> None:
     assert target.read_text() == "original"
 
 
-@pytest.mark.parametrize("body", [b"{}", b"[]", b'{"jsonrpc": "2.0", "id": 1}', b"42"])
-def test_json_that_is_not_json_rpc_gets_one_line_and_no_session(guarded, body) -> None:
+NOT_JSON_RPC = [  # (body, the id answered: the body's when it has a readable one)
+    (b"{}", None),
+    (b"[]", None),
+    (b'{"jsonrpc": "2.0", "id": 1}', 1),
+    (b'{"jsonrpc": "2.0", "id": "a", "method": 5}', "a"),
+    (b'{"jsonrpc": "2.0", "id": true}', None),
+    (b"42", None),
+]
+
+
+@pytest.mark.parametrize(("body", "request_id"), NOT_JSON_RPC)
+def test_json_that_is_not_json_rpc_gets_one_line_and_no_session(guarded, body, request_id) -> None:
     """As stdio answers it: -32600 with one readable line, no pydantic report (its URLs),
-    and no ``mcp-session-id`` of a session the refusal did not open."""
+    the body's id when it can be read, and no ``mcp-session-id`` of a session the refusal did
+    not open."""
     launched, _root = guarded
     reply = request(launched.port, "POST", "/mcp", headers=rpc_headers(), body=body)
     assert reply.status == 400, reply
@@ -168,13 +179,15 @@ def test_json_that_is_not_json_rpc_gets_one_line_and_no_session(guarded, body) -
     error = reply.json()
     assert error == {
         "jsonrpc": "2.0",
-        "id": None,
+        "id": request_id,
         "error": {"code": -32600, "message": INVALID_REQUEST_TEXT},
     }
     assert len(reply.body) < 1024 and b"pydantic" not in reply.body
+    assert reply.headers["content-type"] == "application/json"
     session = open_session(launched.port)
     known = request(launched.port, "POST", "/mcp", headers=rpc_headers(session), body=b'{"id": 7}')
     assert (known.status, known.json()["error"]["code"]) == (400, -32600)
+    assert known.json()["id"] == 7 and known.headers["mcp-session-id"] == session
 
 
 def test_health_and_ready_without_auth(guarded) -> None:
