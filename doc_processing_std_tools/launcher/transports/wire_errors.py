@@ -3,7 +3,8 @@
 The SDK drops such a line silently and its client waits forever; here every line
 that is a request gets ``-32700`` (parse error) or ``-32600`` (invalid request),
 with its ``id`` whenever it can be read, and a message without library URLs. Over HTTP, a
-body that is JSON but not JSON-RPC gets the same -32600 text (``http.py``).
+body that is JSON but not JSON-RPC gets the same -32600 text, with its readable id too
+(``http.py``, ``seams/http_sessions.py``).
 """
 
 from __future__ import annotations
