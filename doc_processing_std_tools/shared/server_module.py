@@ -175,7 +175,8 @@ class ServerModule:
     def main(self, argv: Sequence[str] | None = None) -> None:
         """``dpt-<server>`` / ``python -m``: serve over stdio (see :func:`main`). An option (or,
         for a server that takes no arguments, any argument) is refused: served anyway, or taken
-        for a root, it would hide the mistake."""
+        for a root, it would hide the mistake (so ``--`` and roots starting with ``-`` are too:
+        ``./-dir`` is the way to name one, as the error says)."""
         args = list(sys.argv[1:] if argv is None else argv)
         given = [arg for arg in args if arg not in ("-h", "--help")]
         wrong = [arg for arg in given if arg.startswith("-")] or (
@@ -185,7 +186,8 @@ class ServerModule:
             said = (
                 f"it takes no arguments (given: {' '.join(wrong)[:200]})"
                 if self.settings_from_args is None
-                else f"unknown option {wrong[0][:100]!r}"
+                else f"unknown option {wrong[0][:100]!r} (a root folder whose name starts "
+                "with '-': give it as ./-name)"
             )
             print(
                 f"{self.spec.name}: {said}; its settings come from the environment "

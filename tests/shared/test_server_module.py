@@ -104,7 +104,8 @@ def test_main_refuses_what_it_would_otherwise_serve_past(
         package.__name__, "demo", export="demo_server", follow_client_roots=False
     )
     for made, argv, said in (
-        (takes_args, ["--bogus", "hi"], "demo: unknown option '--bogus'; "),
+        (takes_args, ["--bogus", "hi"], "demo: unknown option '--bogus' ("),
+        (takes_args, ["--", "/x"], "demo: unknown option '--' ("),
         (takes_none, ["hi"], "demo: it takes no arguments (given: hi); "),
         (takes_none, ["--root", "/x"], "demo: it takes no arguments (given: --root); "),
     ):
@@ -114,6 +115,8 @@ def test_main_refuses_what_it_would_otherwise_serve_past(
         error = capsys.readouterr().err
         assert error.startswith(said) and error.count("\n") == 1, error
         assert "docs/servers/demo.md" in error
+        if made is takes_args:
+            assert "give it as ./-name)" in error
 
 
 class RootsSettings(BaseModel):
