@@ -132,8 +132,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _closest_option(parser: argparse.ArgumentParser, unknown: list[str]) -> str:
-    """``; did you mean '--config'?`` for a mistyped option (argparse suggests none before 3.14)."""
-    options = ["--" + dest.replace("_", "-") for dest in vars(parser.parse_args([]))]
+    """``; did you mean '--config'?`` for a mistyped option (argparse suggests none before 3.14).
+    The names are the options' own flags (a dest may differ from its flag)."""
+    options = [
+        flag
+        for action in parser._actions
+        for flag in action.option_strings
+        if flag.startswith("--")
+    ]
     for word in unknown:
         if word.startswith("--"):
             close = difflib.get_close_matches(word.partition("=")[0], options, n=1, cutoff=0.6)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -18,7 +19,7 @@ import anyio
 import pytest
 
 from doc_processing_std_tools.launcher.cli.client_config import CLIENTS
-from doc_processing_std_tools.launcher.cli.main import main
+from doc_processing_std_tools.launcher.cli.main import _closest_option, main
 from doc_processing_std_tools.launcher.config import load_config
 from helpers.launch import launched, launcher_command, run_main, text_of
 from helpers.paths import REPO, python_path
@@ -599,6 +600,16 @@ def test_a_mistyped_option_gets_the_closest_one(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["--zzz"])
     assert capsys.readouterr().err.strip().endswith("unrecognized arguments: --zzz")
+
+
+def test_the_closest_option_is_one_of_the_flags_whatever_the_dests() -> None:
+    """(A dest that differs from its flag, a required option: the flags are what is typed.)"""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--from-dir", dest="source")
+    parser.add_argument("--needed", required=True)
+    assert _closest_option(parser, ["--from-dri"]) == "; did you mean '--from-dir'?"
+    assert _closest_option(parser, ["--neded=1"]) == "; did you mean '--needed'?"
+    assert _closest_option(parser, ["--zzz"]) == ""
 
 
 def test_a_missing_config_is_worded_one_way_by_every_verb(tmp_path: Path, capsys) -> None:
