@@ -252,7 +252,8 @@ def session_manager(
     StreamableHTTPServerTransport._create_error_response = _error_response  # type: ignore[method-assign]
     adapter = sdk_streamable_http.jsonrpc_message_adapter  # type: ignore[attr-defined]
     if not isinstance(adapter, _IdReadingAdapter):
-        sdk_streamable_http.jsonrpc_message_adapter = _IdReadingAdapter(adapter)  # type: ignore[attr-defined,assignment]
+        reading: Any = _IdReadingAdapter(adapter)
+        sdk_streamable_http.jsonrpc_message_adapter = reading  # type: ignore[attr-defined]
     manager = ScopedSessions(event_store=event_store, **options)
     manager.post_reply = post_reply
     manager.invalid_request = invalid_request

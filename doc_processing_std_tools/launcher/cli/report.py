@@ -109,7 +109,8 @@ def print_check(
 
 
 def _what_failed(names: list[str], loaded: LoadedConfig) -> str:
-    """The summary names what the FAIL lines are about (a misspelt ``--profile`` is no server's fault)."""
+    """The summary names what the FAIL lines are about (a misspelt ``--profile`` is no
+    server's fault)."""
     kinds = dict.fromkeys(
         "a server above"
         if name in loaded.config.servers

@@ -6,8 +6,9 @@ A server may list to a client fewer tools than it has (server-everything shows
 its own JSON-RPC error. fastmcp knows only what a server listed and answers anything else with
 its own "Unknown tool". :class:`UnlistedCalls` sends such a call to the server whose namespace
 the name carries, under that mount's rules (its ``tools:`` filter, lock, timeout, audit, rate
-limits, access: :meth:`~..calls.policed_tools.PolicedListing.unlisted`), when that server is the only one that could have meant it
-(:func:`unlisted_owner`); otherwise the "Unknown tool" stays.
+limits, access: :meth:`~..calls.policed_tools.PolicedListing.unlisted`), when that server is
+the only one that could have meant it (:func:`unlisted_owner`); otherwise the "Unknown tool"
+stays.
 """
 
 from __future__ import annotations

@@ -449,7 +449,8 @@ def mcp_method_and_tool(head: bytes) -> tuple[str | None, str | None]:
 
 
 class JsonLogFormatter(logging.Formatter):
-    """One JSON object per line (``transport.log_format: json``); access lines carry their fields."""
+    """One JSON object per line (``transport.log_format: json``); access lines carry their
+    fields."""
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {

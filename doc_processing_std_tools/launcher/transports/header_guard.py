@@ -208,8 +208,9 @@ def slow_header_guard(
     max_pending: int | None = None,
     per_client: int | None = None,
 ) -> type[_HeaderTimer]:
-    """uvicorn's protocol (httptools' where installed, else h11's), closing connections that do not send request headers in time,
-    and keeping connections that have not shown a valid token from crowding out those that have.
+    """uvicorn's protocol (httptools' where installed, else h11's), closing connections that do
+    not send request headers in time, and keeping connections that have not shown a valid token
+    from crowding out those that have.
 
     Every connection gets *timeout* seconds, from connecting or from its previous response, to
     finish the next request's headers. A connection is *pending* until a request on it completes

@@ -92,7 +92,8 @@ async def serve_http(
 ) -> None:
     """Serve until SIGTERM/SIGINT; then drain in-flight calls for ``shutdown_grace`` seconds.
 
-    Each of *profiles* is served at ``<path>/NAME`` by the same server (``compose/profile_gate.py``).
+    Each of *profiles* is served at ``<path>/NAME`` by the same server
+    (``compose/profile_gate.py``).
     With *metrics*, ``GET /metrics`` shows them (and the open sessions and connections). With
     *access*, a profile's endpoint (and the plain one, serving *default_profile*) answers 403
     to a caller its rules do not let use the profile. With *console*, the operator console is

@@ -304,8 +304,8 @@ class HttpFastPath:
 
 class _Events:
     """A request's stream as SSE events, up to the reply (or the stream's end: the session's,
-    or a cancelled call's held stream let go). (An iterator, not an async generator: one left at its reply would be closed later in a task of its own.)
-    """
+    or a cancelled call's held stream let go). (An iterator, not an async generator: one left
+    at its reply would be closed later in a task of its own.)"""
 
     def __init__(self, transport: Any, stream: Any) -> None:
         self.transport, self.stream, self.done = transport, stream, False
