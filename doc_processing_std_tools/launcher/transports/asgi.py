@@ -378,8 +378,7 @@ class Gate:
             return _missing_host
         assert host is not None  # (named_host)
         if len(host) + (len(origin) if origin is not None else 0) > VETTED_KEY_BYTES:
-            scope[_VERDICT_SCOPE_KEY] = None
-            return self.guard
+            return self.guard  # (not to be remembered: no key in the scope)
         key = _verdict_key(scope, host, origin)
         if key in self.vetted:
             self.vetted.move_to_end(key)
