@@ -493,3 +493,30 @@ async def test_a_session_with_only_a_cancelled_call_idles_out_and_drains(tmp_pat
             await held.aclose()
             await stream.aclose()
     assert "Traceback" not in running.stderr()
+
+
+@pytest.mark.slow  # (a launcher of its own)
+async def test_calls_cancelled_then_left_by_their_clients_free_their_slots(tmp_path: Path) -> None:
+    """With ``max_connections: 4`` (uvicorn's limit_concurrency: 5, requests counted among
+    them), six calls cancelled and then left by their clients: calls are still served, not
+    refused with uvicorn's 503 (each left request ended, not held until the cap or the
+    session's end)."""
+    config = tmp_path / "tools.yaml"
+    config.write_text(
+        "transport:\n  max_connections: 4\n"
+        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
+        encoding="utf-8",
+    )
+    with launch.http_launcher(config) as running:
+        with anyio.fail_after(90):
+            session = await anyio.to_thread.run_sync(RawSession, running)
+            await session.fast()
+            params = {"name": session.prefix + "id_seen", "arguments": {}}
+
+            def served() -> bool:
+                return bool(session.rpc("tools/call", params, 1).status == 200)
+
+            for n in range(6):
+                call = await session.hang_cancelled(40 + n)
+                await call.aclose()
+                await until(lambda: anyio.to_thread.run_sync(served), "a call served")
