@@ -174,14 +174,17 @@ class PinGate:
             if self.policy == "warn"
             else "none of its tools, prompts or resource templates are served (pins.policy: block)"
         )
-        log.warning(
+        log.warning(  # (approve names the server: `pin` would also take other servers' drift)
             "servers.%s has no entry in %s (a lock file written for another config?): %s; "
-            "pin it with `dpt-launch pin --config %s` (other servers' pins are kept), or give "
-            "this config its own lock file (pins.lock_file)",
+            "review with `dpt-launch pins diff --config %s`, then approve this server with "
+            "`dpt-launch pins approve --config %s %s`, or give this config its own lock file "
+            "(pins.lock_file)",
             server,
             lock,
             served,
             config,
+            config,
+            server,
         )
 
     def _report(self, finding: Finding, definition: Mapping[str, Any] | None) -> None:

@@ -105,7 +105,7 @@ def _pin(loaded: LoadedConfig, now: Served, skipped: list[str]) -> int:
     # Servers this config does not mount keep their entries: a lock file shared by two configs
     # in one folder keeps the other's pins (they approve only what a person approved).
     earlier = before.servers if before is not None else {}
-    others = sorted(set(earlier) - set(pins.servers))
+    others = sorted(set(earlier) - set(now) - set(pins.servers))  # (now: every mounted one)
     for name in others:
         pins.servers[name] = earlier[name]
     if others:

@@ -189,8 +189,8 @@ async def mount_all(
     lists are round trips to its child, mostly waited for: a launcher with three npm servers
     spent about a third of this step's wall time on CPU), then mounted on *root* in order
     (the order its lists show them in). The first error (in time) cancels the others' lists,
-    since it ends the start-up or reload anyway (no waiting for the slowest server), and is
-    raised as it was."""
+    since it ends the start-up anyway (no waiting for the slowest server), and is raised as it
+    was. (A reload mounts one server at a time, with :func:`mount_into`.)"""
     done: list[Mount | None] = [None] * len(built)
     failed: list[Exception] = []
 

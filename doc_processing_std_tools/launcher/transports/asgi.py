@@ -196,8 +196,8 @@ SETTLED_SCOPE_KEY = "dpt.settled"
 LOST_SCOPE_KEY = "dpt.lost"
 VETTED_MAX = 256  # (Host, Origin, server, scheme) verdicts of the Host/Origin guard remembered
 VETTED_KEY_BYTES = 256  # Host and Origin bytes together past which a verdict is not remembered
-# in a request's scope on its way through the Host/Origin guard: its verdict's key (None: not
-# to be remembered), so that the request's pass is remembered without reading its headers again
+# in a request's scope on its way through the Host/Origin guard: its verdict's key (absent when
+# not to be remembered), so that its pass is remembered without reading its headers again
 _VERDICT_SCOPE_KEY = "dpt.verdict"
 
 
@@ -267,8 +267,8 @@ class Gate:
       most :data:`VETTED_MAX` passes are remembered, the least recently used forgotten first,
       and only those whose Host and Origin are short (:data:`VETTED_KEY_BYTES`): the guard
       passes many variants (any loopback Origin, whatever its path), so a flood of them, sent
-      before auth, holds little and still leaves room for the real host. Refusals are never
-      remembered.
+      before auth, holds little; it may push the real host out, which then costs that host one
+      parse on its next request, never a refusal. Refusals are never remembered.
 
     (Five ASGI layers before, each with its own wrappers: about a ninth of the launcher's CPU
     per relayed HTTP call, ``benchmarks/http_relay.py --profile``.)

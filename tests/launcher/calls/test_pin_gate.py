@@ -90,8 +90,8 @@ def test_a_server_missing_from_the_lock_file_is_one_line(caplog: pytest.LogCaptu
     messages = [record.getMessage() for record in caplog.records]
     assert messages == [
         "servers.other has no entry in tools.lock (a lock file written for another config?): "
-        "they are served anyway (pins.policy: warn); pin it with `dpt-launch pin --config "
-        "/cfg/b.yaml` (other servers' pins are kept), or give this config its own lock file "
-        "(pins.lock_file)"
+        "they are served anyway (pins.policy: warn); review with `dpt-launch pins diff "
+        "--config /cfg/b.yaml`, then approve this server with `dpt-launch pins approve "
+        "--config /cfg/b.yaml other`, or give this config its own lock file (pins.lock_file)"
     ]
     assert gate.drifted() == 3  # (each still counts)

@@ -102,7 +102,8 @@ def test_two_configs_sharing_a_lock_file(
     said = [r.getMessage() for r in caplog.records if "notes-b" in r.getMessage()]
     assert len(said) == 1, said
     assert said[0].startswith("servers.notes-b has no entry in tools.lock")
-    assert f"`dpt-launch pin --config {second}`" in said[0] and "pins.lock_file" in said[0]
+    assert f"`dpt-launch pins approve --config {second} notes-b`" in said[0]
+    assert "pins.lock_file" in said[0]
 
     status, _out, err = run_main(["pin", "--config", str(second)], capsys)
     assert status == 0
@@ -110,3 +111,19 @@ def test_two_configs_sharing_a_lock_file(
     assert set(LockFile.read(tmp_path / "tools.lock").servers) == {"notes-a", "notes-b"}
     assert run_main(["pins", "diff", "--config", str(first)], capsys)[0] == 0
     assert run_main(["pins", "diff", "--config", str(second)], capsys)[0] == 0
+
+
+def test_pin_replaces_a_mounted_server_that_lists_nothing_now(
+    write_config, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server the config mounts is not kept as "not mounted" when it lists nothing at pin
+    time: its old entries go, so its tools need approval again when they come back."""
+    entry = f"servers:\n  notes:\n    server: memory-tools\n    settings: {{memory_dir: {tmp_path / 'm'}}}\n"
+    config = write_config(entry)
+    assert run_main(["pin", "--config", str(config)], capsys)[0] == 0
+    lock = config.parent / "tools.lock"
+    assert LockFile.read(lock).servers["notes"]["tools"]
+    config.write_text(entry + "    tools: {exclude: ['*']}\n", encoding="utf-8")
+    status, _out, err = run_main(["pin", "--config", str(config)], capsys)
+    assert status == 0 and "kept the pins" not in err
+    assert not LockFile.read(lock).servers.get("notes", {}).get("tools")
