@@ -172,26 +172,8 @@ async def test_a_remembered_verdict_lets_in_only_what_the_guard_lets_in(
     gate = Gate(app, guard=guard, requests=InFlight())
 
     async def ask(host: bytes | None, origin: bytes | None) -> int:
-        headers = [(b"host", host)] if host is not None else []
-        headers += [(b"origin", origin)] if origin is not None else []
-        scope = {  # (a list for the address, as Starlette's TestClient gives it)
-            "type": "http",
-            "method": "POST",
-            "path": "/mcp",
-            "headers": headers,
-            "server": ["127.0.0.1", 8000],
-            "scheme": "http",
-        }
-        sent: list[Any] = []
-
-        async def send(message: Any) -> None:
-            sent.append(message)
-
-        async def receive() -> Any:
-            return {"type": "http.request", "body": b""}
-
-        await gate(scope, receive, send)
-        return int(sent[0]["status"])
+        # (a list for the address, as Starlette's TestClient gives it)
+        return await _status(gate, host, origin, server=["127.0.0.1", 8000])
 
     assert await ask(b"127.0.0.1:8000", None) == 200  # (its verdict remembered)
     assert await ask(b"127.0.0.1:8000", None) == 200
@@ -211,14 +193,17 @@ def _guarded_gate() -> Gate:
     return Gate(app, guard=guard, requests=InFlight())
 
 
-async def _status(gate: Gate, host: bytes, origin: bytes | None) -> int:
-    headers = [(b"host", host)] + ([(b"origin", origin)] if origin is not None else [])
+async def _status(
+    gate: Gate, host: bytes | None, origin: bytes | None, server: Any = ("127.0.0.1", 8000)
+) -> int:
+    headers = [(b"host", host)] if host is not None else []
+    headers += [(b"origin", origin)] if origin is not None else []
     scope = {
         "type": "http",
         "method": "POST",
         "path": "/mcp",
         "headers": headers,
-        "server": ("127.0.0.1", 8000),
+        "server": server,
         "scheme": "http",
     }
     sent: list[Any] = []

@@ -39,6 +39,20 @@ from helpers.rpc import (
 from helpers.waiting import until, wait_for
 
 RAW_CHILD = SERVERS / "raw_child.py"
+
+
+def raw_config(tmp_path: Path, transport: str = "") -> Path:
+    """A config serving only the raw child (``transport`` lines: the ``transport:`` section's
+    body, indented by two spaces)."""
+    config = tmp_path / "tools.yaml"
+    head = f"transport:\n{transport}" if transport else ""
+    config.write_text(
+        f"{head}servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
+        encoding="utf-8",
+    )
+    return config
+
+
 SHIFTING = SERVERS / "shifting_server.py"
 PROGRESS = {"progressToken": "p1"}  # (keeps a call on the SDK path)
 
@@ -395,9 +409,7 @@ async def test_a_tool_the_profile_leaves_out_is_unknown_on_both_paths(launched) 
 @pytest.mark.slow  # (a launcher of its own, stopped by the test)
 async def test_the_drain_on_sigterm_waits_for_a_call_on_the_fast_path(tmp_path: Path) -> None:
     mark = tmp_path / "slow-started"
-    config = tmp_path / "tools.yaml"
-    text = f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n"
-    config.write_text(text, encoding="utf-8")
+    config = raw_config(tmp_path)
     with launch.http_launcher(config, env={"RAW_CHILD_MARK": str(mark)}) as running:
         with anyio.fail_after(60):
             async with client(running) as session:
@@ -447,12 +459,7 @@ async def test_a_withheld_pin_refuses_alike_on_both_paths(write_config, tmp_path
 @pytest.mark.slow  # (a launcher of its own)
 async def test_only_the_sessions_owner_cancels_its_call(tmp_path: Path) -> None:
     mark = tmp_path / "slow-started"
-    config = tmp_path / "tools.yaml"
-    config.write_text(
-        "transport:\n  auth:\n    token: [token-one, token-two]\n"
-        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
-        encoding="utf-8",
-    )
+    config = raw_config(tmp_path, "  auth:\n    token: [token-one, token-two]\n")
     with launch.http_launcher(config, env={"RAW_CHILD_MARK": str(mark)}) as running:
         with anyio.fail_after(60):
             session = await anyio.to_thread.run_sync(RawSession, running, "token-one")
@@ -471,12 +478,7 @@ async def test_only_the_sessions_owner_cancels_its_call(tmp_path: Path) -> None:
 
 @pytest.mark.slow  # (a launcher of its own, stopped by the test)
 async def test_a_session_with_only_a_cancelled_call_idles_out_and_drains(tmp_path: Path) -> None:
-    config = tmp_path / "tools.yaml"
-    config.write_text(
-        "transport:\n  session_idle_timeout: 2\n  shutdown_grace: 60\n"
-        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
-        encoding="utf-8",
-    )
+    config = raw_config(tmp_path, "  session_idle_timeout: 2\n  shutdown_grace: 60\n")
     with launch.http_launcher(config) as running:
         with anyio.fail_after(40):
             idle = await anyio.to_thread.run_sync(RawSession, running)
@@ -501,12 +503,7 @@ async def test_calls_cancelled_then_left_by_their_clients_free_their_slots(tmp_p
     them), six calls cancelled and then left by their clients: calls are still served, not
     refused with uvicorn's 503 (each left request ended, not held until the cap or the
     session's end)."""
-    config = tmp_path / "tools.yaml"
-    config.write_text(
-        "transport:\n  max_connections: 4\n"
-        f"servers:\n  raw:\n    command: {sys.executable}\n    args: [{RAW_CHILD}]\n",
-        encoding="utf-8",
-    )
+    config = raw_config(tmp_path, "  max_connections: 4\n")
     with launch.http_launcher(config) as running:
         with anyio.fail_after(90):
             session = await anyio.to_thread.run_sync(RawSession, running)
