@@ -67,7 +67,8 @@ def served(composition: Composition) -> Served:
 
 def check_findings(composition: Composition) -> list[tuple[str, str, str]]:
     """``--check``'s lines: one WARN per definition that is not served as it is (or is
-    served only under ``warn``), and how many drifted."""
+    served only under ``warn``), one per server the lock file has no entry for, and how many
+    drifted."""
     gate = composition.pins
     found = gate.findings()
     if not found:
@@ -76,13 +77,27 @@ def check_findings(composition: Composition) -> list[tuple[str, str, str]]:
         "block": "not served",
         "warn": "served anyway (pins.policy: warn)",
     }[gate.policy]
+    lock = gate.lock_path.name if gate.lock_path is not None else "the lock file"
+    # a server the lock file has no entry for (one shared with another config): one line for it
+    absent = {f.server: f.server not in gate.pins.servers for f in found if gate.pins is not None}
     lines = [
-        ("", "WARN", f"{f.line()}: {'gone' if f.problem == 'removed' else action}") for f in found
+        ("", "WARN", f"{f.line()}: {'gone' if f.problem == 'removed' else action}")
+        for f in found
+        if not absent.get(f.server)
     ]
+    for server in sorted(name for name, missing in absent.items() if missing):
+        count = sum(1 for f in found if f.server == server)
+        lines.append(
+            (
+                "",
+                "WARN",
+                f"servers.{server} has no entry in {lock}: its {count} definition(s) "
+                f"{action}; dpt-launch pins diff, then pins approve {server}",
+            )
+        )
     if gate.pins is None:
         lines.append(("", "WARN", f"{len(found)} definition(s) drifted: they hold hidden text"))
     else:
-        lock = gate.lock_path.name if gate.lock_path is not None else "the lock file"
         lines.append(
             (
                 "",

@@ -98,7 +98,10 @@ def test_two_configs_sharing_a_lock_file(
                           f"{{memory_dir: {tmp_path / 'b'}}}\n", name="b.yaml")  # fmt: skip
     assert run_main(["pin", "--config", str(first)], capsys)[0] == 0
     caplog.set_level(logging.WARNING, "dpt-launch")
-    run_main(["--config", str(second), "--check"], capsys)
+    _status, out, _err = run_main(["--config", str(second), "--check"], capsys)
+    warned = [line for line in out.splitlines() if "WARN" in line and "notes-b" in line]
+    assert len(warned) == 1 and "servers.notes-b has no entry in tools.lock" in warned[0], out
+    assert "then pins approve notes-b" in " ".join(out.split())  # (the table may wrap it)
     said = [r.getMessage() for r in caplog.records if "notes-b" in r.getMessage()]
     assert len(said) == 1, said
     assert said[0].startswith("servers.notes-b has no entry in tools.lock")
