@@ -26,27 +26,27 @@ def test_without_tokens_every_request_shows_one() -> None:
     assert slow_header_guard(10.0).limits.shows_token([])
 
 
+def _h11_loaded(code: str, before: str = "") -> bool:
+    """Whether a fresh interpreter running *code* (which builds the guard; *before* runs ahead
+    of importing it) imported h11."""
+    script = (
+        f"import sys\n{before}\n"
+        "from doc_processing_std_tools.launcher.transports.header_guard import slow_header_guard\n"
+        f"{code}\nprint('h11' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip() == "True"
+
+
 def test_without_httptools_the_guard_is_on_the_h11_protocol() -> None:
     """h11 is imported only where httptools is missing: that path still builds its guard."""
-    code = (
-        "import sys; sys.modules['httptools'] = None\n"
-        "from doc_processing_std_tools.launcher.transports.header_guard import slow_header_guard\n"
+    assert _h11_loaded(
         "from uvicorn.protocols.http.h11_impl import H11Protocol\n"
-        "assert issubclass(slow_header_guard(1.0), H11Protocol)\n"
-        "print('h11' in sys.modules)\n"
+        "assert issubclass(slow_header_guard(1.0), H11Protocol)",
+        before="sys.modules['httptools'] = None",
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "True"
 
 
 def test_with_httptools_h11_is_not_imported() -> None:
-    code = (
-        "import sys\n"
-        "from doc_processing_std_tools.launcher.transports.header_guard import slow_header_guard\n"
-        "slow_header_guard(1.0)\n"
-        "print('h11' in sys.modules)\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert not _h11_loaded("slow_header_guard(1.0)")
