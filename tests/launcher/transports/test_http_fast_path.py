@@ -233,23 +233,29 @@ class RawSession:
         seen = json.loads(self.call(tool))
         return sum(isinstance(key, str) and key.startswith("dpt~") for key in seen)
 
-    async def hang_cancelled(self, request_id: int) -> Any:
-        """A ``hang`` call (its id not 1, the id of the other calls here) on a connection of its
-        own, cancelled once at the child (the cancel of a call not there yet ends it before it
-        gets there): its answer left to read."""
+    async def more(self, tool: str, than: int) -> bool:
+        """Whether *tool*'s count (:meth:`seen`) went past *than*."""
+        return await anyio.to_thread.run_sync(self.seen, tool) > than
+
+    async def hang(self, request_id: int) -> Any:
+        """A ``hang`` call on a connection of its own, once it is at the child: its answer left
+        to read."""
         hangs = await anyio.to_thread.run_sync(self.seen, "hangs_seen")
-        cancels = await anyio.to_thread.run_sync(self.seen, "cancels_seen")
         params = {"name": self.prefix + "hang", "arguments": {}}
         body = json.dumps(message("tools/call", params, id=request_id)).encode()
         headers = {**rpc_headers(self.id), **self.auth}
         call = await open_post(self.port, self.path, headers, body)
+        await until(lambda: self.more("hangs_seen", hangs), f"call {request_id} at the child")
+        return call
 
-        async def more(tool: str, than: int) -> bool:
-            return await anyio.to_thread.run_sync(self.seen, tool) > than
-
-        await until(lambda: more("hangs_seen", hangs), f"call {request_id} at the child")
+    async def hang_cancelled(self, request_id: int) -> Any:
+        """A ``hang`` call (its id not 1, the id of the other calls here) on a connection of its
+        own, cancelled once at the child (the cancel of a call not there yet ends it before it
+        gets there): its answer left to read."""
+        cancels = await anyio.to_thread.run_sync(self.seen, "cancels_seen")
+        call = await self.hang(request_id)
         await anyio.to_thread.run_sync(self.cancel, request_id)
-        await until(lambda: more("cancels_seen", cancels), f"the child told of {request_id}")
+        await until(lambda: self.more("cancels_seen", cancels), f"the child told of {request_id}")
         return call
 
 
@@ -284,18 +290,10 @@ async def test_a_client_that_leaves_mid_call_cancels_it_at_the_child(launched) -
     with anyio.fail_after(60):
         session = await anyio.to_thread.run_sync(RawSession, running)
         await session.fast()
-        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
         cancels = await anyio.to_thread.run_sync(session.seen, "cancels_seen")
-        params = {"name": session.prefix + "hang", "arguments": {}}
-        body = json.dumps(message("tools/call", params, id=21)).encode()
-        call = await open_post(session.port, session.path, rpc_headers(session.id), body)
-
-        async def more(tool: str, than: int) -> bool:
-            return await anyio.to_thread.run_sync(session.seen, tool) > than
-
-        await until(lambda: more("hangs_seen", hangs), "the call at the child")
+        call = await session.hang(21)
         await call.aclose()
-        await until(lambda: more("cancels_seen", cancels), "the child told of the cancel")
+        await until(lambda: session.more("cancels_seen", cancels), "the child told of the cancel")
 
 
 async def test_a_client_that_leaves_after_cancelling_ends_its_request(launched) -> None:
@@ -327,15 +325,7 @@ async def test_a_session_ended_mid_call_ends_the_calls_answer_without_a_reply(la
     with anyio.fail_after(60):
         session = await anyio.to_thread.run_sync(RawSession, running)
         await session.fast()
-        hangs = await anyio.to_thread.run_sync(session.seen, "hangs_seen")
-        params = {"name": session.prefix + "hang", "arguments": {}}
-        body = json.dumps(message("tools/call", params, id=23)).encode()
-        call = await open_post(session.port, session.path, rpc_headers(session.id), body)
-
-        async def more() -> bool:
-            return await anyio.to_thread.run_sync(session.seen, "hangs_seen") > hangs
-
-        await until(more, "the call at the child")
+        call = await session.hang(23)
         headers = {**rpc_headers(session.id), "Content-Length": "0"}
         ended = await anyio.to_thread.run_sync(
             lambda: request(session.port, "DELETE", session.path, headers=headers)
