@@ -723,16 +723,23 @@ async def _first_list(bench: Bench, name: str, http: bool) -> float:
     return await first_list_s(started, bench.env, OPEN_TIMEOUT_S)
 
 
-async def hung_round(bench: Bench, samples: Samples) -> None:
-    hung = Bench(bench.root, hung=True)
-    samples.refuse(f"hung | {SHARED}", SAME_OVER_STDIO)
+def aggregators(bench: Bench, samples: Samples) -> Iterator[tuple[str, Started]]:
+    """Each aggregator still in the run (not the shared column: over stdio it is dpt-launch's),
+    started over stdio, else over HTTP."""
     for name in PEERS[1:]:
         if name == SHARED or name in samples.reasons:
             continue
-        started = stdio_start(name, hung)
+        started = stdio_start(name, bench)
         if isinstance(started, str):
-            started = http_start(name, hung, free_port())
+            started = http_start(name, bench, free_port())
         assert isinstance(started, Started)
+        yield name, started
+
+
+async def hung_round(bench: Bench, samples: Samples) -> None:
+    hung = Bench(bench.root, hung=True)
+    samples.refuse(f"hung | {SHARED}", SAME_OVER_STDIO)
+    for name, started in aggregators(hung, samples):
         await guarded(samples, "hung", name, first_list_s(started, hung.env, HUNG_CAP_S))
 
 
@@ -745,13 +752,7 @@ async def orphans_rounds(bench: Bench, samples: Samples, rounds: int) -> None:
         samples.refuse(f"{row} | {SHARED}", SAME_OVER_STDIO)
     for _ in range(rounds):
         for row, where in runs:
-            for name in PEERS[1:]:
-                if name == SHARED or name in samples.reasons:
-                    continue
-                started = stdio_start(name, where)
-                if isinstance(started, str):
-                    started = http_start(name, where, free_port())
-                assert isinstance(started, Started)
+            for name, started in aggregators(where, samples):
                 await guarded(samples, row, name, processes_left(started, where))
 
 
