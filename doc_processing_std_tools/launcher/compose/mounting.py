@@ -105,16 +105,15 @@ def exposed_only(provider: Provider, allows: Callable[[str, str], bool]) -> Prov
 
 
 async def mount_into(
-    root: FastMCP,
     mount: Mount,
     *,
-    add: bool = True,
     exposure: Exposure | None = None,
     telemetry: Telemetry | None = None,
     guards: CallGuards | None = None,
     pins: PinGate | None = None,
 ) -> Mount:
-    """Wrap *mount*'s server with the launcher's rules, list its tools, and (if *add*) mount it.
+    """Wrap *mount*'s server with the launcher's rules and list its tools; the caller adds
+    ``provider`` of the mount returned to the root.
 
     With an *exposure*, what is mounted shows only the names the composition lets it own
     (:class:`Exposure`); the lists returned are the server's own, for the collision check.
@@ -154,8 +153,6 @@ async def mount_into(
         if exposure is not None
         else provider
     )
-    if add:
-        root.add_provider(shown)
     tools = tuple(await provider.list_tools())
     problems = mount.problems
     if mount.state != "needs-login":  # (its cached list may be empty: never logged in)
@@ -197,9 +194,7 @@ async def mount_all(
     async def one(index: int, mount: Mount) -> None:
         try:
             done[index] = await mount_into(
-                root,
                 mount,
-                add=False,
                 exposure=exposure,
                 telemetry=telemetry,
                 guards=guards,

@@ -74,9 +74,7 @@ async def apply(composition: Composition, path: Path | None = None) -> str:
         exposure = composition.exposure
         fresh = {
             m.name: await mount_into(
-                composition.root,
                 m,
-                add=False,
                 exposure=exposure,
                 telemetry=composition.telemetry,
                 guards=composition.guards,

@@ -142,7 +142,7 @@ async def serve_http(
         # the header guard would never see it end (its client's connection count leaked).
         ws="none",
         log_config=None,  # keep dpt-launch's logging setup
-        access_log=False,  # AccessLog below writes one line per request
+        access_log=False,  # Gate (asgi.py) writes one line per request
     )
     server = QuietSignalServer(config)
     if metrics is not None:
