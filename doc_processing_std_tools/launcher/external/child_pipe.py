@@ -48,7 +48,8 @@ OUR_ID = b'"' + ID_PREFIX.encode()
 REPLY_TAILS = (b'","result":', b'","error":')
 # how Node's SDK servers write a result (keys in their order of creation): the id last
 RESULT_HEAD = b'{"result":{'
-RESULT_ID = b'},"jsonrpc":"2.0","id":"' + ID_PREFIX.encode()
+RESULT_ID_HEAD = b'},"jsonrpc":"2.0","id":"'
+RESULT_ID = RESULT_ID_HEAD + ID_PREFIX.encode()
 # the id of a reply, when its line begins as replies do (then an overlong one can be answered)
 REPLY_ID = re.compile(
     rb'^[ \t\r]*\{[ \t\r]*(?:"jsonrpc"[ \t\r]*:[ \t\r]*"2\.0"[ \t\r]*,[ \t\r]*)?'

@@ -17,6 +17,8 @@ from .child_pipe import (
     CONNECTION_META_PREFIX,
     JSON_SPACE,
     LAUNCHER_ERROR_DATA,
+    RESULT_HEAD,
+    RESULT_ID_HEAD,
     SURROGATE_ESCAPE,
 )
 from .result_links import URI_KEY, exposed_links
@@ -106,9 +108,6 @@ def encode_line(message: dict[str, Any]) -> bytes:
         )
 
 
-RESULT_FIRST = b'{"result":{'
-
-
 def client_reply(
     line: bytes,
     parsed: Any,
@@ -122,11 +121,11 @@ def client_reply(
     line = line.removesuffix(b"\r")
     head = b'{"jsonrpc":"2.0","id":"' + key.encode() + b'","result":{'
     # (Node's servers write the result first: the same line, keys in their order of creation)
-    tail = b'},"jsonrpc":"2.0","id":"' + key.encode() + b'"}'
+    tail = RESULT_ID_HEAD + key.encode() + b'"}'
     first = line.startswith(head)
     if (
         parsed is None
-        and (first or (line.startswith(RESULT_FIRST) and line.endswith(tail)))
+        and (first or (line.startswith(RESULT_HEAD) and line.endswith(tail)))
         and (namespace is None or (line.find(URI_KEY) < 0 and line.find(b"\\u") < 0))
         # (_clean's answer for the usual reply, without the call; find, not "in": see take)
         and (
