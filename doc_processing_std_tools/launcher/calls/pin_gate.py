@@ -121,9 +121,7 @@ class PinGate:
         if now != before:
             kinds[kind] = {name: dict(item) for name, item in now.items()}
             self._changes += 1
-        # a server the lock file has no entry for (a lock file shared with another config):
-        # one line for the server, not one per definition
-        unpinned = self.pins is not None and server not in self.pins.servers
+        unpinned = self.unpinned(server)
         for name, finding in verdicts.items():
             if finding is None:
                 continue
@@ -162,12 +160,22 @@ class PinGate:
         """:meth:`drifted` for one server."""
         return len(drift(self.pins, server, self.served.get(server, {})))
 
+    @property
+    def lock_name(self) -> str:
+        """The lock file as messages name it."""
+        return self.lock_path.name if self.lock_path is not None else "the lock file"
+
+    def unpinned(self, server: str) -> bool:
+        """Whether the lock file has no entry for *server* (one written for another config):
+        its definitions not pinned are told of once for the server, not one by one."""
+        return self.pins is not None and server not in self.pins.servers
+
     def _report_unpinned_server(self, server: str) -> None:
         key = ("unpinned server", server)
         if key in self._reported:
             return
         self._reported.add(key)
-        lock = self.lock_path.name if self.lock_path is not None else "the lock file"
+        lock = self.lock_name
         config = shlex.quote(str(self.config_path)) if self.config_path is not None else "F"
         served = (
             "they are served anyway (pins.policy: warn)"

@@ -8,6 +8,7 @@ only decides which lock file it judges by.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -77,16 +78,17 @@ def check_findings(composition: Composition) -> list[tuple[str, str, str]]:
         "block": "not served",
         "warn": "served anyway (pins.policy: warn)",
     }[gate.policy]
-    lock = gate.lock_path.name if gate.lock_path is not None else "the lock file"
-    # a server the lock file has no entry for (one shared with another config): one line for it
-    absent = {f.server: f.server not in gate.pins.servers for f in found if gate.pins is not None}
+    lock = gate.lock_name
+    # a server the lock file has no entry for: its definitions not pinned in one line, as the log
+    folded = Counter(
+        f.server for f in found if f.problem == "not pinned" and gate.unpinned(f.server)
+    )
     lines = [
         ("", "WARN", f"{f.line()}: {'gone' if f.problem == 'removed' else action}")
         for f in found
-        if not absent.get(f.server)
+        if not (f.problem == "not pinned" and f.server in folded)
     ]
-    for server in sorted(name for name, missing in absent.items() if missing):
-        count = sum(1 for f in found if f.server == server)
+    for server, count in sorted(folded.items()):
         lines.append(
             (
                 "",
