@@ -11,7 +11,6 @@ Pinned by ``tests/seams/``.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -46,9 +45,11 @@ HELD_STREAMS = 16  # a session's cancelled requests whose SSE streams are left o
 # build sse-starlette's EventSourceResponse for it; set while a ScopedSessions serves a request
 PostReply = Callable[[Any, Callable[[], Any], dict[str, str]], Any]
 _SERVING: ContextVar[ScopedSessions | None] = ContextVar("dpt_serving", default=None)
-# the id of the body the SDK's transport just refused as not JSON-RPC, when it has a readable
-# one (see :class:`_IdReadingAdapter`), for :func:`_error_response` to answer with
-_REFUSED_ID: ContextVar[int | str | None] = ContextVar("dpt_refused_id", default=None)
+# the body the SDK's transport just refused as not JSON-RPC, parsed (see
+# :class:`_RefusalReading`), for :func:`_error_response` to answer
+_REFUSED: ContextVar[Any] = ContextVar("dpt_refused", default=None)
+# (the parsed body that is JSON but not JSON-RPC) -> the JSON body of the 400 answering it
+InvalidRequest = Callable[[Any], bytes]
 VALIDATION_PREFIX = "Validation error: "  # the SDK's answer to JSON that is not JSON-RPC
 
 
@@ -60,9 +61,9 @@ class ScopedSessions(StreamableHTTPSessionManager):
 
     _shared_event_store: Any = None
     post_reply: PostReply | None = None
-    # the message of the -32600 that answers a body that is JSON but not JSON-RPC, where the
-    # SDK's is pydantic's whole report (a dozen errors, ~2 KB, with documentation URLs)
-    invalid_request: str | None = None
+    # the answer to a body that is JSON but not JSON-RPC, where the SDK's is -32602 with
+    # pydantic's whole report (a dozen errors, ~2 KB, with documentation URLs)
+    invalid_request: InvalidRequest | None = None
 
     async def handle_request(self, scope: Any, receive: Any, send: Any) -> None:
         """The SDK's, with :attr:`post_reply` answering this request's POST (see
@@ -125,32 +126,26 @@ def _error_response(
     headers: dict[str, str] | None = None,
 ) -> Any:
     """The SDK transport's error response; for a body that is JSON but not a JSON-RPC message,
-    served by a :class:`ScopedSessions` with an ``invalid_request`` text, -32600 with that text
-    (the SDK's: -32602 and pydantic's report), with the body's id when it has a readable one
-    (JSON-RPC 2.0: null only when the id cannot be determined; the SDK's is always null)."""
+    served by a :class:`ScopedSessions` with an ``invalid_request``, that one's body instead
+    (under the SDK's status and headers)."""
     manager = _SERVING.get()
     if (
         manager is not None
         and manager.invalid_request is not None
         and error_message.startswith(VALIDATION_PREFIX)
     ):
-        request_id = _REFUSED_ID.get()
-        _REFUSED_ID.set(None)
-        response = _sdk_error_response(
-            self, manager.invalid_request, status_code, INVALID_REQUEST, headers
-        )
-        if request_id is None:
-            return response
-        error = {"code": INVALID_REQUEST, "message": manager.invalid_request}
-        body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error})
+        refused = _REFUSED.get()
+        _REFUSED.set(None)
+        response = _sdk_error_response(self, "", status_code, INVALID_REQUEST, headers)
         kept = {k: v for k, v in response.headers.items() if k != "content-length"}
+        body = manager.invalid_request(refused)
         return Response(body, status_code=response.status_code, headers=kept)
     return _sdk_error_response(self, error_message, status_code, error_code, headers)
 
 
-class _IdReadingAdapter:
-    """The SDK transport's JSON-RPC message adapter, remembering the id of a body it refuses
-    (``_REFUSED_ID``, for :func:`_error_response`): a string or an integer, as stdio reads it."""
+class _RefusalReading:
+    """The SDK transport's JSON-RPC message adapter, remembering the body it refuses
+    (``_REFUSED``, for :func:`_error_response`)."""
 
     def __init__(self, adapter: Any) -> None:
         self.adapter = adapter
@@ -159,11 +154,7 @@ class _IdReadingAdapter:
         try:
             return self.adapter.validate_python(raw, *args, **kwargs)
         except ValidationError:
-            candidate = raw.get("id") if isinstance(raw, dict) else None
-            readable = isinstance(candidate, str) or (
-                isinstance(candidate, int) and not isinstance(candidate, bool)
-            )
-            _REFUSED_ID.set(candidate if readable else None)
+            _REFUSED.set(raw)
             raise
 
     def __getattr__(self, name: str) -> Any:
@@ -236,7 +227,7 @@ def _post_response(
 def session_manager(
     event_store: Any = None,
     post_reply: PostReply | None = None,
-    invalid_request: str | None = None,
+    invalid_request: InvalidRequest | None = None,
     **options: Any,
 ) -> ScopedSessions:
     """The mcp SDK's ``StreamableHTTPSessionManager`` with *options* and a shared *event_store*;
@@ -245,14 +236,14 @@ def session_manager(
     writes them, the response headers). The SDK reads the response class from its module, so
     the module's name is pointed at :func:`_post_response` (which keeps sse-starlette's for
     every other stream and every other manager). With *invalid_request*, a body that is JSON
-    but not JSON-RPC gets -32600 with that message and its id when readable (the transport's
-    error response is :func:`_error_response`, the SDK's for every other manager; its message
-    adapter, :class:`_IdReadingAdapter`, reads the id)."""
+    but not JSON-RPC is answered with ``invalid_request(body)`` (the transport's error response
+    is :func:`_error_response`, the SDK's for every other manager; its message adapter,
+    :class:`_RefusalReading`, keeps the refused body)."""
     sdk_streamable_http.EventSourceResponse = _post_response  # type: ignore[attr-defined,assignment]
     StreamableHTTPServerTransport._create_error_response = _error_response  # type: ignore[method-assign]
     adapter = sdk_streamable_http.jsonrpc_message_adapter  # type: ignore[attr-defined]
-    if not isinstance(adapter, _IdReadingAdapter):
-        reading: Any = _IdReadingAdapter(adapter)
+    if not isinstance(adapter, _RefusalReading):
+        reading: Any = _RefusalReading(adapter)
         sdk_streamable_http.jsonrpc_message_adapter = reading  # type: ignore[attr-defined]
     manager = ScopedSessions(event_store=event_store, **options)
     manager.post_reply = post_reply

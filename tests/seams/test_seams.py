@@ -25,6 +25,10 @@ from starlette.responses import PlainTextResponse
 from doc_processing_std_tools.launcher.calls.policed_tools import MountRules
 from doc_processing_std_tools.launcher.calls.policy import LockMode
 from doc_processing_std_tools.launcher.compose.mounting import mounted_provider
+from doc_processing_std_tools.launcher.transports.wire_errors import (
+    INVALID_REQUEST_TEXT,
+    invalid_request,
+)
 from doc_processing_std_tools.locking import PROCESS_LOCK
 from doc_processing_std_tools.seams import (
     client_sessions,
@@ -857,9 +861,10 @@ async def test_an_invalid_request_is_answered_with_its_readable_id(
 ) -> None:
     """The SDK validates a POST's body with its module's ``jsonrpc_message_adapter`` and
     answers a refusal through ``_create_error_response``: a manager with an
-    ``invalid_request`` text answers -32600 with it and the body's id when readable."""
+    ``invalid_request`` answers with what it makes of the refused body (the launcher's:
+    -32600 with the body's id when readable)."""
     sessions = http_sessions.session_manager(
-        app=fastmcp_server.low_level_server(FastMCP("x")), invalid_request="not JSON-RPC"
+        app=fastmcp_server.low_level_server(FastMCP("x")), invalid_request=invalid_request
     )
     headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
     async with sessions.run():
@@ -867,7 +872,7 @@ async def test_an_invalid_request_is_answered_with_its_readable_id(
         async with httpx2.AsyncClient(transport=transport, base_url="http://t") as client:
             reply = await client.post("/mcp", content=body, headers=headers)
     assert reply.status_code == 400
-    error = {"code": -32600, "message": "not JSON-RPC"}
+    error = {"code": -32600, "message": INVALID_REQUEST_TEXT}
     assert reply.json() == {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 

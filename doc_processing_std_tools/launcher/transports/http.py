@@ -50,7 +50,7 @@ from .header_guard import slow_header_guard
 from .http_fast_path import HttpFastPath, Tables
 from .identity import scope_caller
 from .session_binding import PROFILE_SCOPE_KEY, SessionEndpoints
-from .wire_errors import INVALID_REQUEST_TEXT
+from .wire_errors import invalid_request
 
 if sys.platform != "win32":
     import resource
@@ -230,7 +230,7 @@ def build_app(
         # The Host/Origin guard below covers every route, so the SDK's own is off.
         security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         post_reply=PostReply,  # (json_response: the SDK answers in JSON itself)
-        invalid_request=INVALID_REQUEST_TEXT,  # (stdio's: one line, no library URLs)
+        invalid_request=invalid_request,  # (stdio's: one line, no library URLs)
     )
 
     mcp_endpoint: ASGIApp = StreamableHTTPASGIApp(sessions)

@@ -52,16 +52,29 @@ def error_reply(line: bytes, problem: Exception) -> bytes | None:
             code, text = PARSE_ERROR, f"Parse error: {hint}"
         else:
             code, text = INVALID_REQUEST, INVALID_REQUEST_TEXT
-    request_id: int | str | None = None
-    if isinstance(message, dict):
-        if "method" not in message and ("result" in message or "error" in message):
-            return None
-        candidate = message.get("id")
-        if isinstance(candidate, str) or (
-            isinstance(candidate, int) and not isinstance(candidate, bool)
-        ):
-            request_id = candidate
-    return encode_error(request_id, code, text)
+    if (
+        isinstance(message, dict)
+        and "method" not in message
+        and ("result" in message or "error" in message)
+    ):
+        return None
+    return encode_error(readable_id(message), code, text)
+
+
+def readable_id(message: Any) -> int | str | None:
+    """*message*'s id when it has one a reply can carry (a string, or an integer that is not
+    a bool), else None: JSON-RPC 2.0's null id, for an id that cannot be determined."""
+    candidate = message.get("id") if isinstance(message, dict) else None
+    if isinstance(candidate, str) or (
+        isinstance(candidate, int) and not isinstance(candidate, bool)
+    ):
+        return candidate
+    return None
+
+
+def invalid_request(message: Any) -> bytes:
+    """The -32600 answering *message*, JSON that is not a JSON-RPC message (as over stdio)."""
+    return encode_error(readable_id(message), INVALID_REQUEST, INVALID_REQUEST_TEXT)
 
 
 def _first_value(line: bytes) -> Any:
