@@ -98,16 +98,15 @@ def _pin(loaded: LoadedConfig, now: Served, skipped: list[str]) -> int:
         before = LockFile.read(path) if path.exists() else None
     except PinError:
         before = None
-    for name in skipped:  # (a server that did not start keeps what was approved of it)
-        if before is not None and name in before.servers:
-            pins.servers[name] = before.servers[name]
-            print(f"servers.{name} did not start: its pins are kept as they were", file=sys.stderr)
-    # Servers this config does not mount keep their entries: a lock file shared by two configs
-    # in one folder keeps the other's pins (they approve only what a person approved).
+    # A server that did not start, and one this config does not mount (a lock file shared by
+    # two configs in one folder), keeps its entries: they approve only what a person approved.
     earlier = before.servers if before is not None else {}
-    others = sorted(set(earlier) - set(now) - set(pins.servers))  # (now: every mounted one)
-    for name in others:
+    kept = sorted(set(earlier) - set(now))  # (now: every mounted server that started)
+    others = [name for name in kept if name not in skipped]
+    for name in kept:
         pins.servers[name] = earlier[name]
+        if name in skipped:
+            print(f"servers.{name} did not start: its pins are kept as they were", file=sys.stderr)
     if others:
         print(
             f"kept the pins of {len(others)} server(s) this config does not mount "
