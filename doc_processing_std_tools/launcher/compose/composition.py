@@ -268,7 +268,7 @@ class Composition:
         if self.reload_lock is None:
             self.reload_lock = anyio.Lock()
         async with self.reload_lock:
-            mount = next((m for m in self.mounts if m.name == name), None)
+            mount = self.owners().named.get(name)
             if mount is None or mount.listing is None:
                 return  # (removed by a reload meanwhile)
             try:
