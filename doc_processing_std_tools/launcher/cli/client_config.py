@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ...containment import atomic_write_at
-from ..config.schema import ConfigError, load_config, missing_config
+from ..config.schema import BUILTIN_PROFILE_NAMES, ConfigError, load_config, missing_config
 from ..errors import LauncherError
 from .status import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from .status import fail as _fail
 
-CLIENTS = ("claude-code", "claude-desktop", "cursor", "vscode", "codex", "windsurf")
+CLIENTS = BUILTIN_PROFILE_NAMES  # (a client-config for each built-in profile's client)
 CLIENT_ENTRY_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # a bare TOML key, a JSON key
 TOKEN_PLACEHOLDER = "PASTE-THE-DAEMON-TOKEN-HERE"  # the daemon token's stand-in, in the env block
 

@@ -106,7 +106,7 @@ class Profile:
 
 def known_profiles(config: LauncherConfig) -> list[str]:
     """Every profile name a config may use: the built-in ones, then its own."""
-    return list(dict.fromkeys([*BUILTIN, *config.profiles]))
+    return config.profile_names()
 
 
 def resolve(config: LauncherConfig, name: str) -> Profile:

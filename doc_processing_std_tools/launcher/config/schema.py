@@ -341,11 +341,15 @@ class LauncherConfig(StrictModel):
                 )
         return value
 
+    def profile_names(self) -> list[str]:
+        """Every profile name this config may use: the built-in ones, then its own."""
+        return list(dict.fromkeys([*BUILTIN_PROFILE_NAMES, *self.profiles]))
+
     @model_validator(mode="after")
     def _access_names(self) -> LauncherConfig:
         """A server or profile an ``access:`` rule names without a glob must exist: a misspelt
         name would allow nothing, silently."""
-        profiles = list(dict.fromkeys([*BUILTIN_PROFILE_NAMES, *self.profiles]))
+        profiles = self.profile_names()
         for i, rule in enumerate(self.access or ()):
             for key, known in (("servers", list(self.servers)), ("profiles", profiles)):
                 for name in getattr(rule, key):
