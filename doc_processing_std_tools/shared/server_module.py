@@ -182,17 +182,19 @@ class ServerModule:
         wrong = [arg for arg in given if arg.startswith("-")] or (
             given if self.settings_from_args is None else []
         )
-        if wrong and not (args and args[0] in ("-h", "--help")):
+
+        def build() -> FastMCP:
+            if not wrong:
+                return self.standalone_server(args)
             said = (
                 f"it takes no arguments (given: {' '.join(wrong)[:200]})"
                 if self.settings_from_args is None
                 else f"unknown option {wrong[0][:100]!r} (a root folder whose name starts "
                 "with '-': give it as ./-name)"
             )
-            print(
-                f"{self.spec.name}: {said}; its settings come from the environment "
-                f"(docs/servers/{self.spec.name}.md)",
-                file=sys.stderr,
+            # (main answers -h first, then this as a settings error: one line, exit 2)
+            raise ValueError(
+                f"{said}; its settings come from the environment (docs/servers/{self.spec.name}.md)"
             )
-            raise SystemExit(2)
-        main(self.spec.name, lambda: self.standalone_server(args), args)
+
+        main(self.spec.name, build, args)
