@@ -69,7 +69,9 @@ class IncomingAuth:
         if self.verifier is None:
             return endpoint
         scopes = self.jwt.required_scopes if self.jwt else []
-        guarded = SayMissingToken(endpoint, required_scopes=[], challenge_scopes=scopes)
+        guarded = SayMissingToken(
+            RequireAuthMiddleware(endpoint, required_scopes=[], challenge_scopes=scopes)
+        )
         return PointToMetadata(guarded, self.metadata_url) if self.jwt else guarded
 
     def routes(self) -> list[Any]:
@@ -121,22 +123,41 @@ MISSING_TOKEN_TEXT = (
 )
 
 
-class SayMissingToken(RequireAuthMiddleware):
-    """fastmcp's 401 for a request without a bearer token (the same ``WWW-Authenticate``,
-    without an ``error`` attribute: RFC 6750 section 3.1), with a one-line JSON body saying
-    what is missing where fastmcp's is empty."""
+MISSING_TOKEN_BODY = json.dumps({"error_description": MISSING_TOKEN_TEXT}).encode()
 
-    async def _send_missing_auth(self, send: Send) -> None:
-        parts = self._challenge_context()
-        challenge = ("Bearer " + ", ".join(parts)) if parts else "Bearer"
-        body = json.dumps({"error_description": MISSING_TOKEN_TEXT}).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", challenge.encode()),
-        ]
-        await send({"type": "http.response.start", "status": 401, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+class SayMissingToken:
+    """fastmcp's 401 for a request without a bearer token (an empty body, and a
+    ``WWW-Authenticate`` without an ``error`` attribute: RFC 6750 section 3.1), with a one-line
+    JSON body saying what is missing; its other answers (an invalid token's 401 says why
+    already) as they are. Read from the ASGI messages fastmcp sends, none of its internals."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        saying = False
+
+        async def saying_send(message: Message) -> None:
+            nonlocal saying
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                headers = message.get("headers", [])
+                if (b"content-length", b"0") in headers:
+                    saying = True
+                    message["headers"] = [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(MISSING_TOKEN_BODY)).encode()),
+                        *(
+                            (n, v)
+                            for n, v in headers
+                            if n not in (b"content-length", b"content-type")
+                        ),
+                    ]
+            elif message["type"] == "http.response.body" and saying:
+                message = {"type": "http.response.body", "body": MISSING_TOKEN_BODY}
+            await send(message)
+
+        await self.app(scope, receive, saying_send)
 
 
 class PointToMetadata:
